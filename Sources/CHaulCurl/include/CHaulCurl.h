@@ -1,0 +1,106 @@
+// Haul's private window onto libcurl.
+//
+// We declare the handful of libcurl functions and constants we use ourselves and resolve them
+// with dlopen()/dlsym() at run time (libcurl.so.4 ships with every Swift toolchain on Linux,
+// because FoundationNetworking links it). That keeps `swift build` free of any -dev package and
+// of unsafe linker flags. The variadic curl_easy_setopt/getinfo are wrapped in typed,
+// non-variadic functions, which Swift can call.
+#ifndef CHAULCURL_H
+#define CHAULCURL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef void haul_curl;
+typedef void haul_curlm;
+struct haul_slist;
+
+typedef size_t (*haul_curl_data_cb)(char *ptr, size_t size, size_t nmemb, void *userdata);
+typedef int (*haul_curl_xferinfo_cb)(void *userdata, int64_t dltotal, int64_t dlnow, int64_t ultotal,
+                                     int64_t ulnow);
+
+/// Loads libcurl once. Returns 0 on success; otherwise writes a reason into `err`.
+int haul_curl_load(char *err, size_t errlen);
+/// The version string of the loaded libcurl (e.g. "libcurl/7.88.1 OpenSSL/3.0.19").
+const char *haul_curl_version(void);
+
+haul_curl *haul_easy_init(void);
+void haul_easy_cleanup(haul_curl *h);
+int haul_easy_setopt_long(haul_curl *h, int option, long value);
+int haul_easy_setopt_off(haul_curl *h, int option, int64_t value);
+int haul_easy_setopt_ptr(haul_curl *h, int option, const void *value);
+int haul_easy_setopt_data_cb(haul_curl *h, int option, haul_curl_data_cb cb);
+int haul_easy_setopt_xferinfo_cb(haul_curl *h, int option, haul_curl_xferinfo_cb cb);
+int haul_easy_getinfo_long(haul_curl *h, int info, long *value);
+int haul_easy_getinfo_off(haul_curl *h, int info, int64_t *value);
+int haul_easy_getinfo_ptr(haul_curl *h, int info, void **value);
+int haul_easy_pause(haul_curl *h, int bitmask);
+const char *haul_easy_strerror(int code);
+
+haul_curlm *haul_multi_init(void);
+int haul_multi_cleanup(haul_curlm *m);
+int haul_multi_setopt_long(haul_curlm *m, int option, long value);
+int haul_multi_add_handle(haul_curlm *m, haul_curl *h);
+int haul_multi_remove_handle(haul_curlm *m, haul_curl *h);
+int haul_multi_perform(haul_curlm *m, int *running);
+int haul_multi_poll(haul_curlm *m, int timeout_ms, int *numfds);
+int haul_multi_wakeup(haul_curlm *m);
+/// Reads one finished transfer: returns 1 and fills `easy`/`result` for a CURLMSG_DONE, else 0.
+int haul_multi_info_read_done(haul_curlm *m, haul_curl **easy, int *result);
+
+struct haul_slist *haul_slist_append(struct haul_slist *list, const char *string);
+void haul_slist_free_all(struct haul_slist *list);
+
+// Options (CURLOPT_*), values from curl.h: type base + number.
+enum {
+    HAUL_CURLOPT_WRITEDATA = 10001,
+    HAUL_CURLOPT_URL = 10002,
+    HAUL_CURLOPT_ERRORBUFFER = 10010,
+    HAUL_CURLOPT_WRITEFUNCTION = 20011,
+    HAUL_CURLOPT_USERAGENT = 10018,
+    HAUL_CURLOPT_LOW_SPEED_LIMIT = 19,
+    HAUL_CURLOPT_LOW_SPEED_TIME = 20,
+    HAUL_CURLOPT_HTTPHEADER = 10023,
+    HAUL_CURLOPT_HEADERDATA = 10029,
+    HAUL_CURLOPT_CUSTOMREQUEST = 10036,
+    HAUL_CURLOPT_NOPROGRESS = 43,
+    HAUL_CURLOPT_NOBODY = 44,
+    HAUL_CURLOPT_FOLLOWLOCATION = 52,
+    HAUL_CURLOPT_XFERINFODATA = 10057,
+    HAUL_CURLOPT_SSL_VERIFYPEER = 64,
+    HAUL_CURLOPT_CAINFO = 10065,
+    HAUL_CURLOPT_HTTPGET = 80,
+    HAUL_CURLOPT_SSL_VERIFYHOST = 81,
+    HAUL_CURLOPT_BUFFERSIZE = 98,
+    HAUL_CURLOPT_NOSIGNAL = 99,
+    HAUL_CURLOPT_ACCEPT_ENCODING = 10102,
+    HAUL_CURLOPT_PRIVATE = 10103,
+    HAUL_CURLOPT_HEADERFUNCTION = 20079,
+    HAUL_CURLOPT_TIMEOUT_MS = 155,
+    HAUL_CURLOPT_CONNECTTIMEOUT_MS = 156,
+    HAUL_CURLOPT_XFERINFOFUNCTION = 20219,
+    HAUL_CURLOPT_TCP_KEEPALIVE = 213,
+    HAUL_CURLOPT_PROTOCOLS_STR = 10318,
+    HAUL_CURLOPT_HTTP_CONTENT_DECODING = 158,
+    HAUL_CURLOPT_HTTP_VERSION = 84,
+};
+
+// Info (CURLINFO_*).
+enum {
+    HAUL_CURLINFO_RESPONSE_CODE = 0x200000 + 2,
+    HAUL_CURLINFO_PRIVATE = 0x100000 + 21,
+};
+
+// Multi options.
+enum {
+    HAUL_CURLMOPT_MAX_HOST_CONNECTIONS = 7,
+    HAUL_CURLMOPT_MAX_TOTAL_CONNECTIONS = 13,
+};
+
+enum {
+    HAUL_CURL_WRITEFUNC_PAUSE = 0x10000001,
+    HAUL_CURLPAUSE_CONT = 0,
+    HAUL_CURL_HTTP_VERSION_1_1 = 2,
+};
+
+#endif

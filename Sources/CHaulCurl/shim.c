@@ -1,0 +1,142 @@
+#include "CHaulCurl.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    int msg;
+    void *easy_handle;
+    union {
+        void *whatever;
+        int result;
+    } data;
+} haul_curlmsg;
+
+static struct {
+    int (*global_init)(long);
+    const char *(*version)(void);
+    void *(*easy_init)(void);
+    void (*easy_cleanup)(void *);
+    int (*easy_setopt)(void *, int, ...);
+    int (*easy_getinfo)(void *, int, ...);
+    int (*easy_pause)(void *, int);
+    const char *(*easy_strerror)(int);
+    void *(*multi_init)(void);
+    int (*multi_cleanup)(void *);
+    int (*multi_setopt)(void *, int, ...);
+    int (*multi_add_handle)(void *, void *);
+    int (*multi_remove_handle)(void *, void *);
+    int (*multi_perform)(void *, int *);
+    int (*multi_poll)(void *, void *, unsigned int, int, int *);
+    int (*multi_wakeup)(void *);
+    haul_curlmsg *(*multi_info_read)(void *, int *);
+    struct haul_slist *(*slist_append)(struct haul_slist *, const char *);
+    void (*slist_free_all)(struct haul_slist *);
+} api;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static char load_error[512];
+static int load_status = -1;
+
+#define RESOLVE(field, name)                                                                   \
+    do {                                                                                       \
+        *(void **)(&api.field) = dlsym(lib, name);                                             \
+        if (!api.field) {                                                                      \
+            snprintf(load_error, sizeof load_error, "libcurl lacks %s (need 7.68 or newer)", name); \
+            return;                                                                            \
+        }                                                                                      \
+    } while (0)
+
+static void load(void) {
+    static const char *candidates[] = {
+#ifdef __APPLE__
+        "libcurl.4.dylib", "/usr/lib/libcurl.4.dylib",
+#else
+        "libcurl.so.4", "libcurl-gnutls.so.4", "libcurl-nss.so.4", "libcurl.so",
+#endif
+        NULL};
+    void *lib = NULL;
+    for (int i = 0; candidates[i] && !lib; i++) lib = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(load_error, sizeof load_error, "cannot load libcurl: %s", e ? e : "not found");
+        return;
+    }
+    RESOLVE(global_init, "curl_global_init");
+    RESOLVE(version, "curl_version");
+    RESOLVE(easy_init, "curl_easy_init");
+    RESOLVE(easy_cleanup, "curl_easy_cleanup");
+    RESOLVE(easy_setopt, "curl_easy_setopt");
+    RESOLVE(easy_getinfo, "curl_easy_getinfo");
+    RESOLVE(easy_pause, "curl_easy_pause");
+    RESOLVE(easy_strerror, "curl_easy_strerror");
+    RESOLVE(multi_init, "curl_multi_init");
+    RESOLVE(multi_cleanup, "curl_multi_cleanup");
+    RESOLVE(multi_setopt, "curl_multi_setopt");
+    RESOLVE(multi_add_handle, "curl_multi_add_handle");
+    RESOLVE(multi_remove_handle, "curl_multi_remove_handle");
+    RESOLVE(multi_perform, "curl_multi_perform");
+    RESOLVE(multi_poll, "curl_multi_poll");
+    RESOLVE(multi_wakeup, "curl_multi_wakeup");
+    RESOLVE(multi_info_read, "curl_multi_info_read");
+    RESOLVE(slist_append, "curl_slist_append");
+    RESOLVE(slist_free_all, "curl_slist_free_all");
+    // CURL_GLOBAL_DEFAULT (SSL | WIN32). Reference-counted inside libcurl, so sharing the library
+    // with FoundationNetworking is fine.
+    if (api.global_init(3) != 0) {
+        snprintf(load_error, sizeof load_error, "curl_global_init failed");
+        return;
+    }
+    load_status = 0;
+}
+
+int haul_curl_load(char *err, size_t errlen) {
+    pthread_once(&load_once, load);
+    if (load_status != 0 && err && errlen) snprintf(err, errlen, "%s", load_error);
+    return load_status;
+}
+
+const char *haul_curl_version(void) { return api.version(); }
+haul_curl *haul_easy_init(void) { return api.easy_init(); }
+void haul_easy_cleanup(haul_curl *h) { api.easy_cleanup(h); }
+int haul_easy_setopt_long(haul_curl *h, int o, long v) { return api.easy_setopt(h, o, v); }
+int haul_easy_setopt_off(haul_curl *h, int o, int64_t v) { return api.easy_setopt(h, o, (int64_t)v); }
+int haul_easy_setopt_ptr(haul_curl *h, int o, const void *v) { return api.easy_setopt(h, o, v); }
+int haul_easy_setopt_data_cb(haul_curl *h, int o, haul_curl_data_cb cb) { return api.easy_setopt(h, o, cb); }
+int haul_easy_setopt_xferinfo_cb(haul_curl *h, int o, haul_curl_xferinfo_cb cb) {
+    return api.easy_setopt(h, o, cb);
+}
+int haul_easy_getinfo_long(haul_curl *h, int i, long *v) { return api.easy_getinfo(h, i, v); }
+int haul_easy_getinfo_off(haul_curl *h, int i, int64_t *v) { return api.easy_getinfo(h, i, v); }
+int haul_easy_getinfo_ptr(haul_curl *h, int i, void **v) { return api.easy_getinfo(h, i, v); }
+int haul_easy_pause(haul_curl *h, int bitmask) { return api.easy_pause(h, bitmask); }
+const char *haul_easy_strerror(int code) { return api.easy_strerror(code); }
+
+haul_curlm *haul_multi_init(void) { return api.multi_init(); }
+int haul_multi_cleanup(haul_curlm *m) { return api.multi_cleanup(m); }
+int haul_multi_setopt_long(haul_curlm *m, int o, long v) { return api.multi_setopt(m, o, v); }
+int haul_multi_add_handle(haul_curlm *m, haul_curl *h) { return api.multi_add_handle(m, h); }
+int haul_multi_remove_handle(haul_curlm *m, haul_curl *h) { return api.multi_remove_handle(m, h); }
+int haul_multi_perform(haul_curlm *m, int *running) { return api.multi_perform(m, running); }
+int haul_multi_poll(haul_curlm *m, int timeout_ms, int *numfds) {
+    return api.multi_poll(m, NULL, 0, timeout_ms, numfds);
+}
+int haul_multi_wakeup(haul_curlm *m) { return api.multi_wakeup(m); }
+int haul_multi_info_read_done(haul_curlm *m, haul_curl **easy, int *result) {
+    int left = 0;
+    haul_curlmsg *msg;
+    while ((msg = api.multi_info_read(m, &left)) != NULL) {
+        if (msg->msg == 1 /* CURLMSG_DONE */) {
+            *easy = msg->easy_handle;
+            *result = msg->data.result;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+struct haul_slist *haul_slist_append(struct haul_slist *l, const char *s) { return api.slist_append(l, s); }
+void haul_slist_free_all(struct haul_slist *l) { api.slist_free_all(l); }

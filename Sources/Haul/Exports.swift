@@ -1,0 +1,2 @@
+@_exported import struct HaulCore.HaulError
+@_exported import struct HaulCore.TransferProgress

@@ -1,0 +1,63 @@
+import Foundation
+import HaulCore
+
+/// Settings shared by every download of a ``HaulSession``.
+///
+/// ```swift
+/// var configuration = HaulConfiguration()
+/// configuration.retry.maxRetries = 10
+/// configuration.timeout.idle = 60
+/// let session = HaulSession(configuration: configuration)
+/// ```
+public struct HaulConfiguration: Sendable {
+    /// Retries of transient failures (dropped connections, stalls, 408/429/5xx).
+    public struct Retry: Sendable, Equatable {
+        /// Retries after the first attempt. The budget refills whenever an attempt makes progress.
+        public var maxRetries: Int = 5
+        /// The first backoff delay in seconds; it doubles per failure, with jitter.
+        public var initialDelay: Double = 1
+        /// The longest backoff delay in seconds.
+        public var maxDelay: Double = 30
+        /// The longest `Retry-After` honoured, in seconds; a server asking for longer fails the download.
+        public var maxRetryAfter: Double = 300
+        /// Creates the default policy.
+        public init() {}
+    }
+
+    /// Timeouts, in seconds.
+    public struct Timeout: Sendable, Equatable {
+        /// To establish a connection (TCP and TLS).
+        public var connect: Double = 30
+        /// With no byte received: the connection counts as stalled and is retried.
+        public var idle: Double = 30
+        /// Creates the defaults.
+        public init() {}
+    }
+
+    /// Which HTTP implementation runs the transfers.
+    public enum Transport: Sendable, Equatable {
+        /// libcurl's multi interface on one thread (loaded at run time); the default on Linux.
+        case curl
+        /// Foundation's URLSession; on Linux it lacks flow control and is slower (docs/transports.md).
+        case urlSession
+    }
+
+    /// Retry policy.
+    public var retry = Retry()
+    /// Timeouts.
+    public var timeout = Timeout()
+    /// Redirects followed before failing with ``HaulError/Code/tooManyRedirects``.
+    public var maxRedirects = 20
+    /// Headers sent with every request (e.g. `Authorization`; never sent to another host after
+    /// a redirect, and never stored).
+    public var additionalHeaders: [String: String] = [:]
+    /// A PEM bundle of extra certificate authorities to trust. Certificates are always verified.
+    public var trustedCertificatesFile: String?
+    /// The shortest interval between two progress events, in seconds (default 0.1: 10 per second).
+    public var progressInterval: Double = 0.1
+    /// The HTTP implementation.
+    public var transport: Transport = .curl
+
+    /// Creates the default configuration.
+    public init() {}
+}

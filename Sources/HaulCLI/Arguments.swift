@@ -1,0 +1,74 @@
+/// A small option parser in the style of curl and wget: `-o FILE`, `--output FILE`,
+/// `--output=FILE`, repeated `-H`, and flags.
+enum Arguments {
+    /// Parses against a table of option names; returns values by canonical name.
+    static func parse(_ args: [String], options: [Option]) throws(UsageError) -> (values: [String: [String]], positionals: [String]) {
+        var values: [String: [String]] = [:]
+        var positionals: [String] = []
+        var i = 0
+        var onlyPositionals = false
+        while i < args.count {
+            let arg = args[i]
+            i += 1
+            if onlyPositionals || !arg.hasPrefix("-") || arg == "-" {
+                positionals.append(arg)
+                continue
+            }
+            if arg == "--" {
+                onlyPositionals = true
+                continue
+            }
+            var name = arg
+            var inline: String?
+            if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
+                name = String(arg[..<eq])
+                inline = String(arg[arg.index(after: eq)...])
+            }
+            guard let option = options.first(where: { $0.names.contains(name) }) else {
+                throw UsageError("unknown option \(name) (see haul help)")
+            }
+            if option.takesValue {
+                if let inline {
+                    values[option.key, default: []].append(inline)
+                } else {
+                    guard i < args.count else { throw UsageError("\(name) needs a value") }
+                    values[option.key, default: []].append(args[i])
+                    i += 1
+                }
+            } else {
+                if inline != nil { throw UsageError("\(name) takes no value") }
+                values[option.key, default: []].append("")
+            }
+        }
+        return (values, positionals)
+    }
+
+    struct Option {
+        var names: [String]
+        var takesValue: Bool
+        var key: String { names.last! }
+        init(_ names: String..., value: Bool = false) {
+            self.names = names
+            self.takesValue = value
+        }
+    }
+}
+
+extension Dictionary where Key == String, Value == [String] {
+    func flag(_ key: String) -> Bool { self[key] != nil }
+    func last(_ key: String) -> String? { self[key]?.last }
+
+    func number(_ key: String, min: Double = 0) throws(UsageError) -> Double? {
+        guard let raw = last(key) else { return nil }
+        guard let v = Double(raw), v.isFinite, v >= min else {
+            throw UsageError("\(key) expects a number ≥ \(min == min.rounded() ? String(Int(min)) : String(min)), got '\(raw)'")
+        }
+        return v
+    }
+
+    func integer(_ key: String, min: Int = 0) throws(UsageError) -> Int? {
+        guard let raw = last(key) else { return nil }
+        guard let v = Int(raw), v >= min else { throw UsageError("\(key) expects a whole number ≥ \(min), got '\(raw)'") }
+        return v
+    }
+}

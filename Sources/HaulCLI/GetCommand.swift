@@ -1,0 +1,224 @@
+import Foundation
+import Haul
+
+/// `haul get URL... [-o FILE | -d DIR] [options]`
+struct GetCommand {
+    static let options: [Arguments.Option] = [
+        .init("-o", "--output", value: true),
+        .init("-d", "--dir", value: true),
+        .init("-c", "--continue"),
+        .init("--no-continue"),
+        .init("--overwrite"),
+        .init("--retries", value: true),
+        .init("--retry-delay", value: true),
+        .init("--timeout", value: true),
+        .init("--connect-timeout", value: true),
+        .init("--max-redirects", value: true),
+        .init("-H", "--header", value: true),
+        .init("--checksum", value: true),
+        .init("--cacert", value: true),
+        .init("--transport", value: true),
+        .init("-q", "--quiet"),
+        .init("--json"),
+    ]
+
+    static let help = """
+        usage: haul get URL... [-o FILE | -d DIR] [options]
+
+        Downloads each URL, resuming a partial download of the same URL (a rerun continues).
+        Without -o the file is named by the server (Content-Disposition) or the URL, in DIR
+        (default: the current directory).
+
+          -o, --output FILE       save to FILE (one URL only)
+          -d, --dir DIR           save into DIR (created if missing)
+          -c, --continue          resume partial downloads (the default)
+              --no-continue       discard a partial download and start over
+              --overwrite         replace an existing file that is not a partial download
+              --retries N         retries of transient failures (default 5)
+              --retry-delay S     first backoff delay in seconds (default 1; doubles, with jitter)
+              --timeout S         idle timeout: no byte for S seconds is a stall (default 30)
+              --connect-timeout S connection timeout in seconds (default 30)
+              --max-redirects N   redirects to follow (default 20)
+          -H, --header 'N: v'     extra request header (repeatable; Authorization and Cookie
+                                  are not sent to other hosts after a redirect)
+              --checksum sha-256=HEX   verify the finished file
+              --cacert FILE       trust these extra CA certificates (PEM)
+              --transport curl|urlsession   HTTP implementation (default curl)
+          -q, --quiet             print nothing but errors
+              --json              print one JSON event per line on stdout
+
+        Exit codes: 0 ok, 2 usage, 3 network, 4 HTTP status, 5 file system, 6 integrity,
+        7 TLS, 130 interrupted (partial kept; rerun to resume).
+        """
+
+    let urls: [URL]
+    let destination: DownloadDestination
+    let configuration: HaulConfiguration
+    let options: DownloadOptions
+    let output: Output
+
+    init(_ args: [String]) throws(UsageError) {
+        let (v, positionals) = try Arguments.parse(args, options: GetCommand.options)
+        guard !positionals.isEmpty else { throw UsageError("get needs a URL (see haul help get)") }
+        var urls: [URL] = []
+        for raw in positionals {
+            guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+                url.host?.isEmpty == false
+            else { throw UsageError("invalid URL '\(raw)' (only http:// and https:// URLs)") }
+            urls.append(url)
+        }
+        self.urls = urls
+        if v.flag("--output") && v.flag("--dir") { throw UsageError("use either -o or -d, not both") }
+        if v.flag("--continue") && v.flag("--no-continue") { throw UsageError("use either -c or --no-continue") }
+        if v.flag("--json") && v.flag("--quiet") { throw UsageError("use either -q or --json") }
+        if let file = v.last("--output") {
+            guard urls.count == 1 else { throw UsageError("-o names one file; use -d DIR for several URLs") }
+            let target = URL(fileURLWithPath: file)
+            destination = .file(target)
+        } else {
+            let dir = URL(fileURLWithPath: v.last("--dir") ?? FileManager.default.currentDirectoryPath)
+            destination = .directory(dir)
+        }
+        var c = HaulConfiguration()
+        if let n = try v.integer("--retries") { c.retry.maxRetries = n }
+        if let d = try v.number("--retry-delay") { c.retry.initialDelay = d }
+        if let t = try v.number("--timeout", min: 1) { c.timeout.idle = t }
+        if let t = try v.number("--connect-timeout", min: 1) { c.timeout.connect = t }
+        if let n = try v.integer("--max-redirects") { c.maxRedirects = n }
+        if let ca = v.last("--cacert") {
+            guard FileManager.default.isReadableFile(atPath: ca) else { throw UsageError("cannot read --cacert \(ca)") }
+            c.trustedCertificatesFile = ca
+        }
+        switch v.last("--transport") {
+        case nil, "curl": c.transport = .curl
+        case "urlsession": c.transport = .urlSession
+        case let other?: throw UsageError("unknown --transport \(other) (curl or urlsession)")
+        }
+        configuration = c
+        var o = DownloadOptions()
+        o.resume = !v.flag("--no-continue")
+        o.overwrite = v.flag("--overwrite")
+        for header in v["--header"] ?? [] {
+            guard let colon = header.firstIndex(of: ":"), colon != header.startIndex else {
+                throw UsageError("header '\(header)' is not 'Name: value'")
+            }
+            let name = header[..<colon].trimmingCharacters(in: .whitespaces)
+            guard name.allSatisfy({ $0.isLetter || $0.isNumber || "-_".contains($0) }), !header.contains("\n"),
+                !header.contains("\r")
+            else { throw UsageError("header name '\(name)' is not valid") }
+            o.headers[name] = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        if let sum = v.last("--checksum") {
+            let parts = sum.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, ["sha-256", "sha256"].contains(parts[0].lowercased()), parts[1].count == 64,
+                parts[1].allSatisfy(\.isHexDigit)
+            else { throw UsageError("--checksum expects sha-256=<64 hex digits>") }
+            o.sha256 = parts[1].lowercased()
+        }
+        options = o
+        output = Output(mode: v.flag("--json") ? .json : v.flag("--quiet") ? .quiet : .human)
+    }
+
+    /// Runs every download in turn; returns the exit code of the first failure, else 0.
+    func run(interrupts: Interrupts) async -> ExitCode {
+        let session = HaulSession(configuration: configuration)
+        var worst = ExitCode.success
+        for url in urls {
+            let code = await download(url, session: session, interrupts: interrupts)
+            if code == .interrupted { return code }
+            if worst == .success { worst = code }
+        }
+        return worst
+    }
+
+    private func download(_ url: URL, session: HaulSession, interrupts: Interrupts) async -> ExitCode {
+        let output = self.output
+        let destination = self.destination
+        let options = self.options
+        let shown = redact(url)
+        let name = LockedBox(url.lastPathComponent)
+        let started = Date()
+        let lastBytes = LockedBox<Int64>(0)
+        let task = Task { () async throws(HaulError) -> DownloadResult in
+            try await session.download(from: url, to: destination, options: options) { event in
+                switch event {
+                case .started(let s):
+                    name.set(s.destination.lastPathComponent)
+                    lastBytes.set(s.offset)
+                    output.json(
+                        "start",
+                        [
+                            ("url", shown), ("destination", s.destination.path), ("status", s.status),
+                            ("offset", s.offset), ("total", s.totalBytes),
+                        ])
+                    if s.offset > 0 {
+                        output.note("resuming \(s.destination.lastPathComponent) at \(Output.bytes(s.offset))")
+                    }
+                case .progress(let p):
+                    lastBytes.set(p.completedBytes)
+                    output.progress(p, name: name.get())
+                case .retrying(let attempt, let error, let delay):
+                    output.json(
+                        "retry",
+                        [("attempt", attempt), ("delay", delay), ("code", error.code.description), ("message", error.message)])
+                    output.note("\(error.message); retry \(attempt) in \(String(format: "%.1f", delay)) s")
+                case .restarted(let reason):
+                    output.json("restart", [("reason", reason)])
+                    output.note("starting over: \(reason)")
+                }
+            }
+        }
+        let token = interrupts.onInterrupt { task.cancel() }
+        defer { interrupts.remove(token) }
+        do {
+            let result = try await task.value
+            output.clearLine()
+            output.json(
+                "done",
+                [("path", result.fileURL.path), ("bytes", result.bytes), ("alreadyComplete", result.alreadyComplete)])
+            if result.alreadyComplete {
+                output.note("\(result.fileURL.path) is already complete (\(Output.bytes(result.bytes)))")
+            } else {
+                let seconds = Date().timeIntervalSince(started)
+                output.note(
+                    "saved \(result.fileURL.path) (\(Output.bytes(result.bytes)) in \(String(format: "%.1f", seconds)) s)")
+            }
+            return .success
+        } catch {
+            let error = HaulError.from(error)
+            let code = ExitCode(error)
+            output.json(
+                "error",
+                [("code", error.code.description), ("message", error.message), ("exit", code.rawValue),
+                 ("status", error.httpStatus)])
+            if error.code == .cancelled {
+                output.clearLine()
+                if let part = error.path {
+                    output.note(
+                        "interrupted; kept \(Output.bytes(lastBytes.get())) in \(part). Run the same command again to resume.")
+                } else {
+                    output.note("interrupted")
+                }
+            } else {
+                output.error(error.message)
+            }
+            return code
+        }
+    }
+
+    private func redact(_ url: URL) -> String {
+        guard var c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
+        c.user = nil
+        c.password = nil
+        return c.string ?? url.absoluteString
+    }
+}
+
+/// A tiny lock box for values shared with event callbacks.
+final class LockedBox<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func get() -> Value { lock.withLock { value } }
+    func set(_ v: Value) { lock.withLock { value = v } }
+}

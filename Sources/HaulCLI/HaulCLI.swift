@@ -1,0 +1,71 @@
+import Foundation
+import Haul
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `haul`: the command-line front end. Parsing and printing only; downloads run in `Haul`.
+@main
+struct HaulCLI {
+    static let help = """
+        haul — resumable downloads
+
+        usage: haul <command> [options]
+
+        commands:
+          get URL... [-o FILE | -d DIR]   download (rerun the same command to resume)
+          demo                            a 256 MiB download from a built-in local server, with
+                                          injected connection drops, a pause and resume, and a
+                                          SHA-256 check
+          help [command]                  this text, or a command's options
+          version                         print versions
+
+        Run 'haul help get' for download options.
+        """
+
+    static func main() async {
+        let args = Array(CommandLine.arguments.dropFirst())
+        let code = await run(args)
+        exit(code.rawValue)
+    }
+
+    static func run(_ args: [String]) async -> ExitCode {
+        guard let command = args.first else {
+            Output.write(help + "\n", to: 2)
+            return .usage
+        }
+        let rest = Array(args.dropFirst())
+        do throws(UsageError) {
+            switch command {
+            case "get":
+                if rest.contains("--help") || rest.contains("-h") {
+                    Output.write(GetCommand.help + "\n", to: 1)
+                    return .success
+                }
+                let get = try GetCommand(rest)
+                return await get.run(interrupts: Interrupts())
+            case "demo":
+                let demo = try DemoCommand(rest)
+                return await demo.run(interrupts: Interrupts())
+            case "help", "--help", "-h":
+                switch rest.first {
+                case "get": Output.write(GetCommand.help + "\n", to: 1)
+                case "demo": Output.write(DemoCommand.help + "\n", to: 1)
+                default: Output.write(help + "\n", to: 1)
+                }
+                return .success
+            case "version", "--version":
+                Output.write("haul \(HaulInfo.version) (\(HaulInfo.transportDescription))\n", to: 1)
+                return .success
+            default:
+                throw UsageError("unknown command '\(command)' (see haul help)")
+            }
+        } catch {
+            Output.write("haul: error: \(error.message)\n", to: 2)
+            return .usage
+        }
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import Haul
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Everything `haul` prints goes through here: human lines to stderr (a live progress line on a
+/// terminal), or JSON event lines to stdout with `--json`.
+final class Output: Sendable {
+    enum Mode: Sendable { case human, quiet, json }
+    let mode: Mode
+    let isTerminal: Bool
+    private let state = Mutex<(lineShown: Bool, lastPlain: Double, spinner: Int, started: Double)>((false, 0, 0, 0))
+
+    init(mode: Mode) {
+        self.mode = mode
+        self.isTerminal = isatty(2) == 1
+    }
+
+    static func write(_ text: String, to fd: Int32) {
+        var bytes = Array(text.utf8)
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n <= 0 { break }
+            done += n
+        }
+    }
+
+    /// A one-line message on stderr (clears the progress line first).
+    func note(_ text: String) {
+        guard mode == .human else { return }
+        clearLine()
+        Output.write("haul: \(text)\n", to: 2)
+    }
+
+    func error(_ text: String) {
+        clearLine()
+        if mode == .json { return }
+        Output.write("haul: error: \(text)\n", to: 2)
+    }
+
+    func json(_ event: String, _ fields: [(String, Any?)]) {
+        guard mode == .json else { return }
+        var parts = ["\"event\":\(Output.quote(event))"]
+        for (k, v) in fields {
+            guard let v else { continue }
+            let value: String
+            switch v {
+            case let s as String: value = Output.quote(s)
+            case let b as Bool: value = b ? "true" : "false"
+            case let d as Double: value = d.isFinite ? String(format: "%.3f", d) : "null"
+            case let i as Int64: value = String(i)
+            case let i as Int: value = String(i)
+            case let i as Int32: value = String(i)
+            default: value = Output.quote("\(v)")
+            }
+            parts.append("\(Output.quote(k)):\(value)")
+        }
+        Output.write("{" + parts.joined(separator: ",") + "}\n", to: 1)
+    }
+
+    static func quote(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if u.value < 0x20 { out += String(format: "\\u%04x", u.value) } else { out.unicodeScalars.append(u) }
+            }
+        }
+        return out + "\""
+    }
+
+    /// Renders progress: redrawn in place on a terminal, a plain line every 5 s otherwise.
+    func progress(_ p: TransferProgress, name: String) {
+        switch mode {
+        case .quiet: return
+        case .json:
+            json(
+                "progress",
+                [
+                    ("bytes", p.completedBytes), ("total", p.totalBytes), ("speed", p.bytesPerSecond),
+                    ("eta", p.estimatedTimeRemaining),
+                ])
+        case .human:
+            let now = Date().timeIntervalSince1970
+            let line = Output.progressLine(p, name: name, spinner: state.withLock { $0.spinner })
+            if isTerminal {
+                state.withLock {
+                    $0.lineShown = true
+                    $0.spinner += 1
+                }
+                Output.write("\r\u{1B}[2K" + line, to: 2)
+            } else {
+                let due = state.withLock { s -> Bool in
+                    guard now - s.lastPlain >= 5 else { return false }
+                    s.lastPlain = now
+                    return true
+                }
+                if due { Output.write(line + "\n", to: 2) }
+            }
+        }
+    }
+
+    func clearLine() {
+        let shown = state.withLock { s -> Bool in
+            defer { s.lineShown = false }
+            return s.lineShown
+        }
+        if shown { Output.write("\r\u{1B}[2K", to: 2) }
+    }
+
+    static func progressLine(_ p: TransferProgress, name: String, spinner: Int) -> String {
+        let speed = "\(bytes(Int64(p.smoothedBytesPerSecond)))/s"
+        if let total = p.totalBytes, let fraction = p.fraction {
+            let percent = String(format: "%3d%%", Int(fraction * 100))
+            let eta = p.estimatedTimeRemaining.map { "ETA " + duration($0) } ?? "ETA --:--"
+            return "\(percent) \(bytes(p.completedBytes))/\(bytes(total))  \(speed)  \(eta)  \(name)"
+        }
+        let frames = ["|", "/", "-", "\\"]
+        return "\(frames[spinner % 4]) \(bytes(p.completedBytes))  \(speed)  \(name)"
+    }
+
+    static func bytes(_ n: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var v = Double(n)
+        var u = 0
+        while v >= 1024 && u < units.count - 1 {
+            v /= 1024
+            u += 1
+        }
+        return u == 0 ? "\(n) B" : String(format: "%.1f", v) + " " + units[u]
+    }
+
+    static func duration(_ s: Double) -> String {
+        guard s.isFinite, s < 360_000 else { return "--:--" }
+        let t = Int(s.rounded())
+        return t >= 3600 ? String(format: "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60) : String(format: "%d:%02d", t / 60, t % 60)
+    }
+}

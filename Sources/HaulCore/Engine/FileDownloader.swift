@@ -1,0 +1,467 @@
+import Foundation
+import Synchronization
+
+/// Where a download goes.
+package enum DownloadTarget: Sendable, Equatable {
+    /// Exactly this file.
+    case file(String)
+    /// This directory, under the server-suggested name (Content-Disposition, else the URL).
+    case directory(String)
+}
+
+/// How one file download behaves.
+package struct EngineOptions: Sendable {
+    package var headers = HTTPHeaders()
+    package var retry = RetryPolicy()
+    package var connectTimeout: Double = 30
+    package var idleTimeout: Double = 30
+    package var maxRedirects = 20
+    /// Continue from a partial file with a record (the default); false discards it.
+    package var resume = true
+    /// Replace an existing destination that is not a Haul partial.
+    package var overwrite = false
+    package var caFile: String?
+    /// Expected SHA-256 of the whole file (lower-case hex).
+    package var sha256: String?
+    /// Seconds between progress events.
+    package var progressInterval: Double = 0.1
+    /// Seconds between durable checkpoints of the resume record.
+    package var checkpointInterval: Double = 1
+    /// Restarts from zero (the file changed on the server) before giving up.
+    package var maxRestarts = 3
+
+    package init() {}
+}
+
+/// What the engine reports while it works.
+package enum DownloadEngineEvent: Sendable {
+    case started(status: Int, url: URL, destination: String, offset: Int64, totalBytes: Int64?)
+    case progress(TransferProgress)
+    case retrying(attempt: Int, error: HaulError, delay: Double)
+    case restarted(reason: String)
+}
+
+/// The result of a finished download.
+package struct DownloadOutcome: Sendable, Equatable {
+    package var path: String
+    package var bytes: Int64
+    /// Nothing was transferred: the file was already complete on disk.
+    package var alreadyComplete: Bool
+}
+
+/// Downloads one URL into one file, resuming and retrying as docs/resume.md describes.
+///
+/// The decisions live in ``ResumeStateMachine`` and ``RetryPolicy``; this type performs them:
+/// transport requests, the partial file and record, redirects, sleeps.
+package final class FileDownloader: Sendable {
+    package let url: URL
+    package let target: DownloadTarget
+    package let options: EngineOptions
+    private let transport: any HTTPTransport
+    private let onEvent: @Sendable (DownloadEngineEvent) -> Void
+
+    package init(
+        url: URL, target: DownloadTarget, options: EngineOptions, transport: any HTTPTransport,
+        onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void = { _ in }
+    ) {
+        self.url = url
+        self.target = target
+        self.options = options
+        self.transport = transport
+        self.onEvent = onEvent
+    }
+
+    package func run() async throws(HaulError) -> DownloadOutcome {
+        try Self.validate(url)
+        var destination: String?
+        switch target {
+        case .file(let path):
+            let parent = Sys.parentDirectory(of: path)
+            guard Sys.isDirectory(parent) else {
+                throw HaulError(.fileSystem, "directory \(parent) does not exist", errno: ENOENT, path: parent)
+            }
+            if Sys.isDirectory(path) {
+                throw HaulError(.fileSystem, "\(path) is a directory", errno: EISDIR, path: path)
+            }
+            destination = path
+        case .directory(let dir):
+            do { try Sys.makeDirectories(dir) } catch { throw .fileSystem(error, "create directory", path: dir) }
+            destination = findRecord(in: dir)
+        }
+
+        var machine = ResumeStateMachine(record: nil)
+        if let destination {
+            machine = try prepare(destination)
+        }
+        var failures = 0
+        var restarts = 0
+        var everReceived = false
+        while true {
+            try checkCancelled(destination)
+            let attempt = Attempt(downloader: self, machine: machine, destination: destination)
+            let result = await perform(attempt)
+            machine = attempt.machine
+            destination = attempt.destination ?? destination
+            everReceived = everReceived || attempt.receivedBytes > 0
+
+            let failure: HaulError
+            switch result {
+            case .done(let outcome):
+                return outcome
+            case .failed(let error, let transient):
+                attempt.finishWithCheckpoint()
+                machine = attempt.machine
+                if !transient || (error.code == .network && !everReceived && attempt.connectRefused) {
+                    throw error
+                }
+                failure = error
+            case .again:
+                continue
+            case .restart(let reason):
+                attempt.partial?.discard()
+                machine.reset()
+                restarts += 1
+                if restarts > options.maxRestarts {
+                    throw HaulError(
+                        .serverChangedFile, "gave up after \(restarts) restarts: \(reason)", path: destination)
+                }
+                onEvent(.restarted(reason: reason))
+                continue
+            }
+            if attempt.receivedBytes > 0 { failures = 0 }  // progress refills the retry budget
+            failures += 1
+            switch options.retry.decide(failures: failures, retryAfter: failure.retryAfter) {
+            case .giveUp:
+                throw failure
+            case .retry(let delay):
+                onEvent(.retrying(attempt: failures, error: failure, delay: delay))
+                do { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) } catch {
+                    throw cancelledError(destination)
+                }
+            }
+        }
+    }
+
+    // MARK: - One attempt (with its redirects)
+
+    enum AttemptResult {
+        case done(DownloadOutcome)
+        case failed(HaulError, transient: Bool)
+        case restart(String)
+        case again
+    }
+
+    private func perform(_ attempt: Attempt) async -> AttemptResult {
+        var current = url
+        var headers = options.headers
+        var visited: Set<String> = [url.absoluteString]
+        var hops = 0
+        while true {
+            var request = TransportRequest(url: current)
+            request.headers = headers
+            for (name, value) in attempt.machine.resumeHeaders() { request.headers.replace(name, value) }
+            request.connectTimeout = options.connectTimeout
+            request.idleTimeout = options.idleTimeout
+            request.caFile = options.caFile
+            attempt.requestURL = current
+            let task = transport.start(request, handler: attempt)
+            let result = await withTaskCancellationHandler {
+                await task.finished()
+            } onCancel: {
+                task.cancel()
+            }
+            if let failure = attempt.failure { return .failed(failure, transient: false) }
+            if case .failure(let error) = result, error.kind == .cancelled || Task.isCancelled {
+                attempt.finishWithCheckpoint()
+                return .failed(cancelledError(attempt.destination), transient: false)
+            }
+            switch attempt.action {
+            case .redirect(let next)?:
+                hops += 1
+                guard hops <= options.maxRedirects else {
+                    return .failed(
+                        HaulError(.tooManyRedirects, "more than \(options.maxRedirects) redirects from \(show(url))"),
+                        transient: false)
+                }
+                guard visited.insert(next.absoluteString).inserted else {
+                    return .failed(HaulError(.tooManyRedirects, "redirect loop at \(show(next))"), transient: false)
+                }
+                guard ["http", "https"].contains(next.scheme?.lowercased() ?? "") else {
+                    return .failed(HaulError(.invalidURL, "redirect to unsupported URL \(show(next))"), transient: false)
+                }
+                if !Self.sameOrigin(current, next) {
+                    // Credentials are for the host the user named, never for where it points.
+                    for name in ["Authorization", "Proxy-Authorization", "Cookie"] { headers.remove(name) }
+                }
+                current = next
+                attempt.action = nil
+                continue
+            case .alreadyComplete?:
+                do {
+                    let bytes = attempt.machine.record?.totalLength ?? 0
+                    try finalize(attempt, bytes: bytes)
+                    return .done(DownloadOutcome(path: attempt.destination!, bytes: bytes, alreadyComplete: true))
+                } catch { return .failed(error, transient: false) }
+            case .restart(let reason)?:
+                return .restart(reason)
+            case .retry(let error)?:
+                return .failed(error, transient: true)
+            case .fail(let error)?:
+                return .failed(error, transient: false)
+            case .write?:
+                switch result {
+                case .success:
+                    let total = attempt.machine.record?.totalLength
+                    let have = attempt.partial?.writtenBytes ?? 0
+                    if let total, have != total {
+                        return .failed(
+                            HaulError(
+                                .incompleteBody, "connection closed after \(have) of \(total) bytes from \(show(current))"
+                            ), transient: true)
+                    }
+                    do {
+                        try finalize(attempt, bytes: have)
+                        return .done(DownloadOutcome(path: attempt.destination!, bytes: have, alreadyComplete: false))
+                    } catch { return .failed(error, transient: false) }
+                case .failure(let error):
+                    let (haulError, transient) = classify(error, current)
+                    return .failed(haulError, transient: transient)
+                }
+            case nil:
+                if attempt.askAgain { return .again }
+                if let existing = attempt.existingComplete { return .done(existing) }
+                guard case .failure(let error) = result else {
+                    return .failed(HaulError(.invalidResponse, "no response from \(show(current))"), transient: true)
+                }
+                let (haulError, transient) = classify(error, current)
+                attempt.connectRefused = error.kind == .connect
+                return .failed(haulError, transient: transient)
+            }
+        }
+    }
+
+    private func finalize(_ attempt: Attempt, bytes: Int64) throws(HaulError) {
+        guard let partial = attempt.partial else { throw HaulError(.invalidResponse, "no partial file") }
+        if let expected = options.sha256?.lowercased() {
+            partial.close()
+            let actual: String
+            do { actual = try SHA256.hexDigest(ofFile: partial.partPath) } catch {
+                throw .fileSystem(error, "read", path: partial.partPath)
+            }
+            if actual != expected {
+                partial.discard()
+                throw HaulError(
+                    .checksumMismatch, "SHA-256 of \(partial.destination) is \(actual), expected \(expected)",
+                    path: partial.destination)
+            }
+        }
+        try partial.commit(replacing: options.overwrite)
+        onEvent(.progress(TransferProgress(completedBytes: bytes, totalBytes: bytes,
+            bytesPerSecond: attempt.lastSpeed.0, smoothedBytesPerSecond: attempt.lastSpeed.1)))
+    }
+
+    private func classify(_ error: TransportError, _ url: URL) -> (HaulError, Bool) {
+        let host = url.host ?? "?"
+        switch error.kind {
+        case .resolve: return (HaulError(.network, "cannot resolve host \(host): \(error.message)"), false)
+        case .connect: return (HaulError(.network, "cannot connect to \(host): \(error.message)"), true)
+        case .connectTimeout:
+            return (HaulError(.timeout, "no connection to \(host) within \(fmt(options.connectTimeout)) s"), true)
+        case .idleTimeout:
+            return (HaulError(.timeout, "no data from \(host) for \(fmt(options.idleTimeout)) s (stalled)"), true)
+        case .connectionLost: return (HaulError(.network, "connection to \(host) lost: \(error.message)"), true)
+        case .tls: return (HaulError(.tlsFailure, "TLS failure with \(host): \(error.message)"), false)
+        case .invalidURL: return (HaulError(.invalidURL, "invalid URL \(show(url)): \(error.message)"), false)
+        case .cancelled: return (HaulError(.cancelled, "cancelled"), false)
+        case .aborted, .other: return (HaulError(.network, "transfer from \(host) failed: \(error.message)"), false)
+        }
+    }
+
+    // MARK: - Destination and record
+
+    /// In directory mode, a partial whose record names this URL is where a rerun continues.
+    private func findRecord(in dir: String) -> String? {
+        guard options.resume else { return nil }
+        let wanted = ResumeRecord.redacted(url)
+        for name in Sys.listDirectory(dir).sorted() where name.hasSuffix(ResumeRecord.fileExtension) {
+            let dest = dir + "/" + String(name.dropLast(ResumeRecord.fileExtension.count))
+            if let bytes = try? Sys.readSmallFile(dest + ResumeRecord.fileExtension),
+                let record = ResumeRecord.decode(bytes), record.url == wanted
+            {
+                return dest
+            }
+        }
+        return nil
+    }
+
+    /// The state machine for a known destination: its record when resuming, nothing otherwise.
+    fileprivate func prepare(_ destination: String) throws(HaulError) -> ResumeStateMachine {
+        let partial = PartialFile(destination: destination)
+        guard options.resume else {
+            partial.discard()
+            return ResumeStateMachine(record: nil)
+        }
+        guard let record = try partial.loadRecord() else { return ResumeStateMachine(record: nil) }
+        if record.url != ResumeRecord.redacted(url) {
+            throw HaulError(
+                .destinationExists,
+                "\(partial.partPath) is a partial download of \(record.url); use --no-continue to discard it",
+                path: destination)
+        }
+        return ResumeStateMachine(record: record)
+    }
+
+    private func checkCancelled(_ destination: String?) throws(HaulError) {
+        if Task.isCancelled { throw cancelledError(destination) }
+    }
+
+    private func cancelledError(_ destination: String?) -> HaulError {
+        HaulError(.cancelled, "cancelled", path: destination.map { $0 + ".part" })
+    }
+
+    static func validate(_ url: URL) throws(HaulError) {
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw HaulError(.invalidURL, "unsupported URL \(ResumeRecord.redacted(url)) (only http and https)")
+        }
+        guard let host = url.host, !host.isEmpty else {
+            throw HaulError(.invalidURL, "URL has no host: \(ResumeRecord.redacted(url))")
+        }
+    }
+
+    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+        func port(_ u: URL) -> Int { u.port ?? (u.scheme?.lowercased() == "https" ? 443 : 80) }
+        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
+            && port(a) == port(b)
+    }
+
+    fileprivate func show(_ u: URL) -> String { ResumeRecord.redacted(u) }
+    private func fmt(_ d: Double) -> String { d == d.rounded() ? String(Int(d)) : String(d) }
+    fileprivate func emit(_ e: DownloadEngineEvent) { onEvent(e) }
+}
+
+/// One request chain: receives the response and body on the transport's thread. Its state is
+/// mutated only there while the transfer runs, and read by the engine after `finished()`
+/// returns, which orders the accesses; hence `@unchecked Sendable`.
+private final class Attempt: TransportHandler, @unchecked Sendable {
+    let downloader: FileDownloader
+    var machine: ResumeStateMachine
+    var destination: String?
+    var partial: PartialFile?
+    var requestURL: URL
+    var action: ResumeStateMachine.Action?
+    var failure: HaulError?
+    var existingComplete: DownloadOutcome?
+    var receivedBytes: Int64 = 0
+    var connectRefused = false
+    /// The destination turned out to hold a partial of this URL: ask again with Range.
+    var askAgain = false
+    var lastSpeed: (Double, Double) = (0, 0)
+    private var meter = ProgressMeter()
+    private var lastCheckpoint = monotonicSeconds()
+    private var lastProgress = 0.0
+
+    init(downloader: FileDownloader, machine: ResumeStateMachine, destination: String?) {
+        self.downloader = downloader
+        self.machine = machine
+        self.destination = destination
+        self.requestURL = downloader.url
+    }
+
+    func transportDidReceive(response: TransportResponse) -> Bool {
+        let action = machine.responseReceived(status: response.status, headers: response.headers, url: response.url)
+        self.action = action
+        guard case .write(let offset, let discard, let validators) = action else { return false }
+        if discard { downloader.emit(.restarted(reason: "server sent the whole file (HTTP 200), starting over")) }
+        do {
+            return try begin(offset: offset, validators: validators, response: response)
+        } catch {
+            failure = error
+            return false
+        }
+    }
+
+    private func begin(offset: Int64, validators: ResumeStateMachine.Validators, response: TransportResponse)
+        throws(HaulError) -> Bool
+    {
+        let options = downloader.options
+        if destination == nil, case .directory(let dir) = downloader.target {
+            let name = SafeFileName.suggestedName(
+                contentDisposition: response.headers["Content-Disposition"], url: downloader.url)
+            let dest = dir + "/" + name
+            destination = dest
+            machine = try downloader.prepare(dest)
+            if machine.resumeOffset > 0 {
+                // A partial of this URL exists under the suggested name: ask again with Range.
+                askAgain = true
+                self.action = nil
+                return false
+            }
+        }
+        guard let destination else { return false }
+        if machine.record == nil, !options.overwrite, let size = (try? Sys.fileSize(destination)) ?? nil {
+            if let total = validators.totalLength, total == size, offset == 0 {
+                existingComplete = DownloadOutcome(path: destination, bytes: size, alreadyComplete: true)
+                action = nil
+                return false
+            }
+            throw HaulError(
+                .destinationExists,
+                "\(destination) exists (\(size) bytes\(validators.totalLength.map { ", server has \($0)" } ?? "")); use --overwrite to replace it",
+                path: destination)
+        }
+        let file = partial ?? PartialFile(destination: destination)
+        partial = file
+        try file.open(at: offset)
+        machine.accept(offset: offset, validators: validators, url: downloader.url, finalURL: response.url)
+        try checkpoint()
+        downloader.emit(
+            .started(
+                status: response.status, url: response.url, destination: destination, offset: offset,
+                totalBytes: validators.totalLength))
+        return true
+    }
+
+    func transportDidReceive(body: UnsafeRawBufferPointer) -> BodyDisposition {
+        guard let partial else { return .abort }
+        do {
+            try partial.write(body)
+        } catch {
+            failure = error
+            return .abort
+        }
+        receivedBytes += Int64(body.count)
+        let now = monotonicSeconds()
+        if now - lastCheckpoint >= downloader.options.checkpointInterval {
+            do { try checkpoint() } catch {
+                failure = error
+                return .abort
+            }
+        }
+        if now - lastProgress >= downloader.options.progressInterval {
+            lastProgress = now
+            lastSpeed = meter.record(bytes: partial.writtenBytes, at: now)
+            downloader.emit(
+                .progress(
+                    TransferProgress(
+                        completedBytes: partial.writtenBytes, totalBytes: machine.record?.totalLength,
+                        bytesPerSecond: lastSpeed.0, smoothedBytesPerSecond: lastSpeed.1)))
+        }
+        return .proceed
+    }
+
+    private func checkpoint() throws(HaulError) {
+        guard let partial else { return }
+        machine.advance(to: partial.writtenBytes)
+        guard var record = machine.record else { return }
+        record.updatedAt = ISO8601DateFormatter().string(from: Date())
+        try partial.checkpoint(record)
+        lastCheckpoint = monotonicSeconds()
+    }
+
+    /// Best effort: make the record claim what was written before a failure or cancel.
+    func finishWithCheckpoint() {
+        guard partial != nil, machine.record != nil else { return }
+        try? checkpoint()
+        partial?.close()
+    }
+}

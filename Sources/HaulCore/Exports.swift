@@ -1,0 +1,2 @@
+// HaulCore's public surface is only the value types the Haul module re-exports: HaulError and
+// TransferProgress. Everything else is `package`: see docs/public-api.md.

@@ -1,0 +1,96 @@
+/// The one error type of Haul's download and upload APIs.
+///
+/// Match on ``code`` (a struct, so new codes do not break `switch` statements that have a
+/// `default`); read ``message`` for a one-line, human explanation that names the cause.
+///
+/// ```swift
+/// do {
+///     try await session.download(from: url, to: .directory(downloads))
+/// } catch let error as HaulError where error.code == .httpStatus {
+///     print("server said \(error.httpStatus ?? 0)")
+/// }
+/// ```
+public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Base: String, Sendable {
+            case invalidURL, httpStatus, network, timeout, tooManyRedirects, fileSystem, diskFull
+            case checksumMismatch, cancelled, serverChangedFile, destinationExists, tlsFailure
+            case incompleteBody, invalidResponse, responseTooLarge, usage
+        }
+        let base: Base
+
+        /// The URL is malformed or uses a scheme Haul does not speak.
+        public static let invalidURL = Code(base: .invalidURL)
+        /// The server answered with a status that is an error (see ``HaulError/httpStatus``).
+        public static let httpStatus = Code(base: .httpStatus)
+        /// The connection could not be made or broke (reset, refused, DNS failure).
+        public static let network = Code(base: .network)
+        /// No connection in time, or no bytes for the idle timeout.
+        public static let timeout = Code(base: .timeout)
+        /// Too many redirects, or a redirect loop.
+        public static let tooManyRedirects = Code(base: .tooManyRedirects)
+        /// A file operation failed (see ``HaulError/errno`` and ``HaulError/path``).
+        public static let fileSystem = Code(base: .fileSystem)
+        /// The disk (or quota) is full; the partial file and its record stay resumable.
+        public static let diskFull = Code(base: .diskFull)
+        /// The finished file does not have the expected checksum.
+        public static let checksumMismatch = Code(base: .checksumMismatch)
+        /// The caller cancelled; bytes on disk are kept for a later resume.
+        public static let cancelled = Code(base: .cancelled)
+        /// The file changed on the server more often than Haul would restart it.
+        public static let serverChangedFile = Code(base: .serverChangedFile)
+        /// The destination exists and is not a partial download Haul knows.
+        public static let destinationExists = Code(base: .destinationExists)
+        /// The TLS handshake failed (untrusted certificate, wrong host name, protocol error).
+        public static let tlsFailure = Code(base: .tlsFailure)
+        /// The connection ended before the announced length arrived, more often than retries allow.
+        public static let incompleteBody = Code(base: .incompleteBody)
+        /// The server's answer broke HTTP (for example a 206 for a range that was not asked for).
+        public static let invalidResponse = Code(base: .invalidResponse)
+        /// A body exceeded the caller's size cap.
+        public static let responseTooLarge = Code(base: .responseTooLarge)
+        /// The request itself was invalid (conflicting options, bad header syntax).
+        public static let usage = Code(base: .usage)
+
+        /// The code's name, e.g. `httpStatus`.
+        public var description: String { base.rawValue }
+    }
+
+    /// What kind of failure this is.
+    public let code: Code
+    /// One line that names the cause, e.g. `HTTP 404 Not Found from http://host/file`.
+    public let message: String
+    /// The HTTP status, for ``Code/httpStatus``.
+    public let httpStatus: Int?
+    /// The system error number, for ``Code/fileSystem`` and ``Code/diskFull``.
+    public let errno: Int32?
+    /// The file involved, for file system errors.
+    public let path: String?
+    /// Seconds the server asked to wait (Retry-After), when it did.
+    public let retryAfter: Double?
+
+    /// Creates an error. Haul creates these; tests and adapters may too.
+    public init(
+        _ code: Code, _ message: String, httpStatus: Int? = nil, errno: Int32? = nil, path: String? = nil,
+        retryAfter: Double? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.httpStatus = httpStatus
+        self.errno = errno
+        self.path = path
+        self.retryAfter = retryAfter
+    }
+
+    /// The message, for logs and terminals.
+    public var description: String { message }
+
+
+    package static func fileSystem(_ errno: Errno, _ operation: String, path: String) -> HaulError {
+        if errno.isDiskFull {
+            return HaulError(.diskFull, "disk full: cannot \(operation) \(path) (\(errno))", errno: errno.rawValue, path: path)
+        }
+        return HaulError(.fileSystem, "cannot \(operation) \(path): \(errno)", errno: errno.rawValue, path: path)
+    }
+}

@@ -1,0 +1,229 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Synchronization
+
+/// An errno value with a readable description.
+package struct Errno: Error, Equatable, Sendable, CustomStringConvertible {
+    package var rawValue: Int32
+    package init(_ rawValue: Int32) { self.rawValue = rawValue }
+
+    package static var current: Errno { Errno(errno) }
+    package static let noSpace = Errno(ENOSPC)
+    package static let quotaExceeded = Errno(EDQUOT)
+    package static let noSuchFile = Errno(ENOENT)
+    package static let fileExists = Errno(EEXIST)
+    package static let interrupted = Errno(EINTR)
+
+    /// True for "the disk is full" in both its forms (ENOSPC, EDQUOT).
+    package var isDiskFull: Bool { self == .noSpace || self == .quotaExceeded }
+    package var description: String { String(cString: strerror(rawValue)) }
+}
+
+/// The system calls that go through the seam, named for fault injection.
+package enum Syscall: String, Sendable {
+    case open, close, pwrite, pread, fsync, ftruncate, rename, unlink, mkdir, stat, opendir
+}
+
+/// Fault injection for tests: a hook consulted before each call through the seam.
+///
+/// The hook gets the call and, for `pwrite`, the number of bytes about to be written; returning
+/// an `Errno` makes the call fail with it. Debug builds also read `HAUL_INJECT_ENOSPC_AFTER=N`
+/// from the environment (fail every `pwrite` with ENOSPC once N bytes were written), so tests
+/// can inject a full disk into a spawned `haul` process.
+package enum FaultInjection {
+    package typealias Hook = @Sendable (Syscall, Int) -> Errno?
+    private static let hook = Mutex<Hook?>(environmentHook())
+
+    /// Installs (or with `nil`, removes) the hook for this process.
+    package static func install(_ newHook: Hook?) { hook.withLock { $0 = newHook } }
+
+    static func check(_ call: Syscall, _ count: Int = 0) -> Errno? {
+        guard let h = hook.withLock({ $0 }) else { return nil }
+        return h(call, count)
+    }
+
+    private static func environmentHook() -> Hook? {
+        #if DEBUG
+        guard let value = getenv("HAUL_INJECT_ENOSPC_AFTER"), let limit = Int(String(cString: value)) else {
+            return nil
+        }
+        let written = Atomic<Int>(0)
+        return { call, count in
+            guard call == .pwrite else { return nil }
+            let before = written.add(count, ordering: .relaxed).oldValue
+            return before + count > limit ? .noSpace : nil
+        }
+        #else
+        return nil
+        #endif
+    }
+}
+
+/// The one place Haul calls into POSIX for files. Each wrapper retries EINTR and throws `Errno`.
+package enum Sys {
+    @inline(__always)
+    private static func retrying<T: BinaryInteger>(_ call: Syscall, _ body: () -> T) throws(Errno) -> T {
+        if let injected = FaultInjection.check(call) { throw injected }
+        while true {
+            let r = body()
+            if r >= 0 { return r }
+            if errno != EINTR { throw Errno.current }
+        }
+    }
+
+    package static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws(Errno) -> Int32 {
+        try retrying(.open) { c_open(path, flags | O_CLOEXEC, mode) }
+    }
+
+    package static func close(_ fd: Int32) {
+        _ = c_close(fd)  // EINTR on close must not be retried on Linux.
+    }
+
+    /// Writes the whole buffer at `offset`, looping over short writes.
+    package static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) {
+        if let injected = FaultInjection.check(.pwrite, buffer.count) { throw injected }
+        var done = 0
+        while done < buffer.count {
+            let n = c_pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw Errno.current
+            }
+            done += n
+        }
+    }
+
+    /// Reads up to `count` bytes at `offset`; fewer only at end of file.
+    package static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno)
+        -> Int
+    {
+        var done = 0
+        while done < buffer.count {
+            let n = try retrying(.pread) {
+                c_pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    package static func fsync(_ fd: Int32) throws(Errno) {
+        _ = try retrying(.fsync) { c_fsync(fd) }
+    }
+
+    package static func ftruncate(_ fd: Int32, _ length: Int64) throws(Errno) {
+        _ = try retrying(.ftruncate) { c_ftruncate(fd, off_t(length)) }
+    }
+
+    package static func rename(_ from: String, _ to: String) throws(Errno) {
+        _ = try retrying(.rename) { c_rename(from, to) }
+    }
+
+    /// Removes a file; a missing file is not an error.
+    package static func unlink(_ path: String) throws(Errno) {
+        do { _ = try retrying(.unlink) { c_unlink(path) } } catch where error == .noSuchFile {}
+    }
+
+    /// The size of a regular file, or nil when nothing is there.
+    package static func fileSize(_ path: String) throws(Errno) -> Int64? {
+        var st = stat()
+        do { _ = try retrying(.stat) { c_stat(path, &st) } } catch where error == .noSuchFile { return nil }
+        return Int64(st.st_size)
+    }
+
+    package static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return c_stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Creates a directory and its parents (like `mkdir -p`).
+    package static func makeDirectories(_ path: String) throws(Errno) {
+        if isDirectory(path) { return }
+        let parent = parentDirectory(of: path)
+        if parent != path && !parent.isEmpty { try makeDirectories(parent) }
+        do { _ = try retrying(.mkdir) { c_mkdir(path, 0o755) } } catch where error == .fileExists {}
+    }
+
+    /// Flushes a directory entry change (a rename or create) to disk.
+    package static func fsyncDirectory(_ path: String) {
+        let fd = c_open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
+        guard fd >= 0 else { return }
+        _ = c_fsync(fd)
+        _ = c_close(fd)
+    }
+
+    /// Reads a small file whole (resume records); nil when it does not exist.
+    package static func readSmallFile(_ path: String, limit: Int = 1 << 20) throws(Errno) -> [UInt8]? {
+        let fd: Int32
+        do { fd = try open(path, O_RDONLY) } catch where error == .noSuchFile { return nil }
+        defer { close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: limit, alignment: 8)
+        defer { buffer.deallocate() }
+        let n = try pread(fd, into: buffer, at: 0)
+        return Array(buffer[0..<n])
+    }
+
+    /// Replaces `path` with `bytes` atomically and durably: write a temporary file, fsync it,
+    /// rename it over `path`, fsync the directory. A crash leaves the old or the new content.
+    package static func writeFileAtomically(_ path: String, _ bytes: [UInt8]) throws(Errno) {
+        let tmp = path + ".tmp"
+        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+        do throws(Errno) {
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 8)
+            defer { buffer.deallocate() }
+            buffer.copyBytes(from: bytes)
+            try pwriteAll(fd, UnsafeRawBufferPointer(rebasing: buffer[0..<bytes.count]), at: 0)
+            try fsync(fd)
+        } catch {
+            close(fd)
+            try? unlink(tmp)
+            throw error
+        }
+        close(fd)
+        try rename(tmp, path)
+        fsyncDirectory(parentDirectory(of: path))
+    }
+
+    /// Names in a directory (not `.`/`..`).
+    package static func listDirectory(_ path: String) -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    package static func parentDirectory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        if slash == path.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+}
+
+// Module-level shims, so the wrappers above (which share the C names) reach the C functions on
+// both Glibc and Darwin.
+@inline(__always) private func c_open(_ p: String, _ f: Int32, _ m: mode_t) -> Int32 { open(p, f, m) }
+@inline(__always) private func c_close(_ fd: Int32) -> Int32 { close(fd) }
+@inline(__always) private func c_pwrite(_ fd: Int32, _ b: UnsafeRawPointer, _ n: Int, _ o: off_t) -> Int {
+    pwrite(fd, b, n, o)
+}
+@inline(__always) private func c_pread(_ fd: Int32, _ b: UnsafeMutableRawPointer, _ n: Int, _ o: off_t) -> Int {
+    pread(fd, b, n, o)
+}
+@inline(__always) private func c_fsync(_ fd: Int32) -> Int32 { fsync(fd) }
+@inline(__always) private func c_ftruncate(_ fd: Int32, _ n: off_t) -> Int32 { ftruncate(fd, n) }
+@inline(__always) private func c_rename(_ a: String, _ b: String) -> Int32 { rename(a, b) }
+@inline(__always) private func c_unlink(_ p: String) -> Int32 { unlink(p) }
+@inline(__always) private func c_stat(_ p: String, _ st: UnsafeMutablePointer<stat>) -> Int32 { stat(p, st) }
+@inline(__always) private func c_mkdir(_ p: String, _ m: mode_t) -> Int32 { mkdir(p, m) }

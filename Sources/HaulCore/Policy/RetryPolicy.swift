@@ -1,0 +1,36 @@
+/// When and how long to wait before retrying a transient failure: exponential backoff with
+/// jitter, or the server's `Retry-After` when it gave one.
+package struct RetryPolicy: Sendable, Equatable {
+    /// Retries after the first attempt; the budget is refilled whenever an attempt makes progress.
+    package var maxRetries: Int
+    /// The first delay, in seconds; doubled on each further failure.
+    package var baseDelay: Double
+    /// The longest backoff delay, in seconds.
+    package var maxDelay: Double
+    /// The longest `Retry-After` Haul honours; a server asking for more fails the download.
+    package var maxRetryAfter: Double
+
+    package init(maxRetries: Int = 5, baseDelay: Double = 1, maxDelay: Double = 30, maxRetryAfter: Double = 300) {
+        self.maxRetries = maxRetries
+        self.baseDelay = baseDelay
+        self.maxDelay = maxDelay
+        self.maxRetryAfter = maxRetryAfter
+    }
+
+    /// The decision after the `failures`-th consecutive failure (1-based).
+    package enum Decision: Equatable, Sendable {
+        case retry(after: Double)
+        case giveUp
+    }
+
+    package func decide(failures: Int, retryAfter: Double?, random: Double = Double.random(in: 0..<1)) -> Decision {
+        guard failures <= maxRetries else { return .giveUp }
+        if let retryAfter {
+            return retryAfter <= maxRetryAfter ? .retry(after: retryAfter) : .giveUp
+        }
+        let exponential = min(maxDelay, baseDelay * Double(1 << min(failures - 1, 30)))
+        // "Equal jitter": half fixed, half random, so concurrent clients spread out but never
+        // retry at once.
+        return .retry(after: exponential / 2 + exponential / 2 * random)
+    }
+}

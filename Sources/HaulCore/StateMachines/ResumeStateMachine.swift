@@ -1,0 +1,179 @@
+import Foundation
+
+/// Decides, for each response, whether the bytes on disk can be continued, must be discarded,
+/// are already complete, or the download must retry or fail. Pure: no I/O, tested directly.
+///
+/// Rules (docs/resume.md): resume with `Range` + `If-Range`; accept only a 206 whose
+/// Content-Range starts at the offset asked for and whose total and validators match the record;
+/// a 200 restarts from zero (the partial is truncated, never appended to); 416 with the whole file
+/// on disk is done; a partial without validators resumes only when the total length matches.
+package struct ResumeStateMachine: Sendable {
+    /// What is durably on disk, or nil for nothing.
+    package private(set) var record: ResumeRecord?
+
+    package init(record: ResumeRecord?) { self.record = record }
+
+    /// Validators and length a response announced.
+    package struct Validators: Equatable, Sendable {
+        package var etag: String?
+        package var lastModified: String?
+        package var totalLength: Int64?
+    }
+
+    /// What the engine does with a response.
+    package enum Action: Equatable, Sendable {
+        /// Take the body and write it at `offset`; when `discardExisting`, truncate the partial first.
+        case write(offset: Int64, discardExisting: Bool, validators: Validators)
+        /// Follow a redirect to this URL.
+        case redirect(URL)
+        /// The whole file is already on disk (a 416 for a range starting at its end).
+        case alreadyComplete
+        /// Drop this response and the partial; ask again from zero without delay.
+        case restart(reason: String)
+        /// A transient failure: retry after the policy's delay (or the server's Retry-After).
+        case retry(HaulError)
+        /// A permanent failure.
+        case fail(HaulError)
+    }
+
+    /// The offset the next request asks for.
+    package var resumeOffset: Int64 { record?.contiguousBytes ?? 0 }
+
+    /// `Range` and `If-Range` for the next request (none when starting from zero).
+    package func resumeHeaders() -> [(String, String)] {
+        guard let record, resumeOffset > 0 else { return [] }
+        var headers = [("Range", "bytes=\(resumeOffset)-")]
+        // If-Range needs a strong validator: a weak ETag never matches, so fall back to the date.
+        if let etag = record.etag, !etag.hasPrefix("W/") {
+            headers.append(("If-Range", etag))
+        } else if let lastModified = record.lastModified {
+            headers.append(("If-Range", lastModified))
+        }
+        return headers
+    }
+
+    /// A response's status line and headers arrived for a request to `url`.
+    package func responseReceived(status: Int, headers: HTTPHeaders, url: URL) -> Action {
+        let offset = resumeOffset
+        switch status {
+        case 301, 302, 303, 307, 308:
+            guard let location = headers["Location"], let target = URL(string: location, relativeTo: url)?.absoluteURL
+            else {
+                return .fail(HaulError(.invalidResponse, "HTTP \(status) without a usable Location from \(show(url))"))
+            }
+            return .redirect(target)
+        case 200:
+            return .write(offset: 0, discardExisting: offset > 0, validators: validators(headers, total: contentLength(headers)))
+        case 206:
+            guard offset > 0, let record else {
+                return .fail(HaulError(.invalidResponse, "HTTP 206 for a request without Range from \(show(url))"))
+            }
+            guard let range = headers["Content-Range"].flatMap(HTTPParsing.contentRange), let start = range.start
+            else { return .restart(reason: "206 without a usable Content-Range") }
+            guard start == offset else {
+                return .restart(reason: "server sent bytes from \(start), asked for \(offset)")
+            }
+            let seen = validators(headers, total: range.total)
+            if let mine = record.etag, let theirs = seen.etag, weakCompare(mine, theirs) == false {
+                return .restart(reason: "file changed on the server (ETag \(mine) → \(theirs))")
+            }
+            if record.etag == nil, let mine = record.lastModified, let theirs = seen.lastModified, mine != theirs {
+                return .restart(reason: "file changed on the server (Last-Modified \(mine) → \(theirs))")
+            }
+            if let mine = record.totalLength, let theirs = range.total, mine != theirs {
+                return .restart(reason: "file changed on the server (size \(mine) → \(theirs))")
+            }
+            if !record.validated {
+                guard let mine = record.totalLength, let theirs = range.total, mine == theirs else {
+                    return .restart(reason: "partial file has no validator and the size cannot be confirmed")
+                }
+            }
+            return .write(
+                offset: start, discardExisting: false,
+                validators: Validators(
+                    etag: seen.etag ?? record.etag, lastModified: seen.lastModified ?? record.lastModified,
+                    totalLength: range.total ?? record.totalLength))
+        case 416:
+            if offset > 0, let total = record?.totalLength, offset == total {
+                let announced = headers["Content-Range"].flatMap(HTTPParsing.contentRange)?.total
+                if announced == nil || announced == total { return .alreadyComplete }
+            }
+            if offset > 0 { return .restart(reason: "server rejected the range bytes=\(offset)- (416)") }
+            return .fail(statusError(status, url, headers))
+        case 408, 429, 500, 502, 503, 504:
+            return .retry(statusError(status, url, headers))
+        case 400...599:
+            return .fail(statusError(status, url, headers))
+        default:
+            return .fail(HaulError(.invalidResponse, "unexpected HTTP \(status) from \(show(url))", httpStatus: status))
+        }
+    }
+
+    /// The engine took `.write`: the record now describes the new body's file.
+    package mutating func accept(offset: Int64, validators: Validators, url: URL, finalURL: URL) {
+        var next = ResumeRecord(
+            url: ResumeRecord.redacted(url), finalURL: ResumeRecord.redacted(finalURL), etag: validators.etag,
+            lastModified: validators.lastModified, totalLength: validators.totalLength,
+            ranges: offset > 0 ? [ByteRange(0, offset)] : [])
+        next.updatedAt = record?.updatedAt
+        record = next
+    }
+
+    /// Bytes up to `bytes` are durable on disk.
+    package mutating func advance(to bytes: Int64) {
+        guard record != nil else { return }
+        record!.ranges = bytes > 0 ? [ByteRange(0, bytes)] : []
+    }
+
+    /// The partial was discarded.
+    package mutating func reset() { record = nil }
+
+    private func validators(_ headers: HTTPHeaders, total: Int64?) -> Validators {
+        Validators(etag: headers["ETag"], lastModified: headers["Last-Modified"], totalLength: total)
+    }
+
+    private func contentLength(_ headers: HTTPHeaders) -> Int64? {
+        guard let v = headers["Content-Length"], let n = Int64(v.trimmingCharacters(in: .whitespaces)), n >= 0 else {
+            return nil
+        }
+        return n
+    }
+
+    /// Weak comparison (RFC 9110 8.8.3.2): equal opaque tags, ignoring `W/`.
+    private func weakCompare(_ a: String, _ b: String) -> Bool {
+        func opaque(_ s: String) -> Substring { s.hasPrefix("W/") ? s.dropFirst(2) : Substring(s) }
+        return opaque(a) == opaque(b)
+    }
+
+    private func statusError(_ status: Int, _ url: URL, _ headers: HTTPHeaders) -> HaulError {
+        HaulError(
+            .httpStatus, "HTTP \(status) \(HTTPStatus.reason(status)) from \(show(url))", httpStatus: status,
+            retryAfter: headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
+    }
+
+    private func show(_ url: URL) -> String { ResumeRecord.redacted(url) }
+}
+
+/// Reason phrases for messages.
+package enum HTTPStatus {
+    package static func reason(_ status: Int) -> String {
+        switch status {
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 408: "Request Timeout"
+        case 410: "Gone"
+        case 413: "Content Too Large"
+        case 416: "Range Not Satisfiable"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 501: "Not Implemented"
+        case 502: "Bad Gateway"
+        case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
+        default: status >= 500 ? "Server Error" : status >= 400 ? "Client Error" : ""
+        }
+    }
+}

@@ -1,0 +1,96 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `<dest>.part` plus its resume record `<dest>.haul`, written in an order that keeps the record
+/// honest: data is written, fsync()ed, and only then does an atomically replaced record claim it.
+package final class PartialFile {
+    package let destination: String
+    package var partPath: String { destination + ".part" }
+    package var recordPath: String { destination + ResumeRecord.fileExtension }
+
+    private var fd: Int32 = -1
+    /// The next write position; bytes before it are written (not necessarily durable).
+    package private(set) var writtenBytes: Int64 = 0
+    /// Bytes the last record claims.
+    package private(set) var durableBytes: Int64 = 0
+
+    package init(destination: String) { self.destination = destination }
+
+    deinit { close() }
+
+    /// Loads the record, if any, and checks the partial file still holds what it claims.
+    package func loadRecord() throws(HaulError) -> ResumeRecord? {
+        let bytes: [UInt8]?
+        do { bytes = try Sys.readSmallFile(recordPath) } catch { throw .fileSystem(error, "read", path: recordPath) }
+        guard let bytes, let record = ResumeRecord.decode(bytes) else { return nil }
+        let partSize: Int64?
+        do { partSize = try Sys.fileSize(partPath) } catch { throw .fileSystem(error, "stat", path: partPath) }
+        // A partial that is gone or shorter than the record says cannot be trusted.
+        guard let partSize, partSize >= record.contiguousBytes else { return nil }
+        return record
+    }
+
+    /// Opens the partial for writing at `offset`, dropping anything after it (bytes past the last
+    /// checkpoint may not have reached the disk).
+    package func open(at offset: Int64) throws(HaulError) {
+        if fd < 0 {
+            do { fd = try Sys.open(partPath, O_RDWR | O_CREAT, mode: 0o644) } catch {
+                throw .fileSystem(error, "create", path: partPath)
+            }
+        }
+        do { try Sys.ftruncate(fd, offset) } catch { throw .fileSystem(error, "truncate", path: partPath) }
+        writtenBytes = offset
+        durableBytes = offset
+    }
+
+    /// Appends at the write position.
+    package func write(_ data: UnsafeRawBufferPointer) throws(HaulError) {
+        do { try Sys.pwriteAll(fd, data, at: writtenBytes) } catch { throw .fileSystem(error, "write", path: partPath) }
+        writtenBytes += Int64(data.count)
+    }
+
+    /// fsync()s the data, then atomically replaces the record so it claims exactly the synced bytes.
+    package func checkpoint(_ record: ResumeRecord) throws(HaulError) {
+        if fd >= 0 {
+            do { try Sys.fsync(fd) } catch { throw .fileSystem(error, "sync", path: partPath) }
+        }
+        do { try Sys.writeFileAtomically(recordPath, record.encoded()) } catch {
+            throw .fileSystem(error, "write", path: recordPath)
+        }
+        durableBytes = record.contiguousBytes
+    }
+
+    package func close() {
+        if fd >= 0 { Sys.close(fd) }
+        fd = -1
+    }
+
+    /// Removes the partial and its record.
+    package func discard() {
+        close()
+        try? Sys.unlink(partPath)
+        try? Sys.unlink(recordPath)
+        writtenBytes = 0
+        durableBytes = 0
+    }
+
+    /// Syncs and renames the partial into place, then removes the record. A crash in between
+    /// leaves the finished file and a stale record, which the next run finds complete.
+    package func commit(replacing: Bool) throws(HaulError) {
+        if fd >= 0 {
+            do { try Sys.fsync(fd) } catch { throw .fileSystem(error, "sync", path: partPath) }
+        }
+        close()
+        if !replacing, (try? Sys.fileSize(destination)) ?? nil != nil {
+            throw HaulError(
+                .destinationExists, "\(destination) appeared during the download; the data is in \(partPath)",
+                path: destination)
+        }
+        do { try Sys.rename(partPath, destination) } catch { throw .fileSystem(error, "rename into", path: destination) }
+        Sys.fsyncDirectory(Sys.parentDirectory(of: destination))
+        try? Sys.unlink(recordPath)
+    }
+}

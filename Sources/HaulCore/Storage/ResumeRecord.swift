@@ -1,0 +1,84 @@
+import Foundation
+
+/// A half-open byte range `[start, end)` of the file.
+package struct ByteRange: Codable, Equatable, Sendable {
+    package var start: Int64
+    package var end: Int64
+    package init(_ start: Int64, _ end: Int64) {
+        self.start = start
+        self.end = end
+    }
+    package var count: Int64 { end - start }
+}
+
+/// The sidecar `<dest>.haul`: what Haul needs to resume `<dest>.part` safely.
+///
+/// Format: small JSON, versioned (see docs/resume-record.md). The record only ever claims bytes
+/// that were fsync()ed to the partial file before the record was written. URLs are stored without
+/// user name and password; request headers (and so `Authorization` and cookies) are never stored.
+package struct ResumeRecord: Codable, Equatable, Sendable {
+    package static let currentVersion = 1
+    package static let fileExtension = ".haul"
+
+    /// Format version; readers refuse versions they do not know.
+    package var version: Int = ResumeRecord.currentVersion
+    /// The URL the user asked for, without credentials.
+    package var url: String
+    /// The URL after redirects, without credentials.
+    package var finalURL: String?
+    /// The strong or weak ETag the bytes on disk belong to.
+    package var etag: String?
+    /// The Last-Modified date the bytes on disk belong to.
+    package var lastModified: String?
+    /// The full length of the file, when the server said.
+    package var totalLength: Int64?
+    /// False when the server gave no validator: resuming then requires the same total length.
+    package var validated: Bool
+    /// The byte ranges durably on disk in the partial file.
+    package var ranges: [ByteRange]
+    /// When the record was last written (ISO 8601).
+    package var updatedAt: String?
+
+    package init(
+        url: String, finalURL: String? = nil, etag: String? = nil, lastModified: String? = nil,
+        totalLength: Int64? = nil, ranges: [ByteRange] = []
+    ) {
+        self.url = url
+        self.finalURL = finalURL
+        self.etag = etag
+        self.lastModified = lastModified
+        self.totalLength = totalLength
+        self.validated = etag != nil || lastModified != nil
+        self.ranges = ranges
+    }
+
+    /// The bytes from the start of the file that are on disk without a gap.
+    package var contiguousBytes: Int64 {
+        var end: Int64 = 0
+        for r in ranges.sorted(by: { $0.start < $1.start }) where r.start <= end { end = max(end, r.end) }
+        return end
+    }
+
+    package func encoded() -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        // Encoding plain strings and integers cannot fail.
+        return Array((try? encoder.encode(self)) ?? Data()) + [0x0A]
+    }
+
+    /// Decodes a record; nil for anything unreadable or of an unknown version (treated as no record).
+    package static func decode(_ bytes: [UInt8]) -> ResumeRecord? {
+        guard let record = try? JSONDecoder().decode(ResumeRecord.self, from: Data(bytes)),
+            record.version == currentVersion
+        else { return nil }
+        return record
+    }
+
+    /// `url` with user name and password removed, for storing and printing.
+    package static func redacted(_ url: URL) -> String {
+        guard var c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
+        c.user = nil
+        c.password = nil
+        return c.string ?? url.absoluteString
+    }
+}

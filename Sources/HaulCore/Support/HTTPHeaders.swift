@@ -1,0 +1,223 @@
+import Foundation
+
+/// Response or request header fields in order, looked up case-insensitively.
+package struct HTTPHeaders: Sendable, Equatable, Sequence {
+    package private(set) var fields: [(name: String, value: String)] = []
+
+    package init(_ fields: [(String, String)] = []) {
+        self.fields = fields.map { (name: $0.0, value: $0.1) }
+    }
+
+    package static func == (a: HTTPHeaders, b: HTTPHeaders) -> Bool {
+        a.fields.elementsEqual(b.fields) { $0.name == $1.name && $0.value == $1.value }
+    }
+
+    package mutating func add(_ name: String, _ value: String) { fields.append((name, value)) }
+
+    package mutating func remove(_ name: String) {
+        fields.removeAll { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+    }
+
+    package mutating func replace(_ name: String, _ value: String) {
+        remove(name)
+        add(name, value)
+    }
+
+    /// The first value of `name`, trimmed.
+    package subscript(_ name: String) -> String? {
+        fields.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    package func contains(_ name: String) -> Bool { self[name] != nil }
+
+    package func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
+}
+
+/// Parsing of the header values the engine decides on.
+package enum HTTPParsing {
+    /// `Content-Range: bytes a-b/total` (total may be `*`), or `bytes */total` for 416.
+    package struct ContentRange: Equatable, Sendable {
+        package var start: Int64?
+        package var end: Int64?
+        package var total: Int64?
+    }
+
+    package static func contentRange(_ value: String) -> ContentRange? {
+        let v = value.trimmingCharacters(in: .whitespaces)
+        guard v.lowercased().hasPrefix("bytes ") else { return nil }
+        let spec = v.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        let parts = spec.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return nil }
+        var result = ContentRange()
+        if parts[1] != "*" {
+            guard let total = Int64(parts[1]), total >= 0 else { return nil }
+            result.total = total
+        }
+        if parts[0] != "*" {
+            let se = parts[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+            guard se.count == 2, let s = Int64(se[0]), let e = Int64(se[1]), s >= 0, e >= s else { return nil }
+            if let total = result.total, e >= total { return nil }
+            result.start = s
+            result.end = e
+        }
+        return result
+    }
+
+    /// `Retry-After`: delay seconds or an HTTP date. Returns seconds from `now`, never negative.
+    package static func retryAfter(_ value: String, now: Date = Date()) -> Double? {
+        let v = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Double(v), seconds >= 0, seconds.isFinite { return seconds }
+        if let date = httpDate(v) { return max(0, date.timeIntervalSince(now)) }
+        return nil
+    }
+
+    package static func httpDate(_ value: String) -> Date? {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
+            f.dateFormat = format
+            if let d = f.date(from: value) { return d }
+        }
+        return nil
+    }
+
+    package static func formatHTTPDate(_ date: Date) -> String {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return f.string(from: date)
+    }
+
+    /// The file name from `Content-Disposition` (RFC 6266): `filename*` (RFC 5987, UTF-8 or
+    /// ISO-8859-1) wins over `filename`. The result is raw: pass it through ``SafeFileName``.
+    package static func contentDispositionFilename(_ value: String) -> String? {
+        var plain: String?
+        var extended: String?
+        for param in splitParameters(value).dropFirst() {
+            guard let eq = param.firstIndex(of: "=") else { continue }
+            let key = param[..<eq].trimmingCharacters(in: .whitespaces).lowercased()
+            var raw = param[param.index(after: eq)...].trimmingCharacters(in: .whitespaces)
+            if key == "filename*" {
+                // charset'language'percent-encoded
+                let pieces = raw.split(separator: "'", maxSplits: 2, omittingEmptySubsequences: false)
+                guard pieces.count == 3 else { continue }
+                let charset = pieces[0].lowercased()
+                let bytes = percentDecodedBytes(String(pieces[2]))
+                if charset == "utf-8" {
+                    extended = String(bytes: bytes, encoding: .utf8)
+                } else if charset == "iso-8859-1" {
+                    extended = String(bytes: bytes, encoding: .isoLatin1)
+                }
+            } else if key == "filename" {
+                if raw.hasPrefix("\""), raw.hasSuffix("\""), raw.count >= 2 {
+                    raw = String(raw.dropFirst().dropLast())
+                    var unescaped = ""
+                    var escaping = false
+                    for c in raw {
+                        if escaping || c != "\\" {
+                            unescaped.append(c)
+                            escaping = false
+                        } else {
+                            escaping = true
+                        }
+                    }
+                    raw = unescaped
+                }
+                plain = raw
+            }
+        }
+        return extended ?? plain
+    }
+
+    /// Splits on `;` outside quoted strings.
+    private static func splitParameters(_ value: String) -> [String] {
+        var parts: [String] = []
+        var current = ""
+        var quoted = false
+        var escaping = false
+        for c in value {
+            if escaping {
+                current.append(c)
+                escaping = false
+                continue
+            }
+            if c == "\\" && quoted {
+                escaping = true
+                current.append(c)
+            } else if c == "\"" {
+                quoted.toggle()
+                current.append(c)
+            } else if c == ";" && !quoted {
+                parts.append(current)
+                current = ""
+            } else {
+                current.append(c)
+            }
+        }
+        parts.append(current)
+        return parts
+    }
+
+    package static func percentDecodedBytes(_ s: String) -> [UInt8] {
+        var out: [UInt8] = []
+        var it = Array(s.utf8)[...]
+        while let b = it.popFirst() {
+            if b == UInt8(ascii: "%"), it.count >= 2, let v = UInt8(String(decoding: it.prefix(2), as: UTF8.self), radix: 16) {
+                out.append(v)
+                it = it.dropFirst(2)
+            } else {
+                out.append(b)
+            }
+        }
+        return out
+    }
+}
+
+/// Turns a name suggested by a server or a URL into a safe file name inside the target directory.
+package enum SafeFileName {
+    /// The longest name Haul writes, in UTF-8 bytes (leaves room for `.part`/`.haul` on 255-byte
+    /// file systems).
+    package static let maxBytes = 200
+
+    /// Returns a file name with no directory parts, no `..`, no NUL or control characters, no
+    /// leading dot or dash, at most ``maxBytes`` bytes (keeping the extension); nil when nothing
+    /// usable is left.
+    package static func sanitize(_ raw: String) -> String? {
+        // Only the last path component counts, with either separator.
+        let lastComponent = raw.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
+        var name = String(
+            String.UnicodeScalarView(
+                lastComponent.unicodeScalars.filter {
+                    !($0.properties.generalCategory == .control || $0 == "\u{7F}" || $0.value == 0)
+                }))
+        name = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        while name.hasPrefix(".") || name.hasPrefix("-") { name.removeFirst() }
+        if name.isEmpty || name == "." || name == ".." { return nil }
+        if name.utf8.count > maxBytes {
+            let ext = extensionPart(of: name)
+            var stem = String(name.dropLast(ext.count))
+            while stem.utf8.count + ext.utf8.count > maxBytes, !stem.isEmpty { stem.removeLast() }
+            name = stem + ext
+        }
+        return name.isEmpty ? nil : name
+    }
+
+    /// The name for a download: the Content-Disposition name if usable, else the URL's last path
+    /// segment (percent-decoded), else `index.html`.
+    package static func suggestedName(contentDisposition: String?, url: URL) -> String {
+        if let cd = contentDisposition, let raw = HTTPParsing.contentDispositionFilename(cd), let safe = sanitize(raw) {
+            return safe
+        }
+        let decoded = String(decoding: HTTPParsing.percentDecodedBytes(url.lastPathComponent), as: UTF8.self)
+        if !url.path.hasSuffix("/"), let safe = sanitize(decoded) { return safe }
+        return "index.html"
+    }
+
+    private static func extensionPart(of name: String) -> String {
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return "" }
+        let ext = String(name[dot...])
+        return ext.utf8.count <= 16 ? ext : ""
+    }
+}

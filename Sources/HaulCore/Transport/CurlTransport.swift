@@ -1,0 +1,302 @@
+import CHaulCurl
+import Foundation
+import Synchronization
+
+/// The Linux default transport: libcurl's multi interface driven by one thread.
+///
+/// All transfers share one `curl_multi` handle and one thread, which runs `curl_multi_perform`
+/// and `curl_multi_poll`; other threads talk to it through a command queue and
+/// `curl_multi_wakeup`. Body bytes go straight from curl's receive buffer to the handler (which
+/// pwrite()s them), with real flow control: a handler that returns `.pause` makes the callback
+/// return `CURL_WRITEFUNC_PAUSE`, and `resume()` calls `curl_easy_pause(CONT)`.
+package final class CurlTransport: HTTPTransport, @unchecked Sendable {
+    /// The process-wide instance, or the reason libcurl could not be loaded.
+    package static let shared: Result<CurlTransport, TransportError> = {
+        do throws(TransportError) { return .success(try CurlTransport()) } catch { return .failure(error) }
+    }()
+
+    /// Receive buffer per transfer. 16 KiB (curl's default) costs ~40% wall time on fast links.
+    static let bufferSize = 512 * 1024
+
+    private enum Command {
+        case add(CurlTransfer)
+        case pause(CurlTransfer)
+        case resume(CurlTransfer)
+        case cancel(CurlTransfer)
+    }
+
+    private let multi: UnsafeMutableRawPointer
+    private let commands = Mutex<[Command]>([])
+    // Owned by the multi thread.
+    private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+
+    package init() throws(TransportError) {
+        var err = [CChar](repeating: 0, count: 512)
+        guard haul_curl_load(&err, err.count) == 0 else {
+            throw TransportError(.other, err.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        }
+        guard let m = haul_multi_init() else { throw TransportError(.other, "curl_multi_init failed") }
+        multi = m
+        let thread = Thread { [unowned self] in self.run() }
+        thread.name = "haul.curl"
+        thread.start()
+    }
+
+    /// libcurl's version string.
+    package static var version: String {
+        guard case .success = shared else { return "libcurl (not loaded)" }
+        return String(cString: haul_curl_version())
+    }
+
+    package func start(_ request: TransportRequest, handler: any TransportHandler) -> any TransportTask {
+        let transfer = CurlTransfer(request: request, handler: handler, transport: self)
+        submit(.add(transfer))
+        return transfer
+    }
+
+    fileprivate func pause(_ t: CurlTransfer) { submit(.pause(t)) }
+    fileprivate func resume(_ t: CurlTransfer) { submit(.resume(t)) }
+    fileprivate func cancel(_ t: CurlTransfer) { submit(.cancel(t)) }
+
+    private func submit(_ command: Command) {
+        commands.withLock { $0.append(command) }
+        _ = haul_multi_wakeup(multi)
+    }
+
+    private func run() {
+        var running: Int32 = 0
+        var numfds: Int32 = 0
+        while true {
+            let batch = commands.withLock { c -> [Command] in
+                defer { c = [] }
+                return c
+            }
+            for command in batch { handle(command) }
+            _ = haul_multi_perform(multi, &running)
+            var easy: UnsafeMutableRawPointer?
+            var code: Int32 = 0
+            while haul_multi_info_read_done(multi, &easy, &code) == 1, let e = easy {
+                finish(e, code: code)
+            }
+            _ = haul_multi_poll(multi, 1000, &numfds)
+        }
+    }
+
+    private func handle(_ command: Command) {
+        switch command {
+        case .add(let t):
+            if t.cancelRequested.load(ordering: .acquiring) {
+                t.complete(.failure(TransportError(.cancelled, "cancelled")))
+                return
+            }
+            switch t.makeEasyHandle() {
+            case .success(let easy):
+                active[easy] = t
+                _ = haul_multi_add_handle(multi, easy)
+            case .failure(let error):
+                t.complete(.failure(error))
+            }
+        case .pause(let t):
+            if let easy = t.easy, active[easy] != nil { _ = haul_easy_pause(easy, 1 /* CURLPAUSE_RECV */) }
+        case .resume(let t):
+            if let easy = t.easy, active[easy] != nil {
+                t.paused = false
+                _ = haul_easy_pause(easy, Int32(HAUL_CURLPAUSE_CONT))
+            }
+        case .cancel(let t):
+            guard let easy = t.easy, active.removeValue(forKey: easy) != nil else { return }
+            _ = haul_multi_remove_handle(multi, easy)
+            t.cleanup()
+            t.complete(.failure(TransportError(.cancelled, "cancelled")))
+        }
+    }
+
+    private func finish(_ easy: UnsafeMutableRawPointer, code: Int32) {
+        guard let t = active.removeValue(forKey: easy) else { return }
+        _ = haul_multi_remove_handle(multi, easy)
+        let result = t.result(code: code)
+        t.cleanup()
+        t.complete(result)
+    }
+}
+
+/// One transfer on the curl thread. Its mutable state is touched only by that thread (the
+/// atomics aside), which is why it can be `@unchecked Sendable`.
+private final class CurlTransfer: TransportTask, @unchecked Sendable {
+    let request: TransportRequest
+    let handler: any TransportHandler
+    unowned let transport: CurlTransport
+    let done = OneShot<Result<Void, TransportError>>()
+    let cancelRequested = Atomic<Bool>(false)
+
+    var easy: UnsafeMutableRawPointer?
+    private var headerList: OpaquePointer?
+    private var errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
+    private var status = 0
+    private var headers = HTTPHeaders()
+    private var responseDelivered = false
+    private var aborted = false
+    fileprivate var paused = false
+    private var bodyBytes: Int64 = 0
+
+    init(request: TransportRequest, handler: any TransportHandler, transport: CurlTransport) {
+        self.request = request
+        self.handler = handler
+        self.transport = transport
+        errorBuffer.initialize(repeating: 0, count: 256)
+    }
+
+    deinit { errorBuffer.deallocate() }
+
+    func pause() { transport.pause(self) }
+    func resume() { transport.resume(self) }
+    func cancel() {
+        cancelRequested.store(true, ordering: .releasing)
+        transport.cancel(self)
+    }
+    func finished() async -> Result<Void, TransportError> { await done.value() }
+    func complete(_ r: Result<Void, TransportError>) { done.fulfill(r) }
+
+    func makeEasyHandle() -> Result<UnsafeMutableRawPointer, TransportError> {
+        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            return .failure(TransportError(.invalidURL, "unsupported URL scheme in \(request.url.absoluteString)"))
+        }
+        guard let h = haul_easy_init() else { return .failure(TransportError(.other, "curl_easy_init failed")) }
+        easy = h
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        var ok = true
+        func set(_ option: Int32, _ value: Int) { ok = ok && haul_easy_setopt_long(h, option, value) == 0 }
+        func set(_ option: Int32, _ value: String) { ok = ok && haul_easy_setopt_ptr(h, option, value) == 0 }
+        set(Int32(HAUL_CURLOPT_URL), request.url.absoluteString)
+        set(Int32(HAUL_CURLOPT_PROTOCOLS_STR), "http,https")
+        set(Int32(HAUL_CURLOPT_NOSIGNAL), 1)
+        set(Int32(HAUL_CURLOPT_FOLLOWLOCATION), 0)
+        set(Int32(HAUL_CURLOPT_BUFFERSIZE), CurlTransport.bufferSize)
+        set(Int32(HAUL_CURLOPT_TCP_KEEPALIVE), 1)
+        set(Int32(HAUL_CURLOPT_CONNECTTIMEOUT_MS), Int(request.connectTimeout * 1000))
+        // Stall detection: fewer than 1 byte/s for the idle timeout aborts the transfer.
+        set(Int32(HAUL_CURLOPT_LOW_SPEED_LIMIT), 1)
+        set(Int32(HAUL_CURLOPT_LOW_SPEED_TIME), max(1, Int(request.idleTimeout.rounded(.up))))
+        set(Int32(HAUL_CURLOPT_SSL_VERIFYPEER), 1)
+        set(Int32(HAUL_CURLOPT_SSL_VERIFYHOST), 2)
+        if let ca = request.caFile { set(Int32(HAUL_CURLOPT_CAINFO), ca) }
+        set(Int32(HAUL_CURLOPT_USERAGENT), HaulVersion.userAgent)
+        if request.decodeContent {
+            set(Int32(HAUL_CURLOPT_ACCEPT_ENCODING), "")
+        } else {
+            set(Int32(HAUL_CURLOPT_HTTP_CONTENT_DECODING), 0)
+        }
+        switch request.method {
+        case "GET": break
+        case "HEAD": set(Int32(HAUL_CURLOPT_NOBODY), 1)
+        default: set(Int32(HAUL_CURLOPT_CUSTOMREQUEST), request.method)
+        }
+        for (name, value) in request.headers {
+            // A header with CR/LF could smuggle a second header or request.
+            guard !name.contains(where: { $0 == "\r" || $0 == "\n" }), !value.contains(where: { $0 == "\r" || $0 == "\n" })
+            else { continue }
+            headerList = haul_slist_append(headerList, value.isEmpty ? "\(name);" : "\(name): \(value)")
+        }
+        if let headerList { ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_HTTPHEADER), UnsafeRawPointer(headerList)) == 0 }
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_ERRORBUFFER), errorBuffer) == 0
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_PRIVATE), me) == 0
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_WRITEDATA), me) == 0
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_HEADERDATA), me) == 0
+        ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_WRITEFUNCTION), curlWriteCallback) == 0
+        ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_HEADERFUNCTION), curlHeaderCallback) == 0
+        guard ok else {
+            cleanup()
+            return .failure(TransportError(.invalidURL, "libcurl refused the request for \(request.url.absoluteString)"))
+        }
+        return .success(h)
+    }
+
+    func cleanup() {
+        if let easy { haul_easy_cleanup(easy) }
+        easy = nil
+        if let headerList { haul_slist_free_all(headerList) }
+        headerList = nil
+    }
+
+    fileprivate func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
+        let text = String(decoding: line, as: UTF8.self)
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if text.hasPrefix("HTTP/") {
+            let parts = trimmed.split(separator: " ", maxSplits: 2)
+            status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+            headers = HTTPHeaders()
+        } else if trimmed.isEmpty {
+            if status >= 200 && !responseDelivered {
+                if !deliverResponse() { return 0 }
+            }
+        } else if let colon = trimmed.firstIndex(of: ":") {
+            let name = String(trimmed[..<colon]).trimmingCharacters(in: .whitespaces)
+            let value = String(trimmed[trimmed.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+            headers.add(name, value)
+        }
+        return line.count
+    }
+
+    private func deliverResponse() -> Bool {
+        responseDelivered = true
+        let response = TransportResponse(status: status, headers: headers, url: request.url)
+        if !handler.transportDidReceive(response: response) {
+            aborted = true
+            return false
+        }
+        return true
+    }
+
+    fileprivate func onBody(_ data: UnsafeRawBufferPointer) -> Int {
+        if !responseDelivered && !deliverResponse() { return 0 }
+        switch handler.transportDidReceive(body: data) {
+        case .proceed:
+            bodyBytes += Int64(data.count)
+            return data.count
+        case .pause:
+            paused = true
+            return Int(HAUL_CURL_WRITEFUNC_PAUSE)
+        case .abort:
+            aborted = true
+            return 0
+        }
+    }
+
+    func result(code: Int32) -> Result<Void, TransportError> {
+        let detail = String(cString: errorBuffer)
+        let message = detail.isEmpty ? String(cString: haul_easy_strerror(code)) : detail
+        if aborted { return .failure(TransportError(.aborted, "aborted by the handler")) }
+        switch code {
+        case 0:
+            if !responseDelivered { return .failure(TransportError(.connectionLost, "empty reply from server")) }
+            return .success(())
+        case 1, 3: return .failure(TransportError(.invalidURL, message))
+        case 6, 5: return .failure(TransportError(.resolve, message))
+        case 7: return .failure(TransportError(.connect, message))
+        case 28:
+            let stalled = responseDelivered || message.contains("too slow")
+            return .failure(TransportError(stalled ? .idleTimeout : .connectTimeout, message))
+        case 18, 52, 55, 56, 8, 16, 92, 61: return .failure(TransportError(.connectionLost, message))
+        case 35, 51, 53, 54, 58, 59, 60, 64, 66, 77, 80, 82, 83, 90, 91:
+            return .failure(TransportError(.tls, message))
+        case 23, 42: return .failure(TransportError(.aborted, message))
+        default: return .failure(TransportError(.other, "\(message) (curl \(code))"))
+        }
+    }
+}
+
+private let curlWriteCallback: haul_curl_data_cb = { ptr, size, count, userdata in
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
+    return transfer.onBody(UnsafeRawBufferPointer(start: ptr, count: size * count))
+}
+
+private let curlHeaderCallback: haul_curl_data_cb = { ptr, size, count, userdata in
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
+    return transfer.onHeaderLine(UnsafeRawBufferPointer(start: ptr, count: size * count))
+}
+
+/// Haul's version, for the User-Agent and `haul --version`.
+package enum HaulVersion {
+    package static let string = "0.1.0"
+    package static let userAgent = "haul/\(string)"
+}

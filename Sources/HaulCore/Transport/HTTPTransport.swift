@@ -1,0 +1,107 @@
+import Foundation
+import Synchronization
+
+/// One HTTP request, as the engine hands it to a transport. The transport never follows
+/// redirects and never decodes content unless asked: the engine decides both.
+package struct TransportRequest: Sendable {
+    package var url: URL
+    package var method: String = "GET"
+    package var headers: HTTPHeaders = HTTPHeaders()
+    /// Seconds to establish the connection (TCP and TLS).
+    package var connectTimeout: Double = 30
+    /// Seconds without any received byte before the transfer counts as stalled.
+    package var idleTimeout: Double = 30
+    /// Extra CA bundle to trust (PEM). Certificates are always verified.
+    package var caFile: String?
+    /// Ask for gzip/deflate and decode it (off for file downloads: the bytes on disk are what was sent).
+    package var decodeContent = false
+
+    package init(url: URL) { self.url = url }
+}
+
+/// A response's status and headers.
+package struct TransportResponse: Sendable {
+    package var status: Int
+    package var headers: HTTPHeaders
+    package var url: URL
+}
+
+/// What a handler wants after a chunk of body.
+package enum BodyDisposition: Sendable {
+    /// Keep going.
+    case proceed
+    /// Stop reading until `TransportTask.resume()`; the chunk is delivered again then.
+    case pause
+    /// Stop the transfer; it ends with `TransportError.Kind.aborted`.
+    case abort
+}
+
+/// Receives one transfer's response and body. The transport calls it serially, from one thread.
+package protocol TransportHandler: AnyObject, Sendable {
+    /// The final (non-1xx) header block arrived. Return false to abort the transfer.
+    func transportDidReceive(response: TransportResponse) -> Bool
+    /// A chunk of body arrived. The buffer is valid only during the call.
+    func transportDidReceive(body: UnsafeRawBufferPointer) -> BodyDisposition
+}
+
+/// Why a transfer failed, as far as the transport can tell.
+package struct TransportError: Error, Sendable, Equatable {
+    package enum Kind: Sendable, Equatable {
+        case resolve, connect, connectTimeout, idleTimeout, connectionLost, tls, aborted, cancelled, invalidURL, other
+    }
+    package var kind: Kind
+    package var message: String
+    package init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+}
+
+/// A running transfer.
+package protocol TransportTask: Sendable {
+    /// Stops reading from the connection (flow control): no bytes arrive until `resume()`.
+    func pause()
+    /// Continues a paused transfer at the same point.
+    func resume()
+    /// Ends the transfer; `finished()` returns `.cancelled`.
+    func cancel()
+    /// Waits for the end of the transfer.
+    func finished() async -> Result<Void, TransportError>
+}
+
+/// Sends HTTP requests. Implementations: ``CurlTransport`` (Linux default) and
+/// ``URLSessionTransport``; both pass the same conformance tests.
+package protocol HTTPTransport: Sendable {
+    func start(_ request: TransportRequest, handler: any TransportHandler) -> any TransportTask
+}
+
+/// A value set once and awaited by any number of tasks.
+package final class OneShot<Value: Sendable>: Sendable {
+    private let state = Mutex<(value: Value?, waiters: [CheckedContinuation<Value, Never>])>((nil, []))
+
+    package init() {}
+
+    /// Sets the value (the first call wins) and wakes the waiters.
+    package func fulfill(_ value: Value) {
+        let waiters = state.withLock { s -> [CheckedContinuation<Value, Never>] in
+            guard s.value == nil else { return [] }
+            s.value = value
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        for w in waiters { w.resume(returning: value) }
+    }
+
+    package var isFulfilled: Bool { state.withLock { $0.value != nil } }
+
+    package func value() async -> Value {
+        await withCheckedContinuation { c in
+            let ready = state.withLock { s -> Value? in
+                if let v = s.value { return v }
+                s.waiters.append(c)
+                return nil
+            }
+            if let ready { c.resume(returning: ready) }
+        }
+    }
+}

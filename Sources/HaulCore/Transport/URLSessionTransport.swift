@@ -1,0 +1,171 @@
+import Foundation
+import Synchronization
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A transport over Foundation's URLSession: the natural one on Apple platforms.
+///
+/// On Linux it passes the same conformance tests as ``CurlTransport`` with known limits
+/// (docs/transports.md): `pause()` suspends the task, which on swift-corelibs-foundation does not
+/// stop the socket; it is slower and uses more CPU; and a custom CA file is not supported.
+package final class URLSessionTransport: HTTPTransport, Sendable {
+    private let session: URLSession
+    private let delegate: Delegate
+
+    package init() {
+        let delegate = Delegate()
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.urlCache = nil
+        configuration.httpCookieStorage = nil
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        self.delegate = delegate
+        self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue)
+    }
+
+    package func start(_ request: TransportRequest, handler: any TransportHandler) -> any TransportTask {
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method
+        urlRequest.timeoutInterval = request.idleTimeout
+        urlRequest.setValue(HaulVersion.userAgent, forHTTPHeaderField: "User-Agent")
+        if !request.decodeContent { urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding") }
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        let task = session.dataTask(with: urlRequest)
+        let transfer = URLSessionTransfer(task: task, handler: handler, url: request.url)
+        delegate.transfers.withLock { $0[task.taskIdentifier] = transfer }
+        task.resume()
+        return transfer
+    }
+
+    private final class Delegate: NSObject, URLSessionDataDelegate, Sendable {
+        let transfers = Mutex<[Int: URLSessionTransfer]>([:])
+
+        func transfer(_ task: URLSessionTask) -> URLSessionTransfer? {
+            transfers.withLock { $0[task.taskIdentifier] }
+        }
+
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+            newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+        ) {
+            // The engine follows redirects itself; hand it the 3xx.
+            if let t = transfer(task) { t.deliver(response) }
+            completionHandler(nil)
+        }
+
+        func urlSession(
+            _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+            completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+        ) {
+            guard let t = transfer(dataTask), let http = response as? HTTPURLResponse else {
+                completionHandler(.cancel)
+                return
+            }
+            completionHandler(t.deliver(http) ? .allow : .cancel)
+        }
+
+        func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+            transfer(dataTask)?.body(data)
+        }
+
+        func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+            guard let t = transfers.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
+            t.complete(error)
+        }
+    }
+}
+
+/// One URLSession transfer. Delegate callbacks arrive serially on the session's queue.
+private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
+    let task: URLSessionDataTask
+    let handler: any TransportHandler
+    let url: URL
+    let done = OneShot<Result<Void, TransportError>>()
+    private let lock = Mutex<(delivered: Bool, aborted: Bool, cancelled: Bool, held: Data?)>((false, false, false, nil))
+
+    init(task: URLSessionDataTask, handler: any TransportHandler, url: URL) {
+        self.task = task
+        self.handler = handler
+        self.url = url
+    }
+
+    @discardableResult
+    func deliver(_ response: HTTPURLResponse) -> Bool {
+        if lock.withLock({ $0.delivered }) { return true }
+        var headers = HTTPHeaders()
+        for (k, v) in response.allHeaderFields {
+            if let k = k as? String, let v = v as? String { headers.add(k, v) }
+        }
+        let ok = handler.transportDidReceive(response: TransportResponse(status: response.statusCode, headers: headers, url: url))
+        lock.withLock {
+            $0.delivered = true
+            if !ok { $0.aborted = true }
+        }
+        return ok
+    }
+
+    func body(_ data: Data) {
+        if lock.withLock({ $0.aborted }) { return }
+        let disposition = data.withUnsafeBytes { handler.transportDidReceive(body: $0) }
+        switch disposition {
+        case .proceed: break
+        case .pause:
+            lock.withLock { $0.held = data }
+            task.suspend()
+        case .abort:
+            lock.withLock { $0.aborted = true }
+            task.cancel()
+        }
+    }
+
+    func pause() { task.suspend() }
+
+    func resume() {
+        if let held = lock.withLock({ s -> Data? in
+            defer { s.held = nil }
+            return s.held
+        }) {
+            body(held)
+        }
+        task.resume()
+    }
+
+    func cancel() {
+        lock.withLock { $0.cancelled = true }
+        task.cancel()
+    }
+
+    func finished() async -> Result<Void, TransportError> { await done.value() }
+
+    func complete(_ error: (any Error)?) {
+        let s = lock.withLock { $0 }
+        if s.cancelled { return done.fulfill(.failure(TransportError(.cancelled, "cancelled"))) }
+        if s.aborted { return done.fulfill(.failure(TransportError(.aborted, "aborted by the handler"))) }
+        guard let error else {
+            return done.fulfill(
+                s.delivered ? .success(()) : .failure(TransportError(.connectionLost, "empty reply from server")))
+        }
+        let urlError = error as? URLError
+        let message = error.localizedDescription
+        let kind: TransportError.Kind
+        switch urlError?.code {
+        case .cannotFindHost?, .dnsLookupFailed?: kind = .resolve
+        case .cannotConnectToHost?: kind = .connect
+        case .timedOut?: kind = s.delivered ? .idleTimeout : .connectTimeout
+        case .networkConnectionLost?, .notConnectedToInternet?, .cannotParseResponse?, .badServerResponse?,
+            .zeroByteResource?, .cannotDecodeRawData?, .cannotDecodeContentData?:
+            kind = .connectionLost
+        case .secureConnectionFailed?, .serverCertificateUntrusted?, .serverCertificateHasBadDate?,
+            .serverCertificateHasUnknownRoot?, .serverCertificateNotYetValid?, .clientCertificateRejected?,
+            .clientCertificateRequired?:
+            kind = .tls
+        case .badURL?, .unsupportedURL?: kind = .invalidURL
+        case .cancelled?: kind = s.delivered ? .aborted : .cancelled
+        default: kind = .other
+        }
+        done.fulfill(.failure(TransportError(kind, message)))
+    }
+}

@@ -1,0 +1,452 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A request as the test server saw it.
+public struct RecordedRequest: Sendable {
+    /// Which connection carried it (1-based, in accept order).
+    public var connection: Int
+    public var method: String
+    /// Path and query as sent.
+    public var target: String
+    public var path: String
+    public var query: [String: String]
+    public var headers: [(name: String, value: String)]
+
+    /// The first value of a header, case-insensitively.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+    public var range: String? { header("Range") }
+    public var ifRange: String? { header("If-Range") }
+    /// The start offset of a `Range: bytes=N-` header.
+    public var rangeStart: Int? {
+        guard let r = range, r.hasPrefix("bytes=") else { return nil }
+        return Int(r.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false).first ?? "")
+    }
+}
+
+/// An in-process HTTP/1.1 server on 127.0.0.1:0 whose routes misbehave on purpose.
+///
+/// Every route serves deterministic content (``TestContent``); query parameters choose the
+/// behaviour, so a URL alone describes a scenario (docs/test-server.md lists them all):
+///
+/// ```swift
+/// let server = try TestServer()
+/// defer { server.shutdown() }
+/// let url = server.url("/big.bin?size=10485760&drop=1000000&drops=1")
+/// ```
+///
+/// Stateful behaviours (`change`, `drops`, `status` sequences) count requests per target
+/// (path and query), so each test uses its own path.
+public final class TestServer: @unchecked Sendable {
+    /// The port the server listens on.
+    public let port: Int
+    /// The address the server is bound to.
+    public let host: String
+    private let listenFD: Int32
+    private let state = Mutex<State>(State())
+
+    private struct State {
+        var requests: [RecordedRequest] = []
+        var hits: [String: Int] = [:]
+        var open: [Int32] = []
+        var connections = 0
+        var active = 0
+        var maxActive = 0
+        var stopped = false
+    }
+
+    /// Starts listening on `host`:0 (a free port).
+    public init(host: String = "127.0.0.1") throws {
+        signal(SIGPIPE, SIG_IGN)
+        self.host = host
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = 0
+        inet_pton(AF_INET, host, &addr.sin_addr)
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 128) == 0 else {
+            let e = errno
+            close(fd)
+            throw POSIXError(.init(rawValue: e) ?? .EIO)
+        }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        port = Int(UInt16(bigEndian: addr.sin_port))
+        listenFD = fd
+        let thread = Thread { [self] in acceptLoop() }
+        thread.name = "haul.testserver.accept"
+        thread.start()
+    }
+
+    deinit { shutdown() }
+
+    /// `http://127.0.0.1:PORT`
+    public var baseURL: URL { URL(string: "http://\(host):\(port)")! }
+
+    /// A URL on this server for a path with query, e.g. `/f.bin?size=100`.
+    public func url(_ pathAndQuery: String) -> URL { URL(string: "http://\(host):\(port)\(pathAndQuery)")! }
+
+    /// Stops accepting and closes every connection.
+    public func shutdown() {
+        let fds = state.withLock { s -> [Int32] in
+            if s.stopped { return [] }
+            s.stopped = true
+            return s.open
+        }
+        Glibc.shutdown(listenFD, Int32(SHUT_RDWR))
+        for fd in fds { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    /// Every request so far, in arrival order.
+    public var requests: [RecordedRequest] { state.withLock { $0.requests } }
+
+    /// The requests for one path.
+    public func requests(path: String) -> [RecordedRequest] { requests.filter { $0.path == path } }
+
+    /// The most connections that were open at the same time.
+    public var maxConcurrentConnections: Int { state.withLock { $0.maxActive } }
+
+    // MARK: - Connections
+
+    private func acceptLoop() {
+        while true {
+            let fd = accept(listenFD, nil, nil)
+            if fd < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            let id = state.withLock { s -> Int? in
+                if s.stopped { return nil }
+                s.connections += 1
+                s.active += 1
+                s.maxActive = max(s.maxActive, s.active)
+                s.open.append(fd)
+                return s.connections
+            }
+            guard let id else {
+                close(fd)
+                break
+            }
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let thread = Thread { [self] in
+                serve(fd, connection: id)
+                state.withLock { s in
+                    s.active -= 1
+                    s.open.removeAll { $0 == fd }
+                }
+                close(fd)
+            }
+            thread.name = "haul.testserver.conn"
+            thread.start()
+        }
+        close(listenFD)
+    }
+
+    private func serve(_ fd: Int32, connection: Int) {
+        var buffer: [UInt8] = []
+        while true {
+            guard let (head, rest) = readHead(fd, &buffer) else { return }
+            buffer = rest
+            guard let request = parse(head, connection: connection) else { return }
+            // Discard a request body, if any (uploads are not served here yet).
+            if let length = Int(request.header("Content-Length") ?? ""), length > 0 {
+                var remaining = length - buffer.count
+                buffer = buffer.count > length ? Array(buffer[length...]) : []
+                var sink = [UInt8](repeating: 0, count: 65_536)
+                while remaining > 0 {
+                    let n = recv(fd, &sink, min(sink.count, remaining), 0)
+                    if n <= 0 { return }
+                    remaining -= n
+                }
+            }
+            let hit = state.withLock { s -> Int in
+                s.requests.append(request)
+                defer { s.hits[request.target, default: 0] += 1 }
+                return s.hits[request.target, default: 0]
+            }
+            let keepAlive = respond(fd, request, hit: hit)
+            if !keepAlive { return }
+        }
+    }
+
+    private func readHead(_ fd: Int32, _ buffer: inout [UInt8]) -> ([UInt8], [UInt8])? {
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            if let end = findHeaderEnd(buffer) {
+                return (Array(buffer[..<end]), Array(buffer[(end + 4)...]))
+            }
+            if buffer.count > 65_536 { return nil }
+            let n = recv(fd, &chunk, chunk.count, 0)
+            if n <= 0 { return nil }
+            buffer += chunk[0..<n]
+        }
+    }
+
+    private func findHeaderEnd(_ b: [UInt8]) -> Int? {
+        guard b.count >= 4 else { return nil }
+        for i in 0...(b.count - 4) where b[i] == 13 && b[i + 1] == 10 && b[i + 2] == 13 && b[i + 3] == 10 {
+            return i
+        }
+        return nil
+    }
+
+    private func parse(_ head: [UInt8], connection: Int) -> RecordedRequest? {
+        let lines = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n")
+        let first = lines[0].split(separator: " ")
+        guard first.count >= 2 else { return nil }
+        let target = String(first[1])
+        var headers: [(name: String, value: String)] = []
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers.append(
+                (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
+        let comps = URLComponents(string: target)
+        var query: [String: String] = [:]
+        for item in comps?.queryItems ?? [] { query[item.name] = item.value ?? "" }
+        return RecordedRequest(
+            connection: connection, method: String(first[0]), target: target, path: comps?.path ?? target,
+            query: query, headers: headers)
+    }
+
+    // MARK: - Routes
+
+    /// Serves one request; returns whether the connection stays open.
+    private func respond(_ fd: Int32, _ r: RecordedRequest, hit: Int) -> Bool {
+        let q = r.query
+        func int(_ k: String) -> Int? { q[k].flatMap { Int($0) } }
+        func flag(_ k: String) -> Bool { q[k] == "1" || q[k] == "true" }
+
+        if let delay = q["delay"].flatMap(Double.init) { Thread.sleep(forTimeInterval: delay) }
+
+        // Status sequences: status=503,503,200 (the last repeats).
+        if let seq = q["status"]?.split(separator: ",").compactMap({ Int($0) }), !seq.isEmpty {
+            let status = seq[min(hit, seq.count - 1)]
+            if status != 200 {
+                var h = [("Content-Length", "0")]
+                if let ra = q["retryAfter"] { h.append(("Retry-After", ra)) }
+                if status == 416 { h.append(("Content-Range", "bytes */\(int("size") ?? 1024)")) }
+                return send(fd, status: status, headers: h, body: [])
+            }
+        }
+        // Redirects.
+        if let to = q["to"] {
+            return send(fd, status: 302, headers: [("Location", to), ("Content-Length", "0")], body: [])
+        }
+        if flag("loop") {
+            return send(fd, status: 302, headers: [("Location", r.target), ("Content-Length", "0")], body: [])
+        }
+        if let count = int("redirect"), count > 0 {
+            let next = r.target.replacingOccurrences(of: "redirect=\(count)", with: "redirect=\(count - 1)")
+            let status = [301, 302, 303, 307, 308][count % 5]
+            return send(fd, status: status, headers: [("Location", next), ("Content-Length", "0")], body: [])
+        }
+
+        // The representation.
+        let seed = int("seed") ?? 1
+        let version: Int
+        switch q["change"] {
+        case "1": version = hit >= 1 ? 1 : 0
+        case "always": version = hit
+        default: version = 0
+        }
+        let size = int("size") ?? 1024
+        var gzipped: [UInt8]?
+        if flag("gzip") { gzipped = TestContent.gzip(TestContent.bytes(seed: seed, version: version, count: size)) }
+        let actualSize = gzipped?.count ?? size
+        let claimed = actualSize + (int("lie") ?? 0)
+        let etag = q["etag"] == "0" ? nil : (flag("weak") ? "W/" : "") + "\"s\(seed)-v\(version)-\(size)\""
+        let lastModified =
+            q["lm"] == "0"
+            ? nil : HTTPDate.format(Date(timeIntervalSince1970: 1_767_225_600 + Double(version) * 3600))
+
+        var headers: [(String, String)] = []
+        if let etag { headers.append(("ETag", etag)) }
+        if let lastModified { headers.append(("Last-Modified", lastModified)) }
+        if gzipped != nil { headers.append(("Content-Encoding", "gzip")) }
+        if let cd = contentDisposition(q["cd"]) { headers.append(("Content-Disposition", cd)) }
+
+        // Range, honoured unless ranges=0; If-Range compared strongly unless ifrange=0.
+        var start = 0
+        var partial = false
+        let rangesOn = q["ranges"] != "0"
+        if rangesOn { headers.append(("Accept-Ranges", "bytes")) }
+        if rangesOn, let range = r.range, let first = parseRange(range, size: claimed) {
+            var honour = true
+            if let ifRange = r.ifRange, q["ifrange"] != "0" {
+                honour = ifRange.hasPrefix("W/") ? false : (ifRange == etag || ifRange == lastModified)
+            }
+            if honour {
+                if first >= claimed {
+                    return send(
+                        fd, status: 416, headers: headers + [("Content-Range", "bytes */\(claimed)"), ("Content-Length", "0")],
+                        body: [])
+                }
+                start = first
+                partial = true
+            }
+        }
+        let chunked = flag("chunked")
+        if partial { headers.append(("Content-Range", "bytes \(start)-\(claimed - 1)/\(claimed)")) }
+        if !chunked { headers.append(("Content-Length", String(claimed - start))) } else {
+            headers.append(("Transfer-Encoding", "chunked"))
+        }
+        let status = partial ? 206 : 200
+        guard writeHead(fd, status: status, headers: headers) else { return false }
+        if r.method == "HEAD" { return true }
+
+        // The body, with faults.
+        let dropAfter: Int? = {
+            guard let n = int("drop") else { return nil }
+            if let drops = int("drops"), hit >= drops { return nil }
+            return n
+        }()
+        let stallAfter = int("stall")
+        let rate = int("rate")
+        var offset = start
+        var sent = 0
+        let chunkSize = rate.map { max(1, min(65_536, $0 / 20)) } ?? 65_536
+        var chunk = [UInt8](repeating: 0, count: chunkSize)
+        let began = Date()
+        while offset < actualSize {
+            var n = min(chunkSize, actualSize - offset)
+            if let d = dropAfter { n = min(n, d - sent) }
+            if let s = stallAfter { n = min(n, s - sent) }
+            if n <= 0 { break }
+            if let gz = gzipped {
+                chunk.withUnsafeMutableBytes { dst in gz.withUnsafeBytes { dst.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: n) } }
+            } else {
+                chunk.withUnsafeMutableBytes {
+                    TestContent.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), seed: seed, version: version, offset: offset)
+                }
+            }
+            let ok = chunked ? writeChunk(fd, chunk, n) : writeAll(fd, chunk, n)
+            if !ok { return false }
+            offset += n
+            sent += n
+            if let rate {
+                let due = Double(sent) / Double(rate)
+                let elapsed = Date().timeIntervalSince(began)
+                if due > elapsed { Thread.sleep(forTimeInterval: due - elapsed) }
+            }
+        }
+        if let d = dropAfter, sent >= d, offset < actualSize { return false }  // drop: close mid-body
+        if let s = stallAfter, sent >= s, offset < actualSize {
+            stall(fd)
+            return false
+        }
+        if claimed > actualSize { return false }  // lied about the length: close early
+        if chunked { return writeAll(fd, Array("0\r\n\r\n".utf8), 5) }
+        return true
+    }
+
+    private func contentDisposition(_ kind: String?) -> String? {
+        switch kind {
+        case "benign": return "attachment; filename=\"report.pdf\""
+        case "quoted": return "attachment; filename=\"my \\\"quoted\\\" file.txt\""
+        case "rfc5987": return "attachment; filename=\"fallback.txt\"; filename*=UTF-8''na%C3%AFve%20caf%C3%A9.txt"
+        case "traversal": return "attachment; filename=\"../../evil.txt\""
+        case "absolute": return "attachment; filename=\"/etc/evil.txt\""
+        case "slashes": return "attachment; filename=\"a/b\\\\c/inner.txt\""
+        case "nul": return "attachment; filename*=UTF-8''nul%00name%0A.txt"
+        case "long": return "attachment; filename=\"\(String(repeating: "x", count: 300)).txt\""
+        case "dots": return "attachment; filename=\"..\""
+        case nil: return nil
+        default: return "attachment; filename=\"\(kind!)\""
+        }
+    }
+
+    private func parseRange(_ value: String, size: Int) -> Int? {
+        guard value.hasPrefix("bytes="), !value.contains(",") else { return nil }
+        let spec = value.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+        guard spec.count == 2 else { return nil }
+        if spec[0].isEmpty, let suffix = Int(spec[1]) { return max(0, size - suffix) }
+        return Int(spec[0])
+    }
+
+    private func stall(_ fd: Int32) {
+        // Headers and part of the body are out; now send nothing, for at most 60 s, until the
+        // client gives up or the server stops.
+        let deadline = Date().addingTimeInterval(60)
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        var scratch = [UInt8](repeating: 0, count: 1024)
+        while Date() < deadline, !state.withLock({ $0.stopped }) {
+            if poll(&pfd, 1, 100) > 0 {
+                if recv(fd, &scratch, scratch.count, 0) <= 0 { return }
+            }
+        }
+    }
+
+    private func send(_ fd: Int32, status: Int, headers: [(String, String)], body: [UInt8]) -> Bool {
+        writeHead(fd, status: status, headers: headers) && (body.isEmpty || writeAll(fd, body, body.count))
+    }
+
+    private func writeHead(_ fd: Int32, status: Int, headers: [(String, String)]) -> Bool {
+        var head = "HTTP/1.1 \(status) \(reason(status))\r\n"
+        for (k, v) in headers { head += "\(k): \(v)\r\n" }
+        head += "\r\n"
+        let bytes = Array(head.utf8)
+        return writeAll(fd, bytes, bytes.count)
+    }
+
+    private func writeChunk(_ fd: Int32, _ data: [UInt8], _ count: Int) -> Bool {
+        let size = Array((String(count, radix: 16) + "\r\n").utf8)
+        return writeAll(fd, size, size.count) && writeAll(fd, data, count) && writeAll(fd, [13, 10], 2)
+    }
+
+    private func writeAll(_ fd: Int32, _ data: [UInt8], _ count: Int) -> Bool {
+        var done = 0
+        while done < count {
+            let n = data.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + done, count - done, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 {
+                if n < 0 && errno == EINTR { continue }
+                return false
+            }
+            done += n
+        }
+        return true
+    }
+
+    private func reason(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 206: "Partial Content"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 303: "See Other"
+        case 307: "Temporary Redirect"
+        case 308: "Permanent Redirect"
+        case 404: "Not Found"
+        case 416: "Range Not Satisfiable"
+        case 503: "Service Unavailable"
+        default: "Status"
+        }
+    }
+}
+
+/// IMF-fixdate formatting for Last-Modified.
+enum HTTPDate {
+    static func format(_ date: Date) -> String {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return f.string(from: date)
+    }
+}
