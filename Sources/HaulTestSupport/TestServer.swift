@@ -317,7 +317,11 @@ public final class TestServer: @unchecked Sendable {
             if let drops = int("drops"), hit >= drops { return nil }
             return n
         }()
-        let stallAfter = int("stall")
+        let stallAfter: Int? = {
+            guard let n = int("stall") else { return nil }
+            if let stalls = int("stalls"), hit >= stalls { return nil }
+            return n
+        }()
         let rate = int("rate")
         var offset = start
         var sent = 0

@@ -31,10 +31,9 @@ package struct SHA256: Sendable {
             buffered += take
             p += take
             n -= take
-            if buffered == 64 {
-                buffer.withUnsafeBytes { compress(UnsafeRawPointer($0.baseAddress!)) }
-                buffered = 0
-            }
+            guard buffered == 64 else { return }
+            buffer.withUnsafeBytes { compress(UnsafeRawPointer($0.baseAddress!)) }
+            buffered = 0
         }
         while n >= 64 {
             compress(p)

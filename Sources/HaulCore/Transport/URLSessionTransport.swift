@@ -108,7 +108,16 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
     }
 
     func body(_ data: Data) {
-        if lock.withLock({ $0.aborted }) { return }
+        // While paused, anything URLSession still delivers queues behind the held chunk, in order.
+        let skip = lock.withLock { s -> Bool in
+            if s.aborted { return true }
+            if s.held != nil {
+                s.held!.append(data)
+                return true
+            }
+            return false
+        }
+        if skip { return }
         let disposition = data.withUnsafeBytes { handler.transportDidReceive(body: $0) }
         switch disposition {
         case .proceed: break
@@ -164,6 +173,9 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
             kind = .tls
         case .badURL?, .unsupportedURL?: kind = .invalidURL
         case .cancelled?: kind = s.delivered ? .aborted : .cancelled
+        // swift-corelibs-foundation reports a body cut short ("transfer closed with N bytes
+        // remaining") as an unknown error; after the headers it can only be a lost connection.
+        case .unknown? where s.delivered: kind = .connectionLost
         default: kind = .other
         }
         done.fulfill(.failure(TransportError(kind, message)))

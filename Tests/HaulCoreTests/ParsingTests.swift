@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+
+@testable import HaulCore
+
+@Suite("Header parsing, safe names, retry policy, records, SHA-256")
+struct ParsingTests {
+    @Test func contentRange() {
+        #expect(HTTPParsing.contentRange("bytes 0-99/1000") == .init(start: 0, end: 99, total: 1000))
+        #expect(HTTPParsing.contentRange("bytes 5-9/*") == .init(start: 5, end: 9, total: nil))
+        #expect(HTTPParsing.contentRange("bytes */1000") == .init(start: nil, end: nil, total: 1000))
+        #expect(HTTPParsing.contentRange("bytes 9-5/1000") == nil)
+        #expect(HTTPParsing.contentRange("bytes 0-1000/1000") == nil)
+        #expect(HTTPParsing.contentRange("items 0-1/2") == nil)
+    }
+
+    @Test func retryAfterSecondsAndDates() {
+        #expect(HTTPParsing.retryAfter("120") == 120)
+        let now = Date(timeIntervalSince1970: 1_767_225_600)
+        #expect(HTTPParsing.retryAfter("Thu, 01 Jan 2026 00:00:30 GMT", now: now) == 30)
+        #expect(HTTPParsing.retryAfter("Wed, 31 Dec 2025 00:00:00 GMT", now: now) == 0)
+        #expect(HTTPParsing.retryAfter("soon") == nil)
+    }
+
+    @Test(arguments: [
+        ("attachment; filename=\"report.pdf\"", "report.pdf"),
+        ("attachment; filename=plain.txt", "plain.txt"),
+        ("attachment; filename=\"a;b.txt\"", "a;b.txt"),
+        ("attachment; filename=\"my \\\"quoted\\\" file.txt\"", "my \"quoted\" file.txt"),
+        ("attachment; filename=\"fallback.txt\"; filename*=UTF-8''na%C3%AFve%20caf%C3%A9.txt", "naïve café.txt"),
+        ("attachment; filename*=iso-8859-1'en'%E9t%E9.txt", "été.txt"),
+    ])
+    func contentDisposition(header: String, name: String) {
+        #expect(HTTPParsing.contentDispositionFilename(header) == name)
+    }
+
+    @Test(arguments: [
+        ("../../evil.txt", "evil.txt"),
+        ("/etc/passwd", "passwd"),
+        ("a/b\\c/inner.txt", "inner.txt"),
+        ("nul\u{0}name\n.txt", "nulname.txt"),
+        ("..", nil),
+        (".hidden", "hidden"),
+        ("-rf", "rf"),
+        ("", nil),
+    ] as [(String, String?)])
+    func safeNames(raw: String, expected: String?) {
+        #expect(SafeFileName.sanitize(raw) == expected)
+    }
+
+    @Test func longNamesAreCutKeepingTheExtension() throws {
+        let name = try #require(SafeFileName.sanitize(String(repeating: "x", count: 300) + ".txt"))
+        #expect(name.utf8.count == SafeFileName.maxBytes)
+        #expect(name.hasSuffix(".txt"))
+        let multibyte = try #require(SafeFileName.sanitize(String(repeating: "é", count: 300)))
+        #expect(multibyte.utf8.count <= SafeFileName.maxBytes)
+    }
+
+    @Test func suggestedNameFallsBackToTheURL() {
+        let url = URL(string: "http://h/dir/na%C3%AFve.bin?x=1")!
+        #expect(SafeFileName.suggestedName(contentDisposition: nil, url: url) == "naïve.bin")
+        #expect(SafeFileName.suggestedName(contentDisposition: "attachment; filename=\"..\"", url: url) == "naïve.bin")
+        #expect(SafeFileName.suggestedName(contentDisposition: nil, url: URL(string: "http://h/")!) == "index.html")
+    }
+
+    @Test func retryPolicyBacksOffExponentiallyWithJitterAndGivesUp() {
+        let p = RetryPolicy(maxRetries: 3, baseDelay: 1, maxDelay: 3)
+        #expect(p.decide(failures: 1, retryAfter: nil, random: 0) == .retry(after: 0.5))
+        #expect(p.decide(failures: 1, retryAfter: nil, random: 0.999) == .retry(after: 0.5 + 0.5 * 0.999))
+        #expect(p.decide(failures: 2, retryAfter: nil, random: 0) == .retry(after: 1))
+        #expect(p.decide(failures: 3, retryAfter: nil, random: 1) == .retry(after: 3))  // capped
+        #expect(p.decide(failures: 4, retryAfter: nil) == .giveUp)
+        #expect(p.decide(failures: 1, retryAfter: 42) == .retry(after: 42))
+        #expect(RetryPolicy(maxRetryAfter: 10).decide(failures: 1, retryAfter: 11) == .giveUp)
+    }
+
+    @Test func recordRoundTripsAndRefusesUnknownVersions() throws {
+        var r = ResumeRecord(
+            url: "http://h/f", finalURL: "http://cdn/f", etag: "\"x\"", lastModified: nil, totalLength: 10,
+            ranges: [ByteRange(0, 4)])
+        #expect(ResumeRecord.decode(r.encoded()) == r)
+        #expect(r.validated)
+        r.version = 99
+        #expect(ResumeRecord.decode(r.encoded()) == nil)
+        #expect(ResumeRecord.decode(Array("not json".utf8)) == nil)
+        #expect(
+            ResumeRecord.redacted(URL(string: "https://bob:hunter2@h:8443/p?q=1")!) == "https://h:8443/p?q=1")
+    }
+
+    @Test func contiguousBytesStopsAtTheFirstGap() {
+        let r = ResumeRecord(url: "u", ranges: [ByteRange(0, 10), ByteRange(10, 20), ByteRange(30, 40)])
+        #expect(r.contiguousBytes == 20)
+    }
+
+    @Test(arguments: [
+        ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+        ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+        (
+            "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+        ),
+    ])
+    func sha256Vectors(input: String, digest: String) {
+        var h = SHA256()
+        h.update(Array(input.utf8))
+        #expect(h.hexDigest() == digest)
+    }
+
+    @Test func sha256InPiecesEqualsWhole() {
+        let data = (0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        var whole = SHA256()
+        whole.update(data)
+        var pieces = SHA256()
+        for chunk in stride(from: 0, to: data.count, by: 37) { pieces.update(data[chunk..<min(chunk + 37, data.count)]) }
+        #expect(whole.hexDigest() == pieces.hexDigest())
+    }
+
+    @Test func progressFractionAndETA() {
+        let p = TransferProgress(completedBytes: 50, totalBytes: 200, bytesPerSecond: 10, smoothedBytesPerSecond: 10)
+        #expect(p.fraction == 0.25)
+        #expect(p.estimatedTimeRemaining == 15)
+        #expect(TransferProgress(completedBytes: 5, totalBytes: nil).fraction == nil)
+        #expect(TransferProgress(completedBytes: 0, totalBytes: 0).fraction == 1)
+    }
+
+    @Test func progressMeterMeasuresOverTheWindow() {
+        var m = ProgressMeter(window: 5)
+        _ = m.record(bytes: 0, at: 0)
+        _ = m.record(bytes: 100, at: 1)
+        let (speed, _) = m.record(bytes: 200, at: 2)
+        #expect(speed == 100)
+        let (later, _) = m.record(bytes: 2200, at: 8)  // old samples leave the window
+        #expect(later > 300)
+    }
+}

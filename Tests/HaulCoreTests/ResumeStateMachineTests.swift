@@ -1,0 +1,175 @@
+import Foundation
+import Testing
+
+@testable import HaulCore
+
+@Suite("Resume decisions (no I/O)")
+struct ResumeStateMachineTests {
+    let url = URL(string: "http://example.test/file.bin")!
+
+    func record(
+        bytes: Int64, etag: String? = "\"v1\"", lastModified: String? = "Thu, 01 Jan 2026 00:00:00 GMT",
+        total: Int64? = 1000
+    ) -> ResumeRecord {
+        ResumeRecord(
+            url: url.absoluteString, etag: etag, lastModified: lastModified, totalLength: total,
+            ranges: bytes > 0 ? [ByteRange(0, bytes)] : [])
+    }
+
+    func headers(_ pairs: [(String, String)]) -> HTTPHeaders { HTTPHeaders(pairs) }
+
+    @Test func freshDownloadAsksForNoRangeAndWritesFromZero() {
+        let m = ResumeStateMachine(record: nil)
+        #expect(m.resumeHeaders().isEmpty)
+        let action = m.responseReceived(
+            status: 200, headers: headers([("Content-Length", "1000"), ("ETag", "\"v1\"")]), url: url)
+        #expect(
+            action
+                == .write(
+                    offset: 0, discardExisting: false,
+                    validators: .init(etag: "\"v1\"", lastModified: nil, totalLength: 1000)))
+    }
+
+    @Test func resumeSendsRangeAndStrongETagAsIfRange() {
+        let m = ResumeStateMachine(record: record(bytes: 400))
+        let h = Dictionary(uniqueKeysWithValues: m.resumeHeaders())
+        #expect(h["Range"] == "bytes=400-")
+        #expect(h["If-Range"] == "\"v1\"")
+    }
+
+    @Test func weakETagFallsBackToLastModifiedForIfRange() {
+        let m = ResumeStateMachine(record: record(bytes: 400, etag: "W/\"v1\""))
+        let h = Dictionary(uniqueKeysWithValues: m.resumeHeaders())
+        #expect(h["If-Range"] == "Thu, 01 Jan 2026 00:00:00 GMT")
+    }
+
+    @Test func matching206ContinuesAtTheOffset() {
+        let m = ResumeStateMachine(record: record(bytes: 400))
+        let action = m.responseReceived(
+            status: 206, headers: headers([("Content-Range", "bytes 400-999/1000"), ("ETag", "\"v1\"")]), url: url)
+        guard case .write(let offset, let discard, let v) = action else {
+            Issue.record("expected write, got \(action)")
+            return
+        }
+        #expect(offset == 400 && !discard && v.totalLength == 1000)
+    }
+
+    @Test func status200WhileResumingDiscardsThePartial() {
+        let m = ResumeStateMachine(record: record(bytes: 400))
+        let action = m.responseReceived(status: 200, headers: headers([("Content-Length", "1000")]), url: url)
+        guard case .write(0, true, _) = action else {
+            Issue.record("expected write from zero with discard, got \(action)")
+            return
+        }
+    }
+
+    @Test(arguments: [
+        ("bytes 300-999/1000", "\"v1\"", "asked for 400"),
+        ("bytes 400-999/1000", "\"v2\"", "ETag"),
+        ("bytes 400-1999/2000", "\"v1\"", "size"),
+        ("garbage", "\"v1\"", "Content-Range"),
+    ])
+    func mismatching206Restarts(contentRange: String, etag: String, reasonMentions: String) {
+        let m = ResumeStateMachine(record: record(bytes: 400))
+        let action = m.responseReceived(
+            status: 206, headers: headers([("Content-Range", contentRange), ("ETag", etag)]), url: url)
+        guard case .restart(let reason) = action else {
+            Issue.record("expected restart, got \(action)")
+            return
+        }
+        #expect(reason.contains(reasonMentions))
+    }
+
+    @Test func unvalidatedPartialResumesOnlyWhenTheLengthMatches() {
+        let m = ResumeStateMachine(record: record(bytes: 400, etag: nil, lastModified: nil, total: 1000))
+        #expect(m.record?.validated == false)
+        let same = m.responseReceived(status: 206, headers: headers([("Content-Range", "bytes 400-999/1000")]), url: url)
+        guard case .write(400, false, _) = same else {
+            Issue.record("expected write, got \(same)")
+            return
+        }
+        let unknown = m.responseReceived(status: 206, headers: headers([("Content-Range", "bytes 400-999/*")]), url: url)
+        guard case .restart = unknown else {
+            Issue.record("expected restart, got \(unknown)")
+            return
+        }
+    }
+
+    @Test func unvalidatedPartialWithUnknownTotalNeverResumes() {
+        let m = ResumeStateMachine(record: record(bytes: 400, etag: nil, lastModified: nil, total: nil))
+        let action = m.responseReceived(status: 206, headers: headers([("Content-Range", "bytes 400-999/1000")]), url: url)
+        guard case .restart = action else {
+            Issue.record("expected restart, got \(action)")
+            return
+        }
+    }
+
+    @Test func status416WithTheWholeFileOnDiskIsComplete() {
+        let m = ResumeStateMachine(record: record(bytes: 1000))
+        #expect(
+            m.responseReceived(status: 416, headers: headers([("Content-Range", "bytes */1000")]), url: url)
+                == .alreadyComplete)
+        let other = m.responseReceived(status: 416, headers: headers([("Content-Range", "bytes */2000")]), url: url)
+        guard case .restart = other else {
+            Issue.record("a different size must restart, got \(other)")
+            return
+        }
+        let partial = ResumeStateMachine(record: record(bytes: 500))
+        guard case .restart = partial.responseReceived(status: 416, headers: HTTPHeaders(), url: url) else {
+            Issue.record("416 with a partial file must restart")
+            return
+        }
+    }
+
+    @Test func transientStatusesRetryWithRetryAfter() {
+        let m = ResumeStateMachine(record: nil)
+        for status in [408, 429, 500, 502, 503, 504] {
+            let action = m.responseReceived(status: status, headers: headers([("Retry-After", "7")]), url: url)
+            guard case .retry(let error) = action else {
+                Issue.record("\(status) should retry, got \(action)")
+                continue
+            }
+            #expect(error.httpStatus == status && error.retryAfter == 7)
+        }
+    }
+
+    @Test func permanentStatusesFailWithTheStatusInTheMessage() {
+        let m = ResumeStateMachine(record: nil)
+        for status in [400, 401, 403, 404, 410] {
+            guard case .fail(let error) = m.responseReceived(status: status, headers: HTTPHeaders(), url: url) else {
+                Issue.record("\(status) should fail")
+                continue
+            }
+            #expect(error.code == .httpStatus && error.message.contains("HTTP \(status)"))
+        }
+    }
+
+    @Test func redirectsResolveRelativeLocations() {
+        let m = ResumeStateMachine(record: nil)
+        let action = m.responseReceived(status: 302, headers: headers([("Location", "/other/x.bin?a=1")]), url: url)
+        #expect(action == .redirect(URL(string: "http://example.test/other/x.bin?a=1")!))
+        guard case .fail = m.responseReceived(status: 302, headers: HTTPHeaders(), url: url) else {
+            Issue.record("a redirect without Location must fail")
+            return
+        }
+    }
+
+    @Test func unaskedFor206IsInvalid() {
+        let m = ResumeStateMachine(record: nil)
+        guard case .fail(let e) = m.responseReceived(status: 206, headers: HTTPHeaders(), url: url) else {
+            Issue.record("expected fail")
+            return
+        }
+        #expect(e.code == .invalidResponse)
+    }
+
+    @Test func acceptAndAdvanceKeepTheRecordHonest() {
+        var m = ResumeStateMachine(record: nil)
+        let secretURL = URL(string: "http://user:secret@example.test/file.bin")!
+        m.accept(offset: 0, validators: .init(etag: "\"e\"", lastModified: nil, totalLength: 10), url: secretURL, finalURL: secretURL)
+        m.advance(to: 6)
+        #expect(m.resumeOffset == 6)
+        #expect(m.record?.url == "http://example.test/file.bin")
+        #expect(!(String(decoding: m.record!.encoded(), as: UTF8.self).contains("secret")))
+    }
+}

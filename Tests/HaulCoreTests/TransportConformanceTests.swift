@@ -1,0 +1,190 @@
+import Foundation
+import HaulTestSupport
+import Testing
+
+@testable import HaulCore
+
+/// The same behaviour from every transport (docs/transports.md).
+enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case curl, urlSession
+    var testDescription: String { rawValue }
+    func make() throws -> any HTTPTransport {
+        switch self {
+        case .curl: return try CurlTransport.shared.get()
+        case .urlSession: return URLSessionTransport()
+        }
+    }
+}
+
+/// Collects what a transport delivers.
+final class Collector: TransportHandler, @unchecked Sendable {
+    private let lock = NSLock()
+    private var _response: TransportResponse?
+    private var _body: [UInt8] = []
+    var pauseAfter: Int?
+    var abortOnResponse = false
+    private var pausedOnce = false
+
+    var response: TransportResponse? { lock.withLock { _response } }
+    var body: [UInt8] { lock.withLock { _body } }
+    var count: Int { lock.withLock { _body.count } }
+    var paused: Bool { lock.withLock { pausedOnce } }
+
+    func transportDidReceive(response: TransportResponse) -> Bool {
+        lock.withLock { _response = response }
+        return !abortOnResponse
+    }
+
+    func transportDidReceive(body: UnsafeRawBufferPointer) -> BodyDisposition {
+        lock.withLock {
+            if let p = pauseAfter, !pausedOnce, _body.count >= p {
+                pausedOnce = true
+                return .pause
+            }
+            _body.append(contentsOf: body)
+            return .proceed
+        }
+    }
+}
+
+@Suite("Transport conformance")
+struct TransportConformanceTests {
+    func fetch(
+        _ kind: TransportKind, _ url: URL, headers: [(String, String)] = [], idle: Double = 30,
+        collector: Collector = Collector()
+    ) async throws -> (Collector, Result<Void, TransportError>) {
+        var request = TransportRequest(url: url)
+        request.headers = HTTPHeaders(headers)
+        request.idleTimeout = idle
+        let task = try kind.make().start(request, handler: collector)
+        return (collector, await task.finished())
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func wholeBodyArrivesExactly(kind: TransportKind) async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let (c, result) = try await fetch(kind, server.url("/a.bin?size=3000000&seed=3"), headers: [("X-Test", "yes")])
+        #expect(throws: Never.self) { try result.get() }
+        #expect(c.response?.status == 200)
+        #expect(c.response?.headers["Content-Length"] == "3000000")
+        #expect(c.body == TestContent.bytes(seed: 3, count: 3_000_000))
+        #expect(server.requests.first?.header("X-Test") == "yes")
+        #expect(server.requests.first?.header("User-Agent")?.hasPrefix("haul/") == true)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func rangeRequestGetsA206(kind: TransportKind) async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let (c, result) = try await fetch(kind, server.url("/r.bin?size=10000"), headers: [("Range", "bytes=4000-")])
+        #expect(throws: Never.self) { try result.get() }
+        #expect(c.response?.status == 206)
+        #expect(c.response?.headers["Content-Range"] == "bytes 4000-9999/10000")
+        #expect(c.body == TestContent.bytes(offset: 4000, count: 6000))
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func redirectsAndErrorsAreDeliveredNotFollowed(kind: TransportKind) async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let (r, _) = try await fetch(kind, server.url("/x?redirect=1"))
+        #expect(r.response.map { (300..<400).contains($0.status) } == true)
+        #expect(r.response?.headers["Location"] != nil)
+        #expect(server.requests.count == 1)
+        let (n, _) = try await fetch(kind, server.url("/y?status=404"))
+        #expect(n.response?.status == 404)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func droppedConnectionIsConnectionLost(kind: TransportKind) async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let (c, result) = try await fetch(kind, server.url("/d.bin?size=1000000&drop=300000"))
+        guard case .failure(let error) = result else {
+            Issue.record("a dropped connection must fail")
+            return
+        }
+        #expect(error.kind == .connectionLost)
+        #expect(c.count == 300_000)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func stallIsAnIdleTimeout(kind: TransportKind) async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let started = Date()
+        let (_, result) = try await fetch(kind, server.url("/s.bin?size=1000000&stall=1000"), idle: 1)
+        guard case .failure(let error) = result else {
+            Issue.record("a stall must fail")
+            return
+        }
+        #expect(error.kind == .idleTimeout)
+        #expect(Date().timeIntervalSince(started) < 20)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func refusedConnection(kind: TransportKind) async throws {
+        let server = try TestServer()
+        let url = server.url("/gone")
+        server.shutdown()
+        try await Task.sleep(nanoseconds: 100_000_000)
+        let (_, result) = try await fetch(kind, url)
+        guard case .failure(let error) = result else {
+            Issue.record("a closed port must fail")
+            return
+        }
+        #expect(error.kind == .connect)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func handlerCanAbortAfterTheHeaders(kind: TransportKind) async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let c = Collector()
+        c.abortOnResponse = true
+        let (_, result) = try await fetch(kind, server.url("/big.bin?size=50000000"), collector: c)
+        guard case .failure(let error) = result else {
+            Issue.record("an aborted transfer must fail")
+            return
+        }
+        #expect(error.kind == .aborted)
+        #expect(c.count < 50_000_000)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func pauseStopsDeliveryAndResumeContinuesExactly(kind: TransportKind) async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let c = Collector()
+        c.pauseAfter = 1_000_000
+        var request = TransportRequest(url: server.url("/p.bin?size=8000000&seed=5"))
+        request.idleTimeout = 30
+        let task = try kind.make().start(request, handler: c)
+        let deadline = Date().addingTimeInterval(10)
+        while !c.paused && Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
+        #expect(c.paused)
+        let atPause = c.count
+        try await Task.sleep(nanoseconds: 500_000_000)
+        #expect(c.count == atPause, "no bytes may arrive while paused")
+        task.resume()
+        let result = await task.finished()
+        #expect(throws: Never.self) { try result.get() }
+        #expect(c.body == TestContent.bytes(seed: 5, count: 8_000_000))
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func cancelEndsTheTransfer(kind: TransportKind) async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let c = Collector()
+        let task = try kind.make().start(TransportRequest(url: server.url("/c.bin?size=100000000&rate=1000000")), handler: c)
+        try await Task.sleep(nanoseconds: 200_000_000)
+        task.cancel()
+        guard case .failure(let error) = await task.finished() else {
+            Issue.record("a cancelled transfer must fail")
+            return
+        }
+        #expect(error.kind == .cancelled)
+    }
+}
