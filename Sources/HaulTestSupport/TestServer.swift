@@ -60,6 +60,7 @@ public final class TestServer: @unchecked Sendable {
         var active = 0
         var maxActive = 0
         var stopped = false
+        var listenClosed = false
     }
 
     /// Starts listening on `host`:0 (a free port).
@@ -103,13 +104,14 @@ public final class TestServer: @unchecked Sendable {
 
     /// Stops accepting and closes every connection.
     public func shutdown() {
-        let fds = state.withLock { s -> [Int32] in
-            if s.stopped { return [] }
+        // Under the lock: a descriptor is closed only after it left `open` (and the listening one
+        // only by the accept loop after `listenClosed`), so we never touch a reused number.
+        state.withLock { s in
+            if s.stopped { return }
             s.stopped = true
-            return s.open
+            if !s.listenClosed { Glibc.shutdown(listenFD, Int32(SHUT_RDWR)) }
+            for fd in s.open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
         }
-        Glibc.shutdown(listenFD, Int32(SHUT_RDWR))
-        for fd in fds { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     /// Every request so far, in arrival order.
@@ -149,13 +151,16 @@ public final class TestServer: @unchecked Sendable {
                 state.withLock { s in
                     s.active -= 1
                     s.open.removeAll { $0 == fd }
+                    close(fd)
                 }
-                close(fd)
             }
             thread.name = "haul.testserver.conn"
             thread.start()
         }
-        close(listenFD)
+        state.withLock { s in
+            s.listenClosed = true
+            close(listenFD)
+        }
     }
 
     private func serve(_ fd: Int32, connection: Int) {

@@ -31,20 +31,20 @@ package enum Syscall: String, Sendable {
 
 /// Fault injection for tests: a hook consulted before each call through the seam.
 ///
-/// The hook gets the call and, for `pwrite`, the number of bytes about to be written; returning
-/// an `Errno` makes the call fail with it. Debug builds also read `HAUL_INJECT_ENOSPC_AFTER=N`
-/// from the environment (fail every `pwrite` with ENOSPC once N bytes were written), so tests
-/// can inject a full disk into a spawned `haul` process.
+/// The hook gets the call, for `pwrite` the number of bytes about to be written, and the path
+/// when the caller knows it; returning an `Errno` makes the call fail with it. Debug builds also
+/// read `HAUL_INJECT_ENOSPC_AFTER=N` from the environment (the first `pwrite` that crosses N
+/// bytes fails with ENOSPC), so tests can inject a full disk into a spawned `haul` process.
 package enum FaultInjection {
-    package typealias Hook = @Sendable (Syscall, Int) -> Errno?
+    package typealias Hook = @Sendable (Syscall, Int, String?) -> Errno?
     private static let hook = Mutex<Hook?>(environmentHook())
 
     /// Installs (or with `nil`, removes) the hook for this process.
     package static func install(_ newHook: Hook?) { hook.withLock { $0 = newHook } }
 
-    static func check(_ call: Syscall, _ count: Int = 0) -> Errno? {
+    static func check(_ call: Syscall, _ count: Int = 0, path: String? = nil) -> Errno? {
         guard let h = hook.withLock({ $0 }) else { return nil }
-        return h(call, count)
+        return h(call, count, path)
     }
 
     private static func environmentHook() -> Hook? {
@@ -53,10 +53,13 @@ package enum FaultInjection {
             return nil
         }
         let written = Atomic<Int>(0)
-        return { call, count in
+        let fired = Atomic<Bool>(false)
+        return { call, count, _ in
             guard call == .pwrite else { return nil }
             let before = written.add(count, ordering: .relaxed).oldValue
-            return before + count > limit ? .noSpace : nil
+            guard before + count > limit else { return nil }
+            // Fail once, as a disk that filled up and then had space freed.
+            return fired.exchange(true, ordering: .relaxed) ? nil : .noSpace
         }
         #else
         return nil
@@ -85,8 +88,10 @@ package enum Sys {
     }
 
     /// Writes the whole buffer at `offset`, looping over short writes.
-    package static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) {
-        if let injected = FaultInjection.check(.pwrite, buffer.count) { throw injected }
+    package static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int64, path: String? = nil)
+        throws(Errno)
+    {
+        if let injected = FaultInjection.check(.pwrite, buffer.count, path: path) { throw injected }
         var done = 0
         while done < buffer.count {
             let n = c_pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
@@ -178,7 +183,7 @@ package enum Sys {
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 8)
             defer { buffer.deallocate() }
             buffer.copyBytes(from: bytes)
-            try pwriteAll(fd, UnsafeRawBufferPointer(rebasing: buffer[0..<bytes.count]), at: 0)
+            try pwriteAll(fd, UnsafeRawBufferPointer(rebasing: buffer[0..<bytes.count]), at: 0, path: tmp)
             try fsync(fd)
         } catch {
             close(fd)

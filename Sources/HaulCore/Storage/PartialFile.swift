@@ -48,7 +48,7 @@ package final class PartialFile {
 
     /// Appends at the write position.
     package func write(_ data: UnsafeRawBufferPointer) throws(HaulError) {
-        do { try Sys.pwriteAll(fd, data, at: writtenBytes) } catch { throw .fileSystem(error, "write", path: partPath) }
+        do { try Sys.pwriteAll(fd, data, at: writtenBytes, path: partPath) } catch { throw .fileSystem(error, "write", path: partPath) }
         writtenBytes += Int64(data.count)
     }
 

@@ -1,0 +1,341 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Testing
+
+@testable import HaulCore
+
+@Suite("Download to a file, end to end on the test server")
+struct DownloadTests {
+    @Test func plainDownloadIsExactAndLeavesNoSidecars() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("out.bin")
+        let (result, log) = await run(testSession(), server.url("/plain.bin?size=5000000"), to: .file(dest))
+        #expect(result.value?.bytes == 5_000_000)
+        #expect(bytes(at: dest.path) == TestContent.bytes(count: 5_000_000))
+        #expect(dir.contents() == ["out.bin"])
+        let fractions = log.progress.compactMap(\.fraction)
+        #expect(fractions.last == 1)
+        #expect(zip(log.progress, log.progress.dropFirst()).allSatisfy { $0.completedBytes <= $1.completedBytes })
+    }
+
+    @Test func droppedConnectionResumesFromTheBytesOnDisk() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("d.bin")
+        let (result, log) = await run(testSession(), server.url("/drop.bin?size=4000000&drop=1500000&drops=2"), to: .file(dest))
+        #expect(result.error == nil)
+        #expect(bytes(at: dest.path) == TestContent.bytes(count: 4_000_000))
+        let reqs = server.requests(path: "/drop.bin")
+        #expect(reqs.map(\.rangeStart) == [nil, 1_500_000, 3_000_000])
+        #expect(reqs.dropFirst().allSatisfy { $0.ifRange == "\"s1-v0-4000000\"" })
+        #expect(log.retries.count == 2, "\(log.retries.map { $0.1.message }) \(reqs.map(\.range))")
+    }
+
+    @Test func serverIgnoringRangeNeverYieldsADuplicatedFile() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("nr.bin")
+        let (result, log) = await run(
+            testSession(), server.url("/norange.bin?size=3000000&ranges=0&drop=1000000&drops=1"), to: .file(dest))
+        #expect(result.error == nil)
+        #expect(bytes(at: dest.path) == TestContent.bytes(count: 3_000_000))
+        #expect(server.requests(path: "/norange.bin").count == 2)
+        #expect(log.restarts.count == 1)
+    }
+
+    @Test func fileChangedBetweenAttemptsIsNeverSpliced() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("ch.bin")
+        // The first response drops mid-body; then the file changes. If-Range makes the server
+        // send the whole new version (200).
+        let (result, _) = await run(
+            testSession(), server.url("/change.bin?size=3000000&change=1&drop=1000000&drops=1"), to: .file(dest))
+        #expect(result.error == nil)
+        #expect(bytes(at: dest.path) == TestContent.bytes(version: 1, count: 3_000_000))
+        let reqs = server.requests(path: "/change.bin")
+        #expect(reqs.count == 2 && reqs[1].rangeStart == 1_000_000)
+    }
+
+    @Test func serverIgnoringIfRangeIsCaughtByTheETagAndRestarts() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("ifr.bin")
+        let (result, log) = await run(
+            testSession(), server.url("/ifr.bin?size=3000000&change=1&ifrange=0&drop=1000000&drops=1"), to: .file(dest))
+        #expect(result.error == nil)
+        #expect(bytes(at: dest.path) == TestContent.bytes(version: 1, count: 3_000_000))
+        #expect(log.restarts.contains { $0.contains("ETag") })
+        #expect(server.requests(path: "/ifr.bin").map(\.rangeStart) == [nil, 1_000_000, nil])
+    }
+
+    @Test func fileChangingOnEveryRequestFailsWithServerChangedFile() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("flap.bin")
+        let (result, _) = await run(
+            testSession(), server.url("/flap.bin?size=300000&change=always&ifrange=0&drop=100000"), to: .file(dest))
+        #expect(result.error?.code == .serverChangedFile)
+        #expect(!fileExists(dest.path))
+    }
+
+    @Test func partialWithoutValidatorsResumesWhenTheLengthMatches() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("nv.bin")
+        let (result, _) = await run(
+            testSession(), server.url("/noval.bin?size=2000000&etag=0&lm=0&drop=700000&drops=1"), to: .file(dest))
+        #expect(result.error == nil)
+        #expect(bytes(at: dest.path) == TestContent.bytes(count: 2_000_000))
+        let reqs = server.requests(path: "/noval.bin")
+        #expect(reqs.map(\.rangeStart) == [nil, 700_000])
+        #expect(reqs[1].ifRange == nil)
+    }
+
+    @Test func contentLengthLargerThanTheBodyFailsAndKeepsThePartial() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("lie.bin")
+        let session = testSession { $0.retry.maxRetries = 2 }
+        let (result, _) = await run(session, server.url("/lie.bin?size=100000&lie=5000"), to: .file(dest))
+        let error = try #require(result.error)
+        #expect(error.code == .network || error.code == .incompleteBody)
+        #expect(!fileExists(dest.path))
+        #expect(bytes(at: dest.path + ".part") == TestContent.bytes(count: 100_000))
+        let record = try #require(ResumeRecord.decode(bytes(at: dest.path + ".haul")))
+        #expect(record.contiguousBytes == 100_000 && record.totalLength == 105_000)
+    }
+
+    @Test func chunkedBodyWithoutLength() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("ch.bin")
+        let (result, log) = await run(testSession(), server.url("/chunked.bin?size=1234567&chunked=1"), to: .file(dest))
+        #expect(result.value?.bytes == 1_234_567)
+        #expect(bytes(at: dest.path) == TestContent.bytes(count: 1_234_567))
+        #expect(log.progress.dropLast().allSatisfy { $0.totalBytes == nil })
+    }
+
+    @Test func gzipEncodedBodyIsSavedAsSent() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("gz.bin.gz")
+        let (result, _) = await run(testSession(), server.url("/gz.bin?size=200000&gzip=1"), to: .file(dest))
+        #expect(result.error == nil)
+        #expect(bytes(at: dest.path) == TestContent.gzip(TestContent.bytes(count: 200_000)))
+        #expect(server.requests.first?.header("Accept-Encoding") == nil)
+    }
+
+    @Test func serviceUnavailableHonoursRetryAfter() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("s.bin")
+        let started = Date()
+        let (result, log) = await run(
+            testSession(), server.url("/busy.bin?size=1000&status=503,503,200&retryAfter=1"), to: .file(dest))
+        #expect(result.error == nil)
+        #expect(bytes(at: dest.path) == TestContent.bytes(count: 1000))
+        #expect(log.retries.map(\.2) == [1, 1])
+        #expect(log.retries.allSatisfy { $0.1.httpStatus == 503 })
+        #expect(Date().timeIntervalSince(started) >= 2)
+    }
+
+    @Test func notFoundFailsAtOnceWithTheStatus() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("nf.bin")
+        let (result, _) = await run(testSession(), server.url("/missing?status=404"), to: .file(dest))
+        let error = try #require(result.error)
+        #expect(error.code == .httpStatus && error.httpStatus == 404)
+        #expect(error.message.contains("HTTP 404 Not Found"))
+        #expect(server.requests.count == 1)
+        #expect(dir.contents().isEmpty)
+    }
+
+    @Test func retriesRunOutOnAServerThatKeepsFailing() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let session = testSession { $0.retry.maxRetries = 3 }
+        let (result, log) = await run(session, server.url("/down?status=500"), to: .file(dir.url.appendingPathComponent("x")))
+        #expect(result.error?.httpStatus == 500)
+        #expect(log.retries.count == 3)
+        #expect(server.requests.count == 4)
+    }
+
+    @Test func redirectChainIsFollowedAndLoopsAreCaught() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("r.bin")
+        let (ok, _) = await run(testSession(), server.url("/r.bin?size=5000&redirect=4"), to: .file(dest))
+        #expect(ok.error == nil)
+        #expect(bytes(at: dest.path) == TestContent.bytes(count: 5000))
+        #expect(server.requests(path: "/r.bin").count == 5)
+
+        let (loop, _) = await run(testSession(), server.url("/loop?loop=1"), to: .file(dir.url.appendingPathComponent("l")))
+        #expect(loop.error?.code == .tooManyRedirects)
+        let (long, _) = await run(
+            testSession { $0.maxRedirects = 2 }, server.url("/long?size=10&redirect=5"),
+            to: .file(dir.url.appendingPathComponent("m")))
+        #expect(long.error?.code == .tooManyRedirects)
+    }
+
+    @Test func stalledConnectionIsDetectedWithinTheIdleTimeoutAndResumed() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("stall.bin")
+        let started = Date()
+        let (result, log) = await run(
+            testSession { $0.timeout.idle = 1 }, server.url("/stall.bin?size=2000000&stall=800000&stalls=1"),
+            to: .file(dest))
+        #expect(result.error == nil)
+        #expect(bytes(at: dest.path) == TestContent.bytes(count: 2_000_000))
+        #expect(log.retries.first?.1.code == .timeout)
+        #expect(server.requests(path: "/stall.bin").map(\.rangeStart) == [nil, 800_000])
+        #expect(Date().timeIntervalSince(started) < 10)
+    }
+
+    @Test func authorizationIsNotForwardedToAnotherHost() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let target = "http://localhost:\(server.port)/landing.bin?size=100"
+        let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let session = testSession { $0.additionalHeaders = ["Authorization": "Bearer s3cret", "Cookie": "id=1"] }
+        let (result, _) = await run(
+            session, server.url("/start?to=\(encoded)"), to: .file(dir.url.appendingPathComponent("a.bin")))
+        #expect(result.error == nil)
+        let first = try #require(server.requests(path: "/start").first)
+        let second = try #require(server.requests(path: "/landing.bin").first)
+        #expect(first.header("Authorization") == "Bearer s3cret")
+        #expect(second.header("Host")?.hasPrefix("localhost") == true)
+        #expect(second.header("Authorization") == nil)
+        #expect(second.header("Cookie") == nil)
+    }
+
+    @Test func authorizationIsKeptOnTheSameHost() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let session = testSession { $0.additionalHeaders = ["Authorization": "Bearer s3cret"] }
+        let (result, _) = await run(session, server.url("/same.bin?size=10&redirect=1"), to: .file(dir.url.appendingPathComponent("s")))
+        #expect(result.error == nil)
+        #expect(server.requests.allSatisfy { $0.header("Authorization") == "Bearer s3cret" })
+    }
+
+    @Test func credentialsNeverReachTheRecord() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("cred.bin")
+        let url = URL(string: "http://alice:pa55word@127.0.0.1:\(server.port)/cred.bin?size=500000&drop=200000")!
+        var options = DownloadOptions()
+        options.headers = ["Authorization": "Bearer tok-123"]
+        let (result, _) = await run(testSession { $0.retry.maxRetries = 0 }, url, to: .file(dest), options: options)
+        let error = try #require(result.error)
+        #expect(!error.message.contains("pa55word"))
+        let record = String(decoding: bytes(at: dest.path + ".haul"), as: UTF8.self)
+        #expect(record.contains("\"url\" : \"http://127.0.0.1:\(server.port)/cred.bin"))
+        #expect(!record.contains("pa55word") && !record.contains("alice") && !record.contains("tok-123"))
+        #expect(server.requests.first?.header("Authorization") == "Bearer tok-123")
+    }
+
+    @Test func cancellingKeepsThePartialAndTheNextRunResumes() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("cancel.bin")
+        let url = server.url("/cancel.bin?size=6000000&rate=3000000")
+        let session = testSession()
+        let task = Task { try await session.download(from: url, to: .file(dest)) }
+        let deadline = Date().addingTimeInterval(10)
+        while (ResumeRecord.decode(bytes(at: dest.path + ".haul"))?.contiguousBytes ?? 0) == 0 && Date() < deadline {
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        task.cancel()
+        let error = await #expect(throws: HaulError.self) { try await task.value }
+        #expect(error?.code == .cancelled)
+        let saved = try #require(ResumeRecord.decode(bytes(at: dest.path + ".haul"))).contiguousBytes
+        #expect(saved > 0)
+        let (result, _) = await run(session, url, to: .file(dest))
+        #expect(result.error == nil)
+        #expect(bytes(at: dest.path) == TestContent.bytes(count: 6_000_000))
+        #expect(server.requests(path: "/cancel.bin").last?.rangeStart.map { Int64($0) >= saved } == true)
+    }
+
+    @Test func diskFullGivesAClearErrorAndAResumablePartial() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let dest = dir.url.appendingPathComponent("full.bin")
+        let url = server.url("/full.bin?size=3000000")
+        // The first pwrite past 1 MB fails with ENOSPC (once, as when space frees up later).
+        let written = LockedCounter()
+        let part = dest.path + ".part"
+        FaultInjection.install { call, count, path in
+            guard call == .pwrite, path == part else { return nil }
+            return written.add(count) > 1_000_000 && written.fireOnce() ? .noSpace : nil
+        }
+        let (result, _) = await run(testSession { $0.progressInterval = 0 }, url, to: .file(dest))
+        FaultInjection.install(nil)
+        let error = try #require(result.error)
+        #expect(error.code == .diskFull)
+        #expect(error.message.contains("disk full") && error.message.contains("full.bin.part"))
+        let record = try #require(ResumeRecord.decode(bytes(at: dest.path + ".haul")))
+        #expect(record.contiguousBytes > 0)
+        let (again, _) = await run(testSession(), url, to: .file(dest))
+        #expect(again.error == nil)
+        #expect(bytes(at: dest.path) == TestContent.bytes(count: 3_000_000))
+        #expect(server.requests(path: "/full.bin").last?.rangeStart == Int(record.contiguousBytes), "\(server.requests(path: "/full.bin").map(\.range))")
+    }
+
+    @Test func checksumIsVerified() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        var h = HaulCore.SHA256()
+        h.update(TestContent.bytes(count: 70000))
+        var good = DownloadOptions()
+        good.sha256 = h.hexDigest()
+        let (ok, _) = await run(testSession(), server.url("/sum?size=70000"), to: .file(dir.url.appendingPathComponent("ok")), options: good)
+        #expect(ok.error == nil)
+        var bad = DownloadOptions()
+        bad.sha256 = String(repeating: "0", count: 64)
+        let (no, _) = await run(testSession(), server.url("/sum?size=70000"), to: .file(dir.url.appendingPathComponent("bad")), options: bad)
+        #expect(no.error?.code == .checksumMismatch)
+        #expect(!fileExists(dir.file("bad")))
+    }
+
+    @Test func invalidURLsFailBeforeAnyRequest() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        for raw in ["ftp://example.com/x", "file:///etc/passwd", "http:///nohost"] {
+            let (result, _) = await run(testSession(), URL(string: raw)!, to: .directory(dir.url))
+            #expect(result.error?.code == .invalidURL, "\(raw)")
+        }
+    }
+}
+
+final class LockedCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var total = 0
+    private var fired = false
+    func add(_ n: Int) -> Int { lock.withLock { total += n; return total } }
+    func fireOnce() -> Bool { lock.withLock { defer { fired = true }; return !fired } }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Testing
+
+/// Events collected from a download, in order.
+final class EventLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _events: [DownloadEvent] = []
+    func append(_ e: DownloadEvent) { lock.withLock { _events.append(e) } }
+    var events: [DownloadEvent] { lock.withLock { _events } }
+    var progress: [TransferProgress] {
+        events.compactMap { if case .progress(let p) = $0 { return p } else { return nil } }
+    }
+    var retries: [(Int, HaulError, Double)] {
+        events.compactMap { if case .retrying(let a, let e, let d) = $0 { return (a, e, d) } else { return nil } }
+    }
+    var restarts: [String] { events.compactMap { if case .restarted(let r) = $0 { return r } else { return nil } } }
+}
+
+/// A session with quick retries for tests.
+func testSession(_ adjust: (inout HaulConfiguration) -> Void = { _ in }) -> HaulSession {
+    var c = HaulConfiguration()
+    c.retry.initialDelay = 0.05
+    c.retry.maxDelay = 0.2
+    c.timeout.idle = 5
+    adjust(&c)
+    return HaulSession(configuration: c)
+}
+
+func bytes(at path: String) -> [UInt8] {
+    (FileManager.default.contents(atPath: path)).map { Array($0) } ?? []
+}
+
+func fileExists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
+
+/// Runs a download, returning its result or error and the events.
+func run(
+    _ session: HaulSession, _ url: URL, to destination: DownloadDestination,
+    options: DownloadOptions = DownloadOptions()
+) async -> (Result<DownloadResult, HaulError>, EventLog) {
+    let log = EventLog()
+    do {
+        let r = try await session.download(from: url, to: destination, options: options) { log.append($0) }
+        return (.success(r), log)
+    } catch {
+        return (.failure(error), log)
+    }
+}
+
+extension Result {
+    var error: Failure? { if case .failure(let e) = self { return e } else { return nil } }
+    var value: Success? { if case .success(let v) = self { return v } else { return nil } }
+}
