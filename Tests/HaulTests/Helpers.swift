@@ -52,3 +52,6 @@ extension Result {
     var error: Failure? { if case .failure(let e) = self { return e } else { return nil } }
     var value: Success? { if case .success(let v) = self { return v } else { return nil } }
 }
+
+/// Whether the file holds exactly `expected` (a Bool, so failures do not print megabytes).
+func matches(_ path: String, _ expected: [UInt8]) -> Bool { bytes(at: path) == expected }

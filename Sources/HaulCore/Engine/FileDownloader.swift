@@ -197,6 +197,9 @@ package final class FileDownloader: Sendable {
                 attempt.action = nil
                 continue
             case .alreadyComplete?:
+                if attempt.partial == nil, let destination = attempt.destination {
+                    attempt.partial = PartialFile(destination: destination)
+                }
                 do {
                     let bytes = attempt.machine.record?.totalLength ?? 0
                     try finalize(attempt, bytes: bytes)
