@@ -1,0 +1,202 @@
+import Foundation
+import HaulTestSupport
+import Testing
+
+@testable import HaulCore
+
+@Suite("haul get, run as a process")
+struct GetCommandTests {
+    @Test func downloadsIntoTheCurrentDirectoryByDefault() throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let r = try CLI.run(["get", server.url("/files/hello.bin?size=300000").absoluteString], in: dir.path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(matches(dir.file("hello.bin"), TestContent.bytes(count: 300_000)))
+        #expect(r.stderr.contains("saved") && r.stderr.contains("hello.bin"))
+        #expect(dir.contents() == ["hello.bin"])
+    }
+
+    @Test func outputFileAndQuiet() throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let r = try CLI.run(["get", "-q", "-o", dir.file("x.out"), server.url("/a?size=1000").absoluteString])
+        #expect(r.status == 0)
+        #expect(r.stderr.isEmpty && r.stdout.isEmpty)
+        #expect(matches(dir.file("x.out"), TestContent.bytes(count: 1000)))
+    }
+
+    @Test(arguments: [
+        (["get"], "needs a URL"),
+        (["get", "notaurl"], "invalid URL"),
+        (["get", "ftp://host/x"], "invalid URL"),
+        (["get", "--bogus", "http://h/x"], "unknown option --bogus"),
+        (["get", "--retries", "-1", "http://h/x"], "--retries"),
+        (["get", "--timeout", "soon", "http://h/x"], "--timeout"),
+        (["get", "-o", "a", "-d", "b", "http://h/x"], "either -o or -d"),
+        (["get", "-o", "a", "http://h/x", "http://h/y"], "one file"),
+        (["get", "-H", "novalue", "http://h/x"], "Name: value"),
+        (["get", "--checksum", "md5=abc", "http://h/x"], "sha-256"),
+        (["frobnicate"], "unknown command"),
+    ])
+    func usageErrorsAreOneLineWithExitCode2(args: [String], mentions: String) throws {
+        let r = try CLI.run(args)
+        #expect(r.status == 2)
+        let lines = r.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "\(r.stderr)")
+        #expect(r.stderr.hasPrefix("haul: error: ") && r.stderr.contains(mentions), "\(r.stderr)")
+    }
+
+    @Test func httpErrorExitsWith4AndNamesTheStatus() throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let r = try CLI.run(["get", "-d", dir.path, server.url("/nope?status=404").absoluteString])
+        #expect(r.status == 4)
+        #expect(r.stderr == "haul: error: HTTP 404 Not Found from \(server.url("/nope?status=404").absoluteString)\n")
+        #expect(dir.contents().isEmpty)
+    }
+
+    @Test func refusedConnectionExitsWith3() throws {
+        let server = try TestServer()
+        let url = server.url("/x")
+        server.shutdown()
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let r = try CLI.run(["get", "-d", dir.path, url.absoluteString])
+        #expect(r.status == 3)
+        #expect(r.stderr.contains("cannot connect to 127.0.0.1"))
+    }
+
+    @Test func existingFileIsRefusedWithExit5AndNamesOverwrite() throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        FileManager.default.createFile(atPath: dir.file("f.bin"), contents: Data("mine".utf8))
+        let r = try CLI.run(["get", "-d", dir.path, server.url("/f.bin?size=100").absoluteString])
+        #expect(r.status == 5)
+        #expect(r.stderr.contains("--overwrite"))
+        #expect(contents(dir.file("f.bin")) == Array("mine".utf8))
+        let again = try CLI.run(["get", "-q", "--overwrite", "-d", dir.path, server.url("/f.bin?size=100").absoluteString])
+        #expect(again.status == 0)
+        #expect(matches(dir.file("f.bin"), TestContent.bytes(count: 100)))
+        let third = try CLI.run(["get", "-d", dir.path, server.url("/f.bin?size=100").absoluteString])
+        #expect(third.status == 0 && third.stderr.contains("already complete"))
+    }
+
+    @Test func jsonEventsAreOneObjectPerLine() throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let url = "http://user:secret@127.0.0.1:\(server.port)/j.bin?size=3000000&rate=6000000&drop=1000000&drops=1"
+        let r = try CLI.run(["get", "--json", "--retry-delay", "0.05", "-d", dir.path, url])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.isEmpty)
+        let events = r.stdout.split(separator: "\n").map {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] ?? [:]
+        }
+        let kinds = events.map { $0["event"] as? String ?? "?" }
+        #expect(kinds.first == "start" && kinds.last == "done")
+        #expect(kinds.contains("retry"))
+        #expect(kinds.filter { $0 == "start" }.count == 2)
+        // At most 10 progress events per second of transfer (~0.5 s here), plus slack.
+        #expect(kinds.filter { $0 == "progress" }.count <= 15)
+        #expect(events.last?["bytes"] as? Int == 3_000_000)
+        #expect(!r.stdout.contains("secret"))
+    }
+
+    @Test func diskFullExitsWith5AndTheRerunResumes() throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let url = server.url("/full.bin?size=4000000").absoluteString
+        let r = try CLI.run(["get", "-d", dir.path, url], environment: ["HAUL_INJECT_ENOSPC_AFTER": "1500000"])
+        #expect(r.status == 5)
+        #expect(r.stderr.contains("disk full"))
+        let record = try #require(ResumeRecord.decode(contents(dir.file("full.bin.haul"))))
+        #expect(record.contiguousBytes > 0)
+        let again = try CLI.run(["get", "-d", dir.path, url])
+        #expect(again.status == 0)
+        #expect(matches(dir.file("full.bin"), TestContent.bytes(count: 4_000_000)))
+        #expect(server.requests(path: "/full.bin").last?.rangeStart == Int(record.contiguousBytes))
+    }
+
+    @Test func interruptKeepsThePartialAndTheSameCommandResumes() throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let args = ["get", "-d", dir.path, server.url("/int.bin?size=6000000&rate=3000000").absoluteString]
+        let (p, out, err) = try CLI.start(args)
+        #expect(waitUntil { (ResumeRecord.decode(contents(dir.file("int.bin.haul")))?.contiguousBytes ?? 0) > 0 })
+        kill(p.processIdentifier, SIGINT)
+        let r = CLI.finish(p, out, err)
+        #expect(r.status == 130)
+        #expect(r.stderr.contains("interrupted") && r.stderr.contains("int.bin.part") && r.stderr.contains("again to resume"))
+        let saved = try #require(ResumeRecord.decode(contents(dir.file("int.bin.haul")))).contiguousBytes
+        let again = try CLI.run(args)
+        #expect(again.status == 0)
+        #expect(matches(dir.file("int.bin"), TestContent.bytes(count: 6_000_000)))
+        let last = try #require(server.requests(path: "/int.bin").last?.rangeStart)
+        #expect(Int64(last) >= saved)
+    }
+
+    @Test func killDashNineAtSeveralPointsThenRerunYieldsTheExactFile() throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { server.shutdown(); dir.remove() }
+        let size = 16_000_000
+        let args = ["get", "-q", "-d", dir.path, server.url("/k9.bin?size=\(size)&rate=4000000").absoluteString]
+        var saved: [Int64] = []
+        func checkpointed() -> Int64 { ResumeRecord.decode(contents(dir.file("k9.bin.haul")))?.contiguousBytes ?? 0 }
+        for _ in 0..<2 {
+            // Kill as soon as the record claims more than it did at the previous kill.
+            let threshold = checkpointed() + 1
+            let (p, out, err) = try CLI.start(args)
+            #expect(waitUntil { checkpointed() >= threshold })
+            kill(p.processIdentifier, SIGKILL)
+            _ = CLI.finish(p, out, err)
+            saved.append(try #require(ResumeRecord.decode(contents(dir.file("k9.bin.haul")))).contiguousBytes)
+        }
+        let r = try CLI.run(args)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(matches(dir.file("k9.bin"), TestContent.bytes(count: size)))
+        #expect(dir.contents() == ["k9.bin"])
+        let starts = server.requests(path: "/k9.bin").map { $0.rangeStart.map(Int64.init) ?? 0 }
+        #expect(starts.count == 3)
+        // Each rerun asks for the bytes after the last checkpoint, never from 0; at most ~1 s of
+        // transfer (4 MB at this rate) is fetched again.
+        for (i, start) in starts.dropFirst().enumerated() {
+            #expect(start == saved[i])
+        }
+        #expect(starts[2] > starts[1] && starts[1] > 0)
+    }
+
+    @Test func hostileServerNamesStayInsideDir() throws {
+        let server = try TestServer()
+        let root = try TemporaryDirectory()
+        defer { server.shutdown(); root.remove() }
+        let dir = root.file("in")
+        for kind in ["traversal", "absolute", "slashes", "nul"] {
+            let r = try CLI.run(["get", "-q", "-d", dir, server.url("/h-\(kind)?size=10&cd=\(kind)").absoluteString])
+            #expect(r.status == 0 || r.status == 5, "\(kind): \(r.stderr)")
+        }
+        #expect(root.contents() == ["in"])
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: dir)) == ["evil.txt", "inner.txt", "nulname.txt"])
+    }
+
+    @Test func demoRunsAndVerifiesTheChecksum() throws {
+        let r = try CLI.run(["demo", "--size", "8"], timeout: 120)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("identical"))
+        #expect(r.stdout.contains("Range: bytes="))
+        #expect(r.stdout.contains("paused"))
+    }
+
+    @Test func versionAndHelp() throws {
+        let v = try CLI.run(["version"])
+        #expect(v.status == 0 && v.stdout.hasPrefix("haul 0.1.0 (libcurl/"))
+        let h = try CLI.run(["help", "get"])
+        #expect(h.status == 0 && h.stdout.contains("--no-continue"))
+    }
+}
