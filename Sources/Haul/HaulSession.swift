@@ -115,7 +115,9 @@ public final class HaulSession: Sendable {
         for (name, value) in configuration.additionalHeaders.sorted(by: { $0.key < $1.key }) {
             engineOptions.headers.add(name, value)
         }
-        for (name, value) in options.headers.sorted(by: { $0.key < $1.key }) { engineOptions.headers.replace(name, value) }
+        for (name, value) in options.headers.sorted(by: { $0.key < $1.key }) {
+            engineOptions.headers.replace(name, value)
+        }
         engineOptions.retry = RetryPolicy(
             maxRetries: configuration.retry.maxRetries, baseDelay: configuration.retry.initialDelay,
             maxDelay: configuration.retry.maxDelay, maxRetryAfter: configuration.retry.maxRetryAfter)
@@ -143,7 +145,8 @@ public final class HaulSession: Sendable {
                             status: status, url: url, destination: URL(fileURLWithPath: destination), offset: offset,
                             totalBytes: total)))
             case .progress(let p): events(.progress(p))
-            case .retrying(let attempt, let error, let delay): events(.retrying(attempt: attempt, error: error, delay: delay))
+            case .retrying(let attempt, let error, let delay):
+                events(.retrying(attempt: attempt, error: error, delay: delay))
             case .restarted(let reason): events(.restarted(reason: reason))
             }
         }

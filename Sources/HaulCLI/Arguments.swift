@@ -2,7 +2,9 @@
 /// `--output=FILE`, repeated `-H`, and flags.
 enum Arguments {
     /// Parses against a table of option names; returns values by canonical name.
-    static func parse(_ args: [String], options: [Option]) throws(UsageError) -> (values: [String: [String]], positionals: [String]) {
+    static func parse(
+        _ args: [String], options: [Option]
+    ) throws(UsageError) -> (values: [String: [String]], positionals: [String]) {
         var values: [String: [String]] = [:]
         var positionals: [String] = []
         var i = 0
@@ -61,14 +63,17 @@ extension Dictionary where Key == String, Value == [String] {
     func number(_ key: String, min: Double = 0) throws(UsageError) -> Double? {
         guard let raw = last(key) else { return nil }
         guard let v = Double(raw), v.isFinite, v >= min else {
-            throw UsageError("\(key) expects a number ≥ \(min == min.rounded() ? String(Int(min)) : String(min)), got '\(raw)'")
+            throw UsageError(
+                "\(key) expects a number ≥ \(min == min.rounded() ? String(Int(min)) : String(min)), got '\(raw)'")
         }
         return v
     }
 
     func integer(_ key: String, min: Int = 0) throws(UsageError) -> Int? {
         guard let raw = last(key) else { return nil }
-        guard let v = Int(raw), v >= min else { throw UsageError("\(key) expects a whole number ≥ \(min), got '\(raw)'") }
+        guard let v = Int(raw), v >= min else {
+            throw UsageError("\(key) expects a whole number ≥ \(min), got '\(raw)'")
+        }
         return v
     }
 }

@@ -47,7 +47,8 @@ struct DemoCommand {
         let url = server.url("/haul-demo.bin?size=\(size)&seed=7&rate=\(64 * 1_048_576)&drop=\(drop)&drops=3")
         let dest = URL(fileURLWithPath: workDir + "/haul-demo.bin")
         print("haul demo: \(Output.bytes(Int64(size))) from \(server.baseURL.absoluteString) → \(dest.path)")
-        print("the server drops the connection after every \(Output.bytes(Int64(drop))) (3 times); haul pauses at 50%\n")
+        print(
+            "the server drops the connection after every \(Output.bytes(Int64(drop))) (3 times); haul pauses at 50%\n")
 
         let size = self.size
         let expected = Task.detached { () -> String in
@@ -121,7 +122,9 @@ struct DemoCommand {
         print("✔  downloaded \(Output.bytes(result!.bytes)) in \(String(format: "%.1f", seconds)) s")
         print("\nrequests the server saw:")
         for r in server.requests(path: "/haul-demo.bin") {
-            print("  GET \(r.range.map { "Range: \($0)" } ?? "(whole file)")\(r.ifRange.map { "  If-Range: \($0)" } ?? "")")
+            print(
+                "  GET \(r.range.map { "Range: \($0)" } ?? "(whole file)")\(r.ifRange.map { "  If-Range: \($0)" } ?? "")"
+            )
         }
         let want = await expected.value
         let got: String
@@ -149,7 +152,9 @@ private func report(_ event: DownloadEvent, _ output: Output) {
     case .progress(let p): output.progress(p, name: "haul-demo.bin")
     case .retrying(let attempt, let error, let delay):
         output.clearLine()
-        print("↻  \(error.message); retry \(attempt) in \(String(format: "%.1f", delay)) s, resuming from the bytes on disk")
+        print(
+            "↻  \(error.message); retry \(attempt) in \(String(format: "%.1f", delay)) s, resuming from the bytes on disk"
+        )
     case .started(let s) where s.offset > 0:
         output.clearLine()
         print("→  HTTP \(s.status): continuing at \(Output.bytes(s.offset))")

@@ -62,7 +62,8 @@ struct GetCommand {
         guard !positionals.isEmpty else { throw UsageError("get needs a URL (see haul help get)") }
         var urls: [URL] = []
         for raw in positionals {
-            guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+            guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(),
+                ["http", "https"].contains(scheme),
                 url.host?.isEmpty == false
             else { throw UsageError("invalid URL '\(raw)' (only http:// and https:// URLs)") }
             urls.append(url)
@@ -160,7 +161,10 @@ struct GetCommand {
                 case .retrying(let attempt, let error, let delay):
                     output.json(
                         "retry",
-                        [("attempt", attempt), ("delay", delay), ("code", error.code.description), ("message", error.message)])
+                        [
+                            ("attempt", attempt), ("delay", delay), ("code", error.code.description),
+                            ("message", error.message),
+                        ])
                     output.note("\(error.message); retry \(attempt) in \(String(format: "%.1f", delay)) s")
                 case .restarted(let reason):
                     output.json("restart", [("reason", reason)])
@@ -181,7 +185,8 @@ struct GetCommand {
             } else {
                 let seconds = Date().timeIntervalSince(started)
                 output.note(
-                    "saved \(result.fileURL.path) (\(Output.bytes(result.bytes)) in \(String(format: "%.1f", seconds)) s)")
+                    "saved \(result.fileURL.path) (\(Output.bytes(result.bytes)) in \(String(format: "%.1f", seconds)) s)"
+                )
             }
             return .success
         } catch {
@@ -189,13 +194,16 @@ struct GetCommand {
             let code = ExitCode(error)
             output.json(
                 "error",
-                [("code", error.code.description), ("message", error.message), ("exit", code.rawValue),
-                 ("status", error.httpStatus)])
+                [
+                    ("code", error.code.description), ("message", error.message), ("exit", code.rawValue),
+                    ("status", error.httpStatus),
+                ])
             if error.code == .cancelled {
                 output.clearLine()
                 if let part = error.path {
                     output.note(
-                        "interrupted; kept \(Output.bytes(lastBytes.get())) in \(part). Run the same command again to resume.")
+                        "interrupted; kept \(Output.bytes(lastBytes.get())) in \(part). Run the same command again to resume."
+                    )
                 } else {
                     output.note("interrupted")
                 }

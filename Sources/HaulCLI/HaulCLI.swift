@@ -2,9 +2,9 @@ import Foundation
 import Haul
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `haul`: the command-line front end. Parsing and printing only; downloads run in `Haul`.

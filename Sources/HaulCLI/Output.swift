@@ -3,9 +3,9 @@ import Haul
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Everything `haul` prints goes through here: human lines to stderr (a live progress line on a
@@ -144,6 +144,7 @@ final class Output: Sendable {
     static func duration(_ s: Double) -> String {
         guard s.isFinite, s < 360_000 else { return "--:--" }
         let t = Int(s.rounded())
-        return t >= 3600 ? String(format: "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60) : String(format: "%d:%02d", t / 60, t % 60)
+        return t >= 3600
+            ? String(format: "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60) : String(format: "%d:%02d", t / 60, t % 60)
     }
 }

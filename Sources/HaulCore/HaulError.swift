@@ -86,10 +86,10 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The message, for logs and terminals.
     public var description: String { message }
 
-
     package static func fileSystem(_ errno: Errno, _ operation: String, path: String) -> HaulError {
         if errno.isDiskFull {
-            return HaulError(.diskFull, "disk full: cannot \(operation) \(path) (\(errno))", errno: errno.rawValue, path: path)
+            return HaulError(
+                .diskFull, "disk full: cannot \(operation) \(path) (\(errno))", errno: errno.rawValue, path: path)
         }
         return HaulError(.fileSystem, "cannot \(operation) \(path): \(errno)", errno: errno.rawValue, path: path)
     }

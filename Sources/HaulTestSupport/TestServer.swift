@@ -2,9 +2,9 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A request as the test server saw it.
@@ -76,7 +76,9 @@ public final class TestServer: @unchecked Sendable {
         addr.sin_port = 0
         inet_pton(AF_INET, host, &addr.sin_addr)
         let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0, listen(fd, 128) == 0 else {
             let e = errno
@@ -300,7 +302,8 @@ public final class TestServer: @unchecked Sendable {
             if honour {
                 if first >= claimed {
                     return send(
-                        fd, status: 416, headers: headers + [("Content-Range", "bytes */\(claimed)"), ("Content-Length", "0")],
+                        fd, status: 416,
+                        headers: headers + [("Content-Range", "bytes */\(claimed)"), ("Content-Length", "0")],
                         body: [])
                 }
                 start = first
@@ -309,7 +312,9 @@ public final class TestServer: @unchecked Sendable {
         }
         let chunked = flag("chunked")
         if partial { headers.append(("Content-Range", "bytes \(start)-\(claimed - 1)/\(claimed)")) }
-        if !chunked { headers.append(("Content-Length", String(claimed - start))) } else {
+        if !chunked {
+            headers.append(("Content-Length", String(claimed - start)))
+        } else {
             headers.append(("Transfer-Encoding", "chunked"))
         }
         let status = partial ? 206 : 200
@@ -339,10 +344,14 @@ public final class TestServer: @unchecked Sendable {
             if let s = stallAfter { n = min(n, s - sent) }
             if n <= 0 { break }
             if let gz = gzipped {
-                chunk.withUnsafeMutableBytes { dst in gz.withUnsafeBytes { dst.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: n) } }
+                chunk.withUnsafeMutableBytes { dst in
+                    gz.withUnsafeBytes { dst.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: n) }
+                }
             } else {
                 chunk.withUnsafeMutableBytes {
-                    TestContent.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), seed: seed, version: version, offset: offset)
+                    TestContent.fill(
+                        UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), seed: seed, version: version, offset: offset
+                    )
                 }
             }
             let ok = chunked ? writeChunk(fd, chunk, n) : writeAll(fd, chunk, n)

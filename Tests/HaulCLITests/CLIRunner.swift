@@ -20,7 +20,9 @@ enum CLI {
     }()
 
     /// Starts `haul args...` in `directory`; the caller waits or signals it.
-    static func start(_ args: [String], in directory: String? = nil, environment: [String: String] = [:]) throws
+    static func start(
+        _ args: [String], in directory: String? = nil, environment: [String: String] = [:]
+    ) throws
         -> (Process, Pipe, Pipe)
     {
         let p = Process()

@@ -9,7 +9,10 @@ struct GetCommandTests {
     @Test func downloadsIntoTheCurrentDirectoryByDefault() throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let r = try CLI.run(["get", server.url("/files/hello.bin?size=300000").absoluteString], in: dir.path)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(matches(dir.file("hello.bin"), TestContent.bytes(count: 300_000)))
@@ -20,7 +23,10 @@ struct GetCommandTests {
     @Test func outputFileAndQuiet() throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let r = try CLI.run(["get", "-q", "-o", dir.file("x.out"), server.url("/a?size=1000").absoluteString])
         #expect(r.status == 0)
         #expect(r.stderr.isEmpty && r.stdout.isEmpty)
@@ -51,7 +57,10 @@ struct GetCommandTests {
     @Test func httpErrorExitsWith4AndNamesTheStatus() throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let r = try CLI.run(["get", "-d", dir.path, server.url("/nope?status=404").absoluteString])
         #expect(r.status == 4)
         #expect(r.stderr == "haul: error: HTTP 404 Not Found from \(server.url("/nope?status=404").absoluteString)\n")
@@ -72,13 +81,18 @@ struct GetCommandTests {
     @Test func existingFileIsRefusedWithExit5AndNamesOverwrite() throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
-        FileManager.default.createFile(atPath: dir.file("f.bin"), contents: Data("mine".utf8))
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
+        #expect(FileManager.default.createFile(atPath: dir.file("f.bin"), contents: Data("mine".utf8)))
         let r = try CLI.run(["get", "-d", dir.path, server.url("/f.bin?size=100").absoluteString])
         #expect(r.status == 5)
         #expect(r.stderr.contains("--overwrite"))
         #expect(contents(dir.file("f.bin")) == Array("mine".utf8))
-        let again = try CLI.run(["get", "-q", "--overwrite", "-d", dir.path, server.url("/f.bin?size=100").absoluteString])
+        let again = try CLI.run([
+            "get", "-q", "--overwrite", "-d", dir.path, server.url("/f.bin?size=100").absoluteString,
+        ])
         #expect(again.status == 0)
         #expect(matches(dir.file("f.bin"), TestContent.bytes(count: 100)))
         let third = try CLI.run(["get", "-d", dir.path, server.url("/f.bin?size=100").absoluteString])
@@ -88,7 +102,10 @@ struct GetCommandTests {
     @Test func jsonEventsAreOneObjectPerLine() throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let url = "http://user:secret@127.0.0.1:\(server.port)/j.bin?size=3000000&rate=6000000&drop=1000000&drops=1"
         let r = try CLI.run(["get", "--json", "--retry-delay", "0.05", "-d", dir.path, url])
         #expect(r.status == 0, "\(r.stderr)")
@@ -109,7 +126,10 @@ struct GetCommandTests {
     @Test func diskFullExitsWith5AndTheRerunResumes() throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let url = server.url("/full.bin?size=4000000").absoluteString
         let r = try CLI.run(["get", "-d", dir.path, url], environment: ["HAUL_INJECT_ENOSPC_AFTER": "1500000"])
         #expect(r.status == 5)
@@ -125,14 +145,19 @@ struct GetCommandTests {
     @Test func interruptKeepsThePartialAndTheSameCommandResumes() throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let args = ["get", "-d", dir.path, server.url("/int.bin?size=6000000&rate=3000000").absoluteString]
         let (p, out, err) = try CLI.start(args)
         #expect(waitUntil { (ResumeRecord.decode(contents(dir.file("int.bin.haul")))?.contiguousBytes ?? 0) > 0 })
         kill(p.processIdentifier, SIGINT)
         let r = CLI.finish(p, out, err)
         #expect(r.status == 130)
-        #expect(r.stderr.contains("interrupted") && r.stderr.contains("int.bin.part") && r.stderr.contains("again to resume"))
+        #expect(
+            r.stderr.contains("interrupted") && r.stderr.contains("int.bin.part")
+                && r.stderr.contains("again to resume"))
         let saved = try #require(ResumeRecord.decode(contents(dir.file("int.bin.haul")))).contiguousBytes
         let again = try CLI.run(args)
         #expect(again.status == 0)
@@ -144,7 +169,10 @@ struct GetCommandTests {
     @Test func killDashNineAtSeveralPointsThenRerunYieldsTheExactFile() throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let size = 16_000_000
         let args = ["get", "-q", "-d", dir.path, server.url("/k9.bin?size=\(size)&rate=4000000").absoluteString]
         var saved: [Int64] = []
@@ -175,14 +203,18 @@ struct GetCommandTests {
     @Test func hostileServerNamesStayInsideDir() throws {
         let server = try TestServer()
         let root = try TemporaryDirectory()
-        defer { server.shutdown(); root.remove() }
+        defer {
+            server.shutdown()
+            root.remove()
+        }
         let dir = root.file("in")
         for kind in ["traversal", "absolute", "slashes", "nul"] {
             let r = try CLI.run(["get", "-q", "-d", dir, server.url("/h-\(kind)?size=10&cd=\(kind)").absoluteString])
             #expect(r.status == 0 || r.status == 5, "\(kind): \(r.stderr)")
         }
         #expect(root.contents() == ["in"])
-        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: dir)) == ["evil.txt", "inner.txt", "nulname.txt"])
+        #expect(
+            Set(try FileManager.default.contentsOfDirectory(atPath: dir)) == ["evil.txt", "inner.txt", "nulname.txt"])
     }
 
     @Test func demoRunsAndVerifiesTheChecksum() throws {

@@ -34,16 +34,17 @@ struct ParsingTests {
         #expect(HTTPParsing.contentDispositionFilename(header) == name)
     }
 
-    @Test(arguments: [
-        ("../../evil.txt", "evil.txt"),
-        ("/etc/passwd", "passwd"),
-        ("a/b\\c/inner.txt", "inner.txt"),
-        ("nul\u{0}name\n.txt", "nulname.txt"),
-        ("..", nil),
-        (".hidden", "hidden"),
-        ("-rf", "rf"),
-        ("", nil),
-    ] as [(String, String?)])
+    @Test(
+        arguments: [
+            ("../../evil.txt", "evil.txt"),
+            ("/etc/passwd", "passwd"),
+            ("a/b\\c/inner.txt", "inner.txt"),
+            ("nul\u{0}name\n.txt", "nulname.txt"),
+            ("..", nil),
+            (".hidden", "hidden"),
+            ("-rf", "rf"),
+            ("", nil),
+        ] as [(String, String?)])
     func safeNames(raw: String, expected: String?) {
         #expect(SafeFileName.sanitize(raw) == expected)
     }
@@ -111,7 +112,9 @@ struct ParsingTests {
         var whole = SHA256()
         whole.update(data)
         var pieces = SHA256()
-        for chunk in stride(from: 0, to: data.count, by: 37) { pieces.update(data[chunk..<min(chunk + 37, data.count)]) }
+        for chunk in stride(from: 0, to: data.count, by: 37) {
+            pieces.update(data[chunk..<min(chunk + 37, data.count)])
+        }
         #expect(whole.hexDigest() == pieces.hexDigest())
     }
 

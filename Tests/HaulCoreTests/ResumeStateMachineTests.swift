@@ -83,12 +83,14 @@ struct ResumeStateMachineTests {
     @Test func unvalidatedPartialResumesOnlyWhenTheLengthMatches() {
         let m = ResumeStateMachine(record: record(bytes: 400, etag: nil, lastModified: nil, total: 1000))
         #expect(m.record?.validated == false)
-        let same = m.responseReceived(status: 206, headers: headers([("Content-Range", "bytes 400-999/1000")]), url: url)
+        let same = m.responseReceived(
+            status: 206, headers: headers([("Content-Range", "bytes 400-999/1000")]), url: url)
         guard case .write(400, false, _) = same else {
             Issue.record("expected write, got \(same)")
             return
         }
-        let unknown = m.responseReceived(status: 206, headers: headers([("Content-Range", "bytes 400-999/*")]), url: url)
+        let unknown = m.responseReceived(
+            status: 206, headers: headers([("Content-Range", "bytes 400-999/*")]), url: url)
         guard case .restart = unknown else {
             Issue.record("expected restart, got \(unknown)")
             return
@@ -97,7 +99,8 @@ struct ResumeStateMachineTests {
 
     @Test func unvalidatedPartialWithUnknownTotalNeverResumes() {
         let m = ResumeStateMachine(record: record(bytes: 400, etag: nil, lastModified: nil, total: nil))
-        let action = m.responseReceived(status: 206, headers: headers([("Content-Range", "bytes 400-999/1000")]), url: url)
+        let action = m.responseReceived(
+            status: 206, headers: headers([("Content-Range", "bytes 400-999/1000")]), url: url)
         guard case .restart = action else {
             Issue.record("expected restart, got \(action)")
             return
@@ -166,7 +169,9 @@ struct ResumeStateMachineTests {
     @Test func acceptAndAdvanceKeepTheRecordHonest() {
         var m = ResumeStateMachine(record: nil)
         let secretURL = URL(string: "http://user:secret@example.test/file.bin")!
-        m.accept(offset: 0, validators: .init(etag: "\"e\"", lastModified: nil, totalLength: 10), url: secretURL, finalURL: secretURL)
+        m.accept(
+            offset: 0, validators: .init(etag: "\"e\"", lastModified: nil, totalLength: 10), url: secretURL,
+            finalURL: secretURL)
         m.advance(to: 6)
         #expect(m.resumeOffset == 6)
         #expect(m.record?.url == "http://example.test/file.bin")

@@ -178,7 +178,8 @@ struct TransportConformanceTests {
         let server = try TestServer()
         defer { server.shutdown() }
         let c = Collector()
-        let task = try kind.make().start(TransportRequest(url: server.url("/c.bin?size=100000000&rate=1000000")), handler: c)
+        let task = try kind.make().start(
+            TransportRequest(url: server.url("/c.bin?size=100000000&rate=1000000")), handler: c)
         try await Task.sleep(nanoseconds: 200_000_000)
         task.cancel()
         guard case .failure(let error) = await task.finished() else {

@@ -20,7 +20,10 @@ struct DestinationTests {
     func suggestedNamesStayInsideTheDirectory(kind: String, expected: String) async throws {
         let server = try TestServer()
         let root = try TemporaryDirectory()
-        defer { server.shutdown(); root.remove() }
+        defer {
+            server.shutdown()
+            root.remove()
+        }
         let dir = root.url.appendingPathComponent("inside")
         let (result, _) = await run(testSession(), server.url("/cd.bin?size=100&cd=\(kind)"), to: .directory(dir))
         let file = try #require(result.value).fileURL
@@ -33,7 +36,10 @@ struct DestinationTests {
     @Test func longSuggestedNameIsCapped() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let (result, _) = await run(testSession(), server.url("/x?size=10&cd=long"), to: .directory(dir.url))
         let name = try #require(result.value).fileURL.lastPathComponent
         #expect(name.utf8.count <= 200 && name.hasSuffix(".txt"))
@@ -42,7 +48,10 @@ struct DestinationTests {
     @Test func nameFallsBackToTheURLPath() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let (result, _) = await run(testSession(), server.url("/files/data%20set.csv?size=10"), to: .directory(dir.url))
         #expect(result.value?.fileURL.lastPathComponent == "data set.csv")
     }
@@ -50,7 +59,10 @@ struct DestinationTests {
     @Test func rerunInADirectoryFindsThePartialByURL() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let url = server.url("/named?size=2000000&cd=benign&drop=600000&drops=1")
         let (first, _) = await run(testSession { $0.retry.maxRetries = 0 }, url, to: .directory(dir.url))
         #expect(first.error != nil)
@@ -64,10 +76,14 @@ struct DestinationTests {
     @Test func existingCompleteFileIsLeftAloneAndReportedComplete() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let dest = dir.file("same.bin")
-        FileManager.default.createFile(atPath: dest, contents: Data(TestContent.bytes(count: 5000)))
-        let (result, _) = await run(testSession(), server.url("/same.bin?size=5000"), to: .file(URL(fileURLWithPath: dest)))
+        #expect(FileManager.default.createFile(atPath: dest, contents: Data(TestContent.bytes(count: 5000))))
+        let (result, _) = await run(
+            testSession(), server.url("/same.bin?size=5000"), to: .file(URL(fileURLWithPath: dest)))
         #expect(result.value?.alreadyComplete == true)
         #expect(dir.contents() == ["same.bin"])
     }
@@ -75,10 +91,13 @@ struct DestinationTests {
     @Test func existingDifferentFileIsRefusedUnlessOverwriting() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let dest = dir.file("other.bin")
         let mine = Data("precious".utf8)
-        FileManager.default.createFile(atPath: dest, contents: mine)
+        #expect(FileManager.default.createFile(atPath: dest, contents: mine))
         let url = server.url("/other.bin?size=5000")
         let (refused, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)))
         let error = try #require(refused.error)
@@ -96,14 +115,17 @@ struct DestinationTests {
     @Test func completeFileOnDiskWithItsRecordFinishesWithA416() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let dest = dir.file("done.bin")
         let url = server.url("/done.bin?size=4000")
         // As after a crash between the last write and the rename.
-        FileManager.default.createFile(atPath: dest + ".part", contents: Data(TestContent.bytes(count: 4000)))
+        #expect(FileManager.default.createFile(atPath: dest + ".part", contents: Data(TestContent.bytes(count: 4000))))
         let record = ResumeRecord(
             url: url.absoluteString, etag: "\"s1-v0-4000\"", totalLength: 4000, ranges: [ByteRange(0, 4000)])
-        FileManager.default.createFile(atPath: dest + ".haul", contents: Data(record.encoded()))
+        #expect(FileManager.default.createFile(atPath: dest + ".haul", contents: Data(record.encoded())))
         let (result, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)))
         #expect(result.value?.alreadyComplete == true)
         #expect(matches(dest, TestContent.bytes(count: 4000)))
@@ -114,18 +136,23 @@ struct DestinationTests {
     @Test func partialOfAnotherURLIsNotOverwritten() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer { server.shutdown(); dir.remove() }
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
         let dest = dir.file("p.bin")
-        FileManager.default.createFile(atPath: dest + ".part", contents: Data(repeating: 1, count: 10))
-        let record = ResumeRecord(url: "http://elsewhere.test/p.bin", etag: "\"x\"", totalLength: 20, ranges: [ByteRange(0, 10)])
-        FileManager.default.createFile(atPath: dest + ".haul", contents: Data(record.encoded()))
+        #expect(FileManager.default.createFile(atPath: dest + ".part", contents: Data(repeating: 1, count: 10)))
+        let record = ResumeRecord(
+            url: "http://elsewhere.test/p.bin", etag: "\"x\"", totalLength: 20, ranges: [ByteRange(0, 10)])
+        #expect(FileManager.default.createFile(atPath: dest + ".haul", contents: Data(record.encoded())))
         let (result, _) = await run(testSession(), server.url("/p.bin?size=20"), to: .file(URL(fileURLWithPath: dest)))
         #expect(result.error?.code == .destinationExists)
         #expect(result.error?.message.contains("--no-continue") == true)
         #expect(server.requests.isEmpty)
         var fresh = DownloadOptions()
         fresh.resume = false
-        let (again, _) = await run(testSession(), server.url("/p.bin?size=20"), to: .file(URL(fileURLWithPath: dest)), options: fresh)
+        let (again, _) = await run(
+            testSession(), server.url("/p.bin?size=20"), to: .file(URL(fileURLWithPath: dest)), options: fresh)
         #expect(again.error == nil)
         #expect(matches(dest, TestContent.bytes(count: 20)))
     }

@@ -35,7 +35,9 @@ final class SelfSignedHTTPSServer {
         openssl.waitUntilExit()
         let root = dir.file("www")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        for (name, bytes) in files { FileManager.default.createFile(atPath: root + "/" + name, contents: Data(bytes)) }
+        for (name, bytes) in files {
+            _ = FileManager.default.createFile(atPath: root + "/" + name, contents: Data(bytes))
+        }
         let script = """
             import http.server, ssl, sys, os
             os.chdir(sys.argv[3])
@@ -49,7 +51,9 @@ final class SelfSignedHTTPSServer {
             httpd.serve_forever()
             """
         process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-        process.arguments = ["-s", "KILL", "120", Self.which("python3")!, "-c", script, dir.file("cert.pem"), dir.file("key.pem"), root]
+        process.arguments = [
+            "-s", "KILL", "120", Self.which("python3")!, "-c", script, dir.file("cert.pem"), dir.file("key.pem"), root,
+        ]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -80,8 +84,12 @@ struct TLSTests {
     @Test func selfSignedServerIsRefusedByDefaultAndNothingIsWritten() async throws {
         let server = try SelfSignedHTTPSServer(serving: ["f.bin": TestContent.bytes(count: 100_000)])
         let dir = try TemporaryDirectory()
-        defer { server.stop(); dir.remove() }
-        let (result, _) = await run(testSession(), server.url("/f.bin"), to: .file(dir.url.appendingPathComponent("f.bin")))
+        defer {
+            server.stop()
+            dir.remove()
+        }
+        let (result, _) = await run(
+            testSession(), server.url("/f.bin"), to: .file(dir.url.appendingPathComponent("f.bin")))
         let error = try #require(result.error)
         #expect(error.code == .tlsFailure)
         #expect(error.message.contains("127.0.0.1"))
@@ -91,7 +99,10 @@ struct TLSTests {
     @Test func trustingTheCertificateWorks() async throws {
         let server = try SelfSignedHTTPSServer(serving: ["f.bin": TestContent.bytes(count: 100_000)])
         let dir = try TemporaryDirectory()
-        defer { server.stop(); dir.remove() }
+        defer {
+            server.stop()
+            dir.remove()
+        }
         let session = testSession { $0.trustedCertificatesFile = server.certificate }
         let dest = dir.url.appendingPathComponent("f.bin")
         let (result, _) = await run(session, server.url("/f.bin"), to: .file(dest))

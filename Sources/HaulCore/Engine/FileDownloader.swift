@@ -187,7 +187,8 @@ package final class FileDownloader: Sendable {
                     return .failed(HaulError(.tooManyRedirects, "redirect loop at \(show(next))"), transient: false)
                 }
                 guard ["http", "https"].contains(next.scheme?.lowercased() ?? "") else {
-                    return .failed(HaulError(.invalidURL, "redirect to unsupported URL \(show(next))"), transient: false)
+                    return .failed(
+                        HaulError(.invalidURL, "redirect to unsupported URL \(show(next))"), transient: false)
                 }
                 if !Self.sameOrigin(current, next) {
                     // Credentials are for the host the user named, never for where it points.
@@ -219,7 +220,8 @@ package final class FileDownloader: Sendable {
                     if let total, have != total {
                         return .failed(
                             HaulError(
-                                .incompleteBody, "connection closed after \(have) of \(total) bytes from \(show(current))"
+                                .incompleteBody,
+                                "connection closed after \(have) of \(total) bytes from \(show(current))"
                             ), transient: true)
                     }
                     do {
@@ -259,8 +261,11 @@ package final class FileDownloader: Sendable {
             }
         }
         try partial.commit(replacing: options.overwrite)
-        onEvent(.progress(TransferProgress(completedBytes: bytes, totalBytes: bytes,
-            bytesPerSecond: attempt.lastSpeed.0, smoothedBytesPerSecond: attempt.lastSpeed.1)))
+        onEvent(
+            .progress(
+                TransferProgress(
+                    completedBytes: bytes, totalBytes: bytes,
+                    bytesPerSecond: attempt.lastSpeed.0, smoothedBytesPerSecond: attempt.lastSpeed.1)))
     }
 
     private func classify(_ error: TransportError, _ url: URL) -> (HaulError, Bool) {
@@ -383,7 +388,9 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         }
     }
 
-    private func begin(offset: Int64, validators: ResumeStateMachine.Validators, response: TransportResponse)
+    private func begin(
+        offset: Int64, validators: ResumeStateMachine.Validators, response: TransportResponse
+    )
         throws(HaulError) -> Bool
     {
         let options = downloader.options

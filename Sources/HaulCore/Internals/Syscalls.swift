@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// An errno value with a readable description.
 package struct Errno: Error, Equatable, Sendable, CustomStringConvertible {
@@ -49,20 +50,20 @@ package enum FaultInjection {
 
     private static func environmentHook() -> Hook? {
         #if DEBUG
-        guard let value = getenv("HAUL_INJECT_ENOSPC_AFTER"), let limit = Int(String(cString: value)) else {
-            return nil
-        }
-        let written = Atomic<Int>(0)
-        let fired = Atomic<Bool>(false)
-        return { call, count, _ in
-            guard call == .pwrite else { return nil }
-            let before = written.add(count, ordering: .relaxed).oldValue
-            guard before + count > limit else { return nil }
-            // Fail once, as a disk that filled up and then had space freed.
-            return fired.exchange(true, ordering: .relaxed) ? nil : .noSpace
-        }
+            guard let value = getenv("HAUL_INJECT_ENOSPC_AFTER"), let limit = Int(String(cString: value)) else {
+                return nil
+            }
+            let written = Atomic<Int>(0)
+            let fired = Atomic<Bool>(false)
+            return { call, count, _ in
+                guard call == .pwrite else { return nil }
+                let before = written.add(count, ordering: .relaxed).oldValue
+                guard before + count > limit else { return nil }
+                // Fail once, as a disk that filled up and then had space freed.
+                return fired.exchange(true, ordering: .relaxed) ? nil : .noSpace
+            }
         #else
-        return nil
+            return nil
         #endif
     }
 }
@@ -88,7 +89,9 @@ package enum Sys {
     }
 
     /// Writes the whole buffer at `offset`, looping over short writes.
-    package static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int64, path: String? = nil)
+    package static func pwriteAll(
+        _ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int64, path: String? = nil
+    )
         throws(Errno)
     {
         if let injected = FaultInjection.check(.pwrite, buffer.count, path: path) { throw injected }
@@ -104,7 +107,9 @@ package enum Sys {
     }
 
     /// Reads up to `count` bytes at `offset`; fewer only at end of file.
-    package static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno)
+    package static func pread(
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64
+    ) throws(Errno)
         -> Int
     {
         var done = 0
@@ -132,13 +137,13 @@ package enum Sys {
 
     /// Removes a file; a missing file is not an error.
     package static func unlink(_ path: String) throws(Errno) {
-        do { _ = try retrying(.unlink) { c_unlink(path) } } catch where error == .noSuchFile {}
+        do { _ = try retrying(.unlink) { c_unlink(path) } } catch  where error == .noSuchFile {}
     }
 
     /// The size of a regular file, or nil when nothing is there.
     package static func fileSize(_ path: String) throws(Errno) -> Int64? {
         var st = stat()
-        do { _ = try retrying(.stat) { c_stat(path, &st) } } catch where error == .noSuchFile { return nil }
+        do { _ = try retrying(.stat) { c_stat(path, &st) } } catch  where error == .noSuchFile { return nil }
         return Int64(st.st_size)
     }
 
@@ -152,7 +157,7 @@ package enum Sys {
         if isDirectory(path) { return }
         let parent = parentDirectory(of: path)
         if parent != path && !parent.isEmpty { try makeDirectories(parent) }
-        do { _ = try retrying(.mkdir) { c_mkdir(path, 0o755) } } catch where error == .fileExists {}
+        do { _ = try retrying(.mkdir) { c_mkdir(path, 0o755) } } catch  where error == .fileExists {}
     }
 
     /// Flushes a directory entry change (a rename or create) to disk.
@@ -166,7 +171,7 @@ package enum Sys {
     /// Reads a small file whole (resume records); nil when it does not exist.
     package static func readSmallFile(_ path: String, limit: Int = 1 << 20) throws(Errno) -> [UInt8]? {
         let fd: Int32
-        do { fd = try open(path, O_RDONLY) } catch where error == .noSuchFile { return nil }
+        do { fd = try open(path, O_RDONLY) } catch  where error == .noSuchFile { return nil }
         defer { close(fd) }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: limit, alignment: 8)
         defer { buffer.deallocate() }

@@ -14,7 +14,9 @@ public struct TransferProgress: Sendable, Equatable {
     public var smoothedBytesPerSecond: Double
 
     /// Creates a snapshot.
-    public init(completedBytes: Int64, totalBytes: Int64?, bytesPerSecond: Double = 0, smoothedBytesPerSecond: Double = 0) {
+    public init(
+        completedBytes: Int64, totalBytes: Int64?, bytesPerSecond: Double = 0, smoothedBytesPerSecond: Double = 0
+    ) {
         self.completedBytes = completedBytes
         self.totalBytes = totalBytes
         self.bytesPerSecond = bytesPerSecond

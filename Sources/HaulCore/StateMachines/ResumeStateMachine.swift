@@ -63,7 +63,8 @@ package struct ResumeStateMachine: Sendable {
             }
             return .redirect(target)
         case 200:
-            return .write(offset: 0, discardExisting: offset > 0, validators: validators(headers, total: contentLength(headers)))
+            return .write(
+                offset: 0, discardExisting: offset > 0, validators: validators(headers, total: contentLength(headers)))
         case 206:
             guard offset > 0, let record else {
                 return .fail(HaulError(.invalidResponse, "HTTP 206 for a request without Range from \(show(url))"))

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `<dest>.part` plus its resume record `<dest>.haul`, written in an order that keeps the record
@@ -48,7 +48,9 @@ package final class PartialFile {
 
     /// Appends at the write position.
     package func write(_ data: UnsafeRawBufferPointer) throws(HaulError) {
-        do { try Sys.pwriteAll(fd, data, at: writtenBytes, path: partPath) } catch { throw .fileSystem(error, "write", path: partPath) }
+        do { try Sys.pwriteAll(fd, data, at: writtenBytes, path: partPath) } catch {
+            throw .fileSystem(error, "write", path: partPath)
+        }
         writtenBytes += Int64(data.count)
     }
 
@@ -89,7 +91,9 @@ package final class PartialFile {
                 .destinationExists, "\(destination) appeared during the download; the data is in \(partPath)",
                 path: destination)
         }
-        do { try Sys.rename(partPath, destination) } catch { throw .fileSystem(error, "rename into", path: destination) }
+        do { try Sys.rename(partPath, destination) } catch {
+            throw .fileSystem(error, "rename into", path: destination)
+        }
         Sys.fsyncDirectory(Sys.parentDirectory(of: destination))
         try? Sys.unlink(recordPath)
     }

@@ -191,13 +191,21 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
         case "HEAD": set(Int32(HAUL_CURLOPT_NOBODY), 1)
         default: set(Int32(HAUL_CURLOPT_CUSTOMREQUEST), request.method)
         }
-        for (name, value) in request.headers {
+        var headers = request.headers
+        if !request.decodeContent && !headers.contains("Accept-Encoding") {
+            // No Accept-Encoding would mean "any coding is fine" (RFC 9110 12.5.3).
+            headers.add("Accept-Encoding", "identity")
+        }
+        for (name, value) in headers {
             // A header with CR/LF could smuggle a second header or request.
-            guard !name.contains(where: { $0 == "\r" || $0 == "\n" }), !value.contains(where: { $0 == "\r" || $0 == "\n" })
+            guard !name.contains(where: { $0 == "\r" || $0 == "\n" }),
+                !value.contains(where: { $0 == "\r" || $0 == "\n" })
             else { continue }
             headerList = haul_slist_append(headerList, value.isEmpty ? "\(name);" : "\(name): \(value)")
         }
-        if let headerList { ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_HTTPHEADER), UnsafeRawPointer(headerList)) == 0 }
+        if let headerList {
+            ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_HTTPHEADER), UnsafeRawPointer(headerList)) == 0
+        }
         ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_ERRORBUFFER), errorBuffer) == 0
         ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_PRIVATE), me) == 0
         ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_WRITEDATA), me) == 0
@@ -206,7 +214,8 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
         ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_HEADERFUNCTION), curlHeaderCallback) == 0
         guard ok else {
             cleanup()
-            return .failure(TransportError(.invalidURL, "libcurl refused the request for \(request.url.absoluteString)"))
+            return .failure(
+                TransportError(.invalidURL, "libcurl refused the request for \(request.url.absoluteString)"))
         }
         return .success(h)
     }

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A transport over Foundation's URLSession: the natural one on Apple platforms.
@@ -99,7 +99,8 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
         for (k, v) in response.allHeaderFields {
             if let k = k as? String, let v = v as? String { headers.add(k, v) }
         }
-        let ok = handler.transportDidReceive(response: TransportResponse(status: response.statusCode, headers: headers, url: url))
+        let ok = handler.transportDidReceive(
+            response: TransportResponse(status: response.statusCode, headers: headers, url: url))
         lock.withLock {
             $0.delivered = true
             if !ok { $0.aborted = true }

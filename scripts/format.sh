@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Formats the tree, then lints it as CI does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+swift format format --in-place --recursive Sources Tests Package.swift
+swift format lint --strict --recursive Sources Tests Package.swift
