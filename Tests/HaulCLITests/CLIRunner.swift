@@ -1,5 +1,6 @@
 import Foundation
 import HaulTestSupport
+import Testing
 
 /// Runs the built `haul` binary, as users do.
 struct CLIRun {
@@ -44,12 +45,14 @@ enum CLI {
     /// Runs to completion, killing the process after `timeout` seconds.
     static func run(
         _ args: [String], in directory: String? = nil, environment: [String: String] = [:], timeout: Double = 60
-    ) throws -> CLIRun {
+    ) async throws -> CLIRun {
         let (p, out, err) = try start(args, in: directory, environment: environment)
-        return finish(p, out, err, timeout: timeout)
+        return await finish(p, out, err, timeout: timeout)
     }
 
-    static func finish(_ p: Process, _ out: Pipe, _ err: Pipe, timeout: Double = 60) -> CLIRun {
+    /// Waits for the process by polling with `Task.sleep`: blocking calls (`waitUntilExit`,
+    /// `usleep`) would hold one of the few cooperative threads that every test shares.
+    static func finish(_ p: Process, _ out: Pipe, _ err: Pipe, timeout: Double = 60) async -> CLIRun {
         // Drain the pipes while waiting, so a chatty child never blocks.
         let outData = LockedData()
         let errData = LockedData()
@@ -62,10 +65,10 @@ enum CLI {
             }
         }
         let deadline = Date().addingTimeInterval(timeout)
-        while p.isRunning && Date() < deadline { usleep(20_000) }
+        while p.isRunning && Date() < deadline { try? await Task.sleep(nanoseconds: 20_000_000) }
         if p.isRunning { kill(p.processIdentifier, SIGKILL) }
-        p.waitUntilExit()
-        group.wait()
+        while p.isRunning { try? await Task.sleep(nanoseconds: 10_000_000) }
+        await withCheckedContinuation { c in group.notify(queue: .global()) { c.resume() } }
         return CLIRun(
             status: p.terminationStatus, stdout: String(decoding: outData.get(), as: UTF8.self),
             stderr: String(decoding: errData.get(), as: UTF8.self))
@@ -80,14 +83,24 @@ final class LockedData: @unchecked Sendable {
 }
 
 func contents(_ path: String) -> [UInt8] { FileManager.default.contents(atPath: path).map { Array($0) } ?? [] }
-func matches(_ path: String, _ expected: [UInt8]) -> Bool { contents(path) == expected }
 
 /// Waits (bounded) until `condition` holds.
-func waitUntil(timeout: Double = 20, _ condition: () -> Bool) -> Bool {
+func waitUntil(timeout: Double = 20, _ condition: () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if condition() { return true }
-        usleep(20_000)
+        try? await Task.sleep(nanoseconds: 20_000_000)
     }
     return condition()
+}
+
+/// Records an issue unless the file holds exactly `expected`; reports sizes and the first
+/// differing offset instead of printing megabytes.
+func expectFile(_ path: String, equals expected: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
+    let actual = FileManager.default.contents(atPath: path).map { Array($0) } ?? []
+    guard actual != expected else { return }
+    let firstDifference = zip(actual, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+    Issue.record(
+        "\(path): \(actual.count) bytes, expected \(expected.count); first difference at \(firstDifference.map(String.init) ?? "end")",
+        sourceLocation: sourceLocation)
 }

@@ -4,33 +4,33 @@ import Testing
 
 @testable import HaulCore
 
-@Suite("haul get, run as a process")
+@Suite("haul get, run as a process", .serialized)
 struct GetCommandTests {
-    @Test func downloadsIntoTheCurrentDirectoryByDefault() throws {
+    @Test func downloadsIntoTheCurrentDirectoryByDefault() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer {
             server.shutdown()
             dir.remove()
         }
-        let r = try CLI.run(["get", server.url("/files/hello.bin?size=300000").absoluteString], in: dir.path)
+        let r = try await CLI.run(["get", server.url("/files/hello.bin?size=300000").absoluteString], in: dir.path)
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(matches(dir.file("hello.bin"), TestContent.bytes(count: 300_000)))
+        expectFile(dir.file("hello.bin"), equals: TestContent.bytes(count: 300_000))
         #expect(r.stderr.contains("saved") && r.stderr.contains("hello.bin"))
         #expect(dir.contents() == ["hello.bin"])
     }
 
-    @Test func outputFileAndQuiet() throws {
+    @Test func outputFileAndQuiet() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer {
             server.shutdown()
             dir.remove()
         }
-        let r = try CLI.run(["get", "-q", "-o", dir.file("x.out"), server.url("/a?size=1000").absoluteString])
+        let r = try await CLI.run(["get", "-q", "-o", dir.file("x.out"), server.url("/a?size=1000").absoluteString])
         #expect(r.status == 0)
         #expect(r.stderr.isEmpty && r.stdout.isEmpty)
-        #expect(matches(dir.file("x.out"), TestContent.bytes(count: 1000)))
+        expectFile(dir.file("x.out"), equals: TestContent.bytes(count: 1000))
     }
 
     @Test(arguments: [
@@ -46,39 +46,39 @@ struct GetCommandTests {
         (["get", "--checksum", "md5=abc", "http://h/x"], "sha-256"),
         (["frobnicate"], "unknown command"),
     ])
-    func usageErrorsAreOneLineWithExitCode2(args: [String], mentions: String) throws {
-        let r = try CLI.run(args)
+    func usageErrorsAreOneLineWithExitCode2(args: [String], mentions: String) async throws {
+        let r = try await CLI.run(args)
         #expect(r.status == 2)
         let lines = r.stderr.split(separator: "\n")
         #expect(lines.count == 1, "\(r.stderr)")
         #expect(r.stderr.hasPrefix("haul: error: ") && r.stderr.contains(mentions), "\(r.stderr)")
     }
 
-    @Test func httpErrorExitsWith4AndNamesTheStatus() throws {
+    @Test func httpErrorExitsWith4AndNamesTheStatus() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer {
             server.shutdown()
             dir.remove()
         }
-        let r = try CLI.run(["get", "-d", dir.path, server.url("/nope?status=404").absoluteString])
+        let r = try await CLI.run(["get", "-d", dir.path, server.url("/nope?status=404").absoluteString])
         #expect(r.status == 4)
         #expect(r.stderr == "haul: error: HTTP 404 Not Found from \(server.url("/nope?status=404").absoluteString)\n")
         #expect(dir.contents().isEmpty)
     }
 
-    @Test func refusedConnectionExitsWith3() throws {
+    @Test func refusedConnectionExitsWith3() async throws {
         let server = try TestServer()
         let url = server.url("/x")
         server.shutdown()
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let r = try CLI.run(["get", "-d", dir.path, url.absoluteString])
+        let r = try await CLI.run(["get", "-d", dir.path, url.absoluteString])
         #expect(r.status == 3)
         #expect(r.stderr.contains("cannot connect to 127.0.0.1"))
     }
 
-    @Test func existingFileIsRefusedWithExit5AndNamesOverwrite() throws {
+    @Test func existingFileIsRefusedWithExit5AndNamesOverwrite() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer {
@@ -86,20 +86,20 @@ struct GetCommandTests {
             dir.remove()
         }
         #expect(FileManager.default.createFile(atPath: dir.file("f.bin"), contents: Data("mine".utf8)))
-        let r = try CLI.run(["get", "-d", dir.path, server.url("/f.bin?size=100").absoluteString])
+        let r = try await CLI.run(["get", "-d", dir.path, server.url("/f.bin?size=100").absoluteString])
         #expect(r.status == 5)
         #expect(r.stderr.contains("--overwrite"))
         #expect(contents(dir.file("f.bin")) == Array("mine".utf8))
-        let again = try CLI.run([
+        let again = try await CLI.run([
             "get", "-q", "--overwrite", "-d", dir.path, server.url("/f.bin?size=100").absoluteString,
         ])
         #expect(again.status == 0)
-        #expect(matches(dir.file("f.bin"), TestContent.bytes(count: 100)))
-        let third = try CLI.run(["get", "-d", dir.path, server.url("/f.bin?size=100").absoluteString])
+        expectFile(dir.file("f.bin"), equals: TestContent.bytes(count: 100))
+        let third = try await CLI.run(["get", "-d", dir.path, server.url("/f.bin?size=100").absoluteString])
         #expect(third.status == 0 && third.stderr.contains("already complete"))
     }
 
-    @Test func jsonEventsAreOneObjectPerLine() throws {
+    @Test func jsonEventsAreOneObjectPerLine() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer {
@@ -107,7 +107,7 @@ struct GetCommandTests {
             dir.remove()
         }
         let url = "http://user:secret@127.0.0.1:\(server.port)/j.bin?size=3000000&rate=6000000&drop=1000000&drops=1"
-        let r = try CLI.run(["get", "--json", "--retry-delay", "0.05", "-d", dir.path, url])
+        let r = try await CLI.run(["get", "--json", "--retry-delay", "0.05", "-d", dir.path, url])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.isEmpty)
         let events = r.stdout.split(separator: "\n").map {
@@ -123,7 +123,7 @@ struct GetCommandTests {
         #expect(!r.stdout.contains("secret"))
     }
 
-    @Test func diskFullExitsWith5AndTheRerunResumes() throws {
+    @Test func diskFullExitsWith5AndTheRerunResumes() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer {
@@ -131,18 +131,18 @@ struct GetCommandTests {
             dir.remove()
         }
         let url = server.url("/full.bin?size=4000000").absoluteString
-        let r = try CLI.run(["get", "-d", dir.path, url], environment: ["HAUL_INJECT_ENOSPC_AFTER": "1500000"])
+        let r = try await CLI.run(["get", "-d", dir.path, url], environment: ["HAUL_INJECT_ENOSPC_AFTER": "1500000"])
         #expect(r.status == 5)
         #expect(r.stderr.contains("disk full"))
         let record = try #require(ResumeRecord.decode(contents(dir.file("full.bin.haul"))))
         #expect(record.contiguousBytes > 0)
-        let again = try CLI.run(["get", "-d", dir.path, url])
+        let again = try await CLI.run(["get", "-d", dir.path, url])
         #expect(again.status == 0)
-        #expect(matches(dir.file("full.bin"), TestContent.bytes(count: 4_000_000)))
+        expectFile(dir.file("full.bin"), equals: TestContent.bytes(count: 4_000_000))
         #expect(server.requests(path: "/full.bin").last?.rangeStart == Int(record.contiguousBytes))
     }
 
-    @Test func interruptKeepsThePartialAndTheSameCommandResumes() throws {
+    @Test func interruptKeepsThePartialAndTheSameCommandResumes() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer {
@@ -151,22 +151,22 @@ struct GetCommandTests {
         }
         let args = ["get", "-d", dir.path, server.url("/int.bin?size=6000000&rate=3000000").absoluteString]
         let (p, out, err) = try CLI.start(args)
-        #expect(waitUntil { (ResumeRecord.decode(contents(dir.file("int.bin.haul")))?.contiguousBytes ?? 0) > 0 })
+        #expect(await waitUntil { (ResumeRecord.decode(contents(dir.file("int.bin.haul")))?.contiguousBytes ?? 0) > 0 })
         kill(p.processIdentifier, SIGINT)
-        let r = CLI.finish(p, out, err)
+        let r = await CLI.finish(p, out, err)
         #expect(r.status == 130)
         #expect(
             r.stderr.contains("interrupted") && r.stderr.contains("int.bin.part")
                 && r.stderr.contains("again to resume"))
         let saved = try #require(ResumeRecord.decode(contents(dir.file("int.bin.haul")))).contiguousBytes
-        let again = try CLI.run(args)
+        let again = try await CLI.run(args)
         #expect(again.status == 0)
-        #expect(matches(dir.file("int.bin"), TestContent.bytes(count: 6_000_000)))
+        expectFile(dir.file("int.bin"), equals: TestContent.bytes(count: 6_000_000))
         let last = try #require(server.requests(path: "/int.bin").last?.rangeStart)
         #expect(Int64(last) >= saved)
     }
 
-    @Test func killDashNineAtSeveralPointsThenRerunYieldsTheExactFile() throws {
+    @Test func killDashNineAtSeveralPointsThenRerunYieldsTheExactFile() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer {
@@ -181,14 +181,14 @@ struct GetCommandTests {
             // Kill as soon as the record claims more than it did at the previous kill.
             let threshold = checkpointed() + 1
             let (p, out, err) = try CLI.start(args)
-            #expect(waitUntil { checkpointed() >= threshold })
+            #expect(await waitUntil { checkpointed() >= threshold })
             kill(p.processIdentifier, SIGKILL)
-            _ = CLI.finish(p, out, err)
+            _ = await CLI.finish(p, out, err)
             saved.append(try #require(ResumeRecord.decode(contents(dir.file("k9.bin.haul")))).contiguousBytes)
         }
-        let r = try CLI.run(args)
+        let r = try await CLI.run(args)
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(matches(dir.file("k9.bin"), TestContent.bytes(count: size)))
+        expectFile(dir.file("k9.bin"), equals: TestContent.bytes(count: size))
         #expect(dir.contents() == ["k9.bin"])
         let starts = server.requests(path: "/k9.bin").map { $0.rangeStart.map(Int64.init) ?? 0 }
         #expect(starts.count == 3)
@@ -200,7 +200,7 @@ struct GetCommandTests {
         #expect(starts[2] > starts[1] && starts[1] > 0)
     }
 
-    @Test func hostileServerNamesStayInsideDir() throws {
+    @Test func hostileServerNamesStayInsideDir() async throws {
         let server = try TestServer()
         let root = try TemporaryDirectory()
         defer {
@@ -209,7 +209,7 @@ struct GetCommandTests {
         }
         let dir = root.file("in")
         for kind in ["traversal", "absolute", "slashes", "nul"] {
-            let r = try CLI.run(["get", "-q", "-d", dir, server.url("/h-\(kind)?size=10&cd=\(kind)").absoluteString])
+            let r = try await CLI.run(["get", "-q", "-d", dir, server.url("/h-\(kind)?size=10&cd=\(kind)").absoluteString])
             #expect(r.status == 0 || r.status == 5, "\(kind): \(r.stderr)")
         }
         #expect(root.contents() == ["in"])
@@ -217,18 +217,18 @@ struct GetCommandTests {
             Set(try FileManager.default.contentsOfDirectory(atPath: dir)) == ["evil.txt", "inner.txt", "nulname.txt"])
     }
 
-    @Test func demoRunsAndVerifiesTheChecksum() throws {
-        let r = try CLI.run(["demo", "--size", "8"], timeout: 120)
+    @Test func demoRunsAndVerifiesTheChecksum() async throws {
+        let r = try await CLI.run(["demo", "--size", "8"], timeout: 120)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("identical"))
         #expect(r.stdout.contains("Range: bytes="))
         #expect(r.stdout.contains("paused"))
     }
 
-    @Test func versionAndHelp() throws {
-        let v = try CLI.run(["version"])
+    @Test func versionAndHelp() async throws {
+        let v = try await CLI.run(["version"])
         #expect(v.status == 0 && v.stdout.hasPrefix("haul 0.1.0 (libcurl/"))
-        let h = try CLI.run(["help", "get"])
+        let h = try await CLI.run(["help", "get"])
         #expect(h.status == 0 && h.stdout.contains("--no-continue"))
     }
 }

@@ -30,7 +30,7 @@ struct DestinationTests {
         #expect(file.lastPathComponent == expected)
         #expect(file.deletingLastPathComponent().standardizedFileURL.path == dir.standardizedFileURL.path)
         #expect(root.contents() == ["inside"])
-        #expect(matches(file.path, TestContent.bytes(count: 100)))
+        expectFile(file.path, equals: TestContent.bytes(count: 100))
     }
 
     @Test func longSuggestedNameIsCapped() async throws {
@@ -69,7 +69,7 @@ struct DestinationTests {
         #expect(dir.contents() == ["report.pdf.haul", "report.pdf.part"])
         let (second, _) = await run(testSession(), url, to: .directory(dir.url))
         #expect(second.value?.fileURL.lastPathComponent == "report.pdf")
-        #expect(matches(dir.file("report.pdf"), TestContent.bytes(count: 2_000_000)))
+        expectFile(dir.file("report.pdf"), equals: TestContent.bytes(count: 2_000_000))
         #expect(server.requests(path: "/named").map(\.rangeStart) == [nil, 600_000])
     }
 
@@ -109,7 +109,7 @@ struct DestinationTests {
         options.overwrite = true
         let (replaced, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options)
         #expect(replaced.error == nil)
-        #expect(matches(dest, TestContent.bytes(count: 5000)))
+        expectFile(dest, equals: TestContent.bytes(count: 5000))
     }
 
     @Test func completeFileOnDiskWithItsRecordFinishesWithA416() async throws {
@@ -128,7 +128,7 @@ struct DestinationTests {
         #expect(FileManager.default.createFile(atPath: dest + ".haul", contents: Data(record.encoded())))
         let (result, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)))
         #expect(result.value?.alreadyComplete == true)
-        #expect(matches(dest, TestContent.bytes(count: 4000)))
+        expectFile(dest, equals: TestContent.bytes(count: 4000))
         #expect(server.requests.map(\.rangeStart) == [4000])
         #expect(dir.contents() == ["done.bin"])
     }
@@ -154,7 +154,7 @@ struct DestinationTests {
         let (again, _) = await run(
             testSession(), server.url("/p.bin?size=20"), to: .file(URL(fileURLWithPath: dest)), options: fresh)
         #expect(again.error == nil)
-        #expect(matches(dest, TestContent.bytes(count: 20)))
+        expectFile(dest, equals: TestContent.bytes(count: 20))
     }
 
     @Test func missingParentDirectoryIsAClearError() async throws {
@@ -166,4 +166,25 @@ struct DestinationTests {
         #expect(result.error?.message.contains("/nonexistent-haul-dir") == true)
         #expect(server.requests.isEmpty)
     }
+
+    @Test func symlinkPlantedAtThePartialIsNotFollowed() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        let elsewhere = try TemporaryDirectory()
+        defer {
+            server.shutdown()
+            dir.remove()
+            elsewhere.remove()
+        }
+        let victim = elsewhere.file("victim")
+        #expect(FileManager.default.createFile(atPath: victim, contents: Data("keep me".utf8)))
+        try FileManager.default.createSymbolicLink(atPath: dir.file("s.bin.part"), withDestinationPath: victim)
+        let (result, _) = await run(testSession(), server.url("/s.bin?size=100"), to: .directory(dir.url))
+        #expect(result.error?.code == .fileSystem)
+        #expect(contentsOf(victim) == "keep me")
+    }
+}
+
+private func contentsOf(_ path: String) -> String {
+    String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
 }

@@ -17,7 +17,7 @@ struct DownloadTests {
         let dest = dir.url.appendingPathComponent("out.bin")
         let (result, log) = await run(testSession(), server.url("/plain.bin?size=5000000"), to: .file(dest))
         #expect(result.value?.bytes == 5_000_000)
-        #expect(matches(dest.path, TestContent.bytes(count: 5_000_000)))
+        expectFile(dest.path, equals: TestContent.bytes(count: 5_000_000))
         #expect(dir.contents() == ["out.bin"])
         let fractions = log.progress.compactMap(\.fraction)
         #expect(fractions.last == 1)
@@ -35,7 +35,7 @@ struct DownloadTests {
         let (result, log) = await run(
             testSession(), server.url("/drop.bin?size=4000000&drop=1500000&drops=2"), to: .file(dest))
         #expect(result.error == nil)
-        #expect(matches(dest.path, TestContent.bytes(count: 4_000_000)))
+        expectFile(dest.path, equals: TestContent.bytes(count: 4_000_000))
         let reqs = server.requests(path: "/drop.bin")
         #expect(reqs.map(\.rangeStart) == [nil, 1_500_000, 3_000_000])
         #expect(reqs.dropFirst().allSatisfy { $0.ifRange == "\"s1-v0-4000000\"" })
@@ -53,7 +53,7 @@ struct DownloadTests {
         let (result, log) = await run(
             testSession(), server.url("/norange.bin?size=3000000&ranges=0&drop=1000000&drops=1"), to: .file(dest))
         #expect(result.error == nil)
-        #expect(matches(dest.path, TestContent.bytes(count: 3_000_000)))
+        expectFile(dest.path, equals: TestContent.bytes(count: 3_000_000))
         #expect(server.requests(path: "/norange.bin").count == 2)
         #expect(log.restarts.count == 1)
     }
@@ -71,7 +71,7 @@ struct DownloadTests {
         let (result, _) = await run(
             testSession(), server.url("/change.bin?size=3000000&change=1&drop=1000000&drops=1"), to: .file(dest))
         #expect(result.error == nil)
-        #expect(matches(dest.path, TestContent.bytes(version: 1, count: 3_000_000)))
+        expectFile(dest.path, equals: TestContent.bytes(version: 1, count: 3_000_000))
         let reqs = server.requests(path: "/change.bin")
         #expect(reqs.count == 2 && reqs[1].rangeStart == 1_000_000)
     }
@@ -87,7 +87,7 @@ struct DownloadTests {
         let (result, log) = await run(
             testSession(), server.url("/ifr.bin?size=3000000&change=1&ifrange=0&drop=1000000&drops=1"), to: .file(dest))
         #expect(result.error == nil)
-        #expect(matches(dest.path, TestContent.bytes(version: 1, count: 3_000_000)))
+        expectFile(dest.path, equals: TestContent.bytes(version: 1, count: 3_000_000))
         #expect(log.restarts.contains { $0.contains("ETag") })
         #expect(server.requests(path: "/ifr.bin").map(\.rangeStart) == [nil, 1_000_000, nil])
     }
@@ -117,7 +117,7 @@ struct DownloadTests {
         let (result, _) = await run(
             testSession(), server.url("/noval.bin?size=2000000&etag=0&lm=0&drop=700000&drops=1"), to: .file(dest))
         #expect(result.error == nil)
-        #expect(matches(dest.path, TestContent.bytes(count: 2_000_000)))
+        expectFile(dest.path, equals: TestContent.bytes(count: 2_000_000))
         let reqs = server.requests(path: "/noval.bin")
         #expect(reqs.map(\.rangeStart) == [nil, 700_000])
         #expect(reqs[1].ifRange == nil)
@@ -136,7 +136,7 @@ struct DownloadTests {
         let error = try #require(result.error)
         #expect(error.code == .network || error.code == .incompleteBody)
         #expect(!fileExists(dest.path))
-        #expect(matches(dest.path + ".part", TestContent.bytes(count: 100_000)))
+        expectFile(dest.path + ".part", equals: TestContent.bytes(count: 100_000))
         let record = try #require(ResumeRecord.decode(bytes(at: dest.path + ".haul")))
         #expect(record.contiguousBytes == 100_000 && record.totalLength == 105_000)
     }
@@ -151,7 +151,7 @@ struct DownloadTests {
         let dest = dir.url.appendingPathComponent("ch.bin")
         let (result, log) = await run(testSession(), server.url("/chunked.bin?size=1234567&chunked=1"), to: .file(dest))
         #expect(result.value?.bytes == 1_234_567)
-        #expect(matches(dest.path, TestContent.bytes(count: 1_234_567)))
+        expectFile(dest.path, equals: TestContent.bytes(count: 1_234_567))
         #expect(log.progress.dropLast().allSatisfy { $0.totalBytes == nil })
     }
 
@@ -165,7 +165,7 @@ struct DownloadTests {
         let dest = dir.url.appendingPathComponent("gz.bin.gz")
         let (result, _) = await run(testSession(), server.url("/gz.bin?size=200000&gzip=1"), to: .file(dest))
         #expect(result.error == nil)
-        #expect(matches(dest.path, TestContent.gzip(TestContent.bytes(count: 200_000))))
+        expectFile(dest.path, equals: TestContent.gzip(TestContent.bytes(count: 200_000)))
         #expect(server.requests.first?.header("Accept-Encoding") == "identity")
     }
 
@@ -181,7 +181,7 @@ struct DownloadTests {
         let (result, log) = await run(
             testSession(), server.url("/busy.bin?size=1000&status=503,503,200&retryAfter=1"), to: .file(dest))
         #expect(result.error == nil)
-        #expect(matches(dest.path, TestContent.bytes(count: 1000)))
+        expectFile(dest.path, equals: TestContent.bytes(count: 1000))
         #expect(log.retries.map(\.2) == [1, 1])
         #expect(log.retries.allSatisfy { $0.1.httpStatus == 503 })
         #expect(Date().timeIntervalSince(started) >= 2)
@@ -228,7 +228,7 @@ struct DownloadTests {
         let dest = dir.url.appendingPathComponent("r.bin")
         let (ok, _) = await run(testSession(), server.url("/r.bin?size=5000&redirect=4"), to: .file(dest))
         #expect(ok.error == nil)
-        #expect(matches(dest.path, TestContent.bytes(count: 5000)))
+        expectFile(dest.path, equals: TestContent.bytes(count: 5000))
         #expect(server.requests(path: "/r.bin").count == 5)
 
         let (loop, _) = await run(
@@ -253,7 +253,7 @@ struct DownloadTests {
             testSession { $0.timeout.idle = 1 }, server.url("/stall.bin?size=2000000&stall=800000&stalls=1"),
             to: .file(dest))
         #expect(result.error == nil)
-        #expect(matches(dest.path, TestContent.bytes(count: 2_000_000)))
+        expectFile(dest.path, equals: TestContent.bytes(count: 2_000_000))
         #expect(log.retries.first?.1.code == .timeout)
         #expect(server.requests(path: "/stall.bin").map(\.rangeStart) == [nil, 800_000])
         #expect(Date().timeIntervalSince(started) < 10)
@@ -336,7 +336,7 @@ struct DownloadTests {
         #expect(saved > 0)
         let (result, _) = await run(session, url, to: .file(dest))
         #expect(result.error == nil)
-        #expect(matches(dest.path, TestContent.bytes(count: 6_000_000)))
+        expectFile(dest.path, equals: TestContent.bytes(count: 6_000_000))
         #expect(server.requests(path: "/cancel.bin").last?.rangeStart.map { Int64($0) >= saved } == true)
     }
 
@@ -365,7 +365,7 @@ struct DownloadTests {
         #expect(record.contiguousBytes > 0)
         let (again, _) = await run(testSession(), url, to: .file(dest))
         #expect(again.error == nil)
-        #expect(matches(dest.path, TestContent.bytes(count: 3_000_000)))
+        expectFile(dest.path, equals: TestContent.bytes(count: 3_000_000))
         #expect(
             server.requests(path: "/full.bin").last?.rangeStart == Int(record.contiguousBytes),
             "\(server.requests(path: "/full.bin").map(\.range))")

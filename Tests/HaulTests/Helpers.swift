@@ -54,4 +54,14 @@ extension Result {
 }
 
 /// Whether the file holds exactly `expected` (a Bool, so failures do not print megabytes).
-func matches(_ path: String, _ expected: [UInt8]) -> Bool { bytes(at: path) == expected }
+
+/// Records an issue unless the file holds exactly `expected`; reports sizes and the first
+/// differing offset instead of printing megabytes.
+func expectFile(_ path: String, equals expected: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
+    let actual = FileManager.default.contents(atPath: path).map { Array($0) } ?? []
+    guard actual != expected else { return }
+    let firstDifference = zip(actual, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+    Issue.record(
+        "\(path): \(actual.count) bytes, expected \(expected.count); first difference at \(firstDifference.map(String.init) ?? "end")",
+        sourceLocation: sourceLocation)
+}

@@ -183,7 +183,7 @@ package enum Sys {
     /// rename it over `path`, fsync the directory. A crash leaves the old or the new content.
     package static func writeFileAtomically(_ path: String, _ bytes: [UInt8]) throws(Errno) {
         let tmp = path + ".tmp"
-        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode: 0o600)
         do throws(Errno) {
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 8)
             defer { buffer.deallocate() }

@@ -37,7 +37,8 @@ package final class PartialFile {
     /// checkpoint may not have reached the disk).
     package func open(at offset: Int64) throws(HaulError) {
         if fd < 0 {
-            do { fd = try Sys.open(partPath, O_RDWR | O_CREAT, mode: 0o644) } catch {
+            // O_NOFOLLOW: a symlink planted at the partial's name must not redirect our writes.
+            do { fd = try Sys.open(partPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644) } catch {
                 throw .fileSystem(error, "create", path: partPath)
             }
         }
