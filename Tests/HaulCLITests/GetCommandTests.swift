@@ -209,7 +209,9 @@ struct GetCommandTests {
         }
         let dir = root.file("in")
         for kind in ["traversal", "absolute", "slashes", "nul"] {
-            let r = try await CLI.run(["get", "-q", "-d", dir, server.url("/h-\(kind)?size=10&cd=\(kind)").absoluteString])
+            let r = try await CLI.run([
+                "get", "-q", "-d", dir, server.url("/h-\(kind)?size=10&cd=\(kind)").absoluteString,
+            ])
             #expect(r.status == 0 || r.status == 5, "\(kind): \(r.stderr)")
         }
         #expect(root.contents() == ["in"])
