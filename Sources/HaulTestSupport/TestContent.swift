@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// The deterministic bytes the test server serves: byte `i` of a file with a given seed and
@@ -52,6 +53,16 @@ public enum TestContent {
                 pos = 0
             }
         }
+    }
+
+    /// Nil when the file at `path` holds exactly `expected`; otherwise a one-line description
+    /// (sizes and the first differing offset), for test failures that do not print megabytes.
+    public static func difference(file path: String, expected: [UInt8]) -> String? {
+        let actual = FileManager.default.contents(atPath: path).map { Array($0) } ?? []
+        guard actual != expected else { return nil }
+        let first = zip(actual, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        return "\(path): \(actual.count) bytes, expected \(expected.count); first difference at "
+            + (first.map(String.init) ?? "the end of the shorter")
     }
 
     /// A gzip member holding `data` in stored (uncompressed) deflate blocks: valid gzip that

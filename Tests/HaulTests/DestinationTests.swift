@@ -88,6 +88,24 @@ struct DestinationTests {
         #expect(dir.contents() == ["same.bin"])
     }
 
+    @Test func staleRecordAfterACrashBetweenRenameAndCleanupIsRemoved() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
+        let dest = dir.file("fin.bin")
+        let url = server.url("/fin.bin?size=3000")
+        #expect(FileManager.default.createFile(atPath: dest, contents: Data(TestContent.bytes(count: 3000))))
+        let record = ResumeRecord(
+            url: url.absoluteString, etag: "\"e\"", totalLength: 3000, ranges: [ByteRange(0, 3000)])
+        #expect(FileManager.default.createFile(atPath: dest + ".haul", contents: Data(record.encoded())))
+        let (result, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)))
+        #expect(result.value?.alreadyComplete == true)
+        #expect(dir.contents() == ["fin.bin"])
+    }
+
     @Test func existingDifferentFileIsRefusedUnlessOverwriting() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

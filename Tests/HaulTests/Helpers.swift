@@ -53,15 +53,9 @@ extension Result {
     var value: Success? { if case .success(let v) = self { return v } else { return nil } }
 }
 
-/// Whether the file holds exactly `expected` (a Bool, so failures do not print megabytes).
-
-/// Records an issue unless the file holds exactly `expected`; reports sizes and the first
-/// differing offset instead of printing megabytes.
+/// Records an issue unless the file holds exactly `expected` (without printing megabytes).
 func expectFile(_ path: String, equals expected: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
-    let actual = FileManager.default.contents(atPath: path).map { Array($0) } ?? []
-    guard actual != expected else { return }
-    let firstDifference = zip(actual, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
-    Issue.record(
-        "\(path): \(actual.count) bytes, expected \(expected.count); first difference at \(firstDifference.map(String.init) ?? "end")",
-        sourceLocation: sourceLocation)
+    if let difference = TestContent.difference(file: path, expected: expected) {
+        Issue.record(Comment(rawValue: difference), sourceLocation: sourceLocation)
+    }
 }

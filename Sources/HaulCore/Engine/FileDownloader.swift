@@ -411,6 +411,8 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         if machine.record == nil, !options.overwrite, let size = (try? Sys.fileSize(destination)) ?? nil {
             if let total = validators.totalLength, total == size, offset == 0 {
                 existingComplete = DownloadOutcome(path: destination, bytes: size, alreadyComplete: true)
+                // A record left by a crash between the final rename and its deletion is stale.
+                try? Sys.unlink(destination + ResumeRecord.fileExtension)
                 action = nil
                 return false
             }
