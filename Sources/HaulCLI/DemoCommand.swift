@@ -70,7 +70,7 @@ struct DemoCommand {
         options.overwrite = true
         let started = Date()
         let pauseAt = Int64(size / 2)
-        let paused = LockedBox(false)
+        let paused = Locked(false)
 
         // First run: pause (cancel, keeping the partial) at 50%.
         let first = Task { () async throws(HaulError) -> DownloadResult in

@@ -1,5 +1,6 @@
 import Foundation
 import Haul
+import HaulCore
 
 /// `haul get URL... [-o FILE | -d DIR] [options]`
 struct GetCommand {
@@ -137,9 +138,9 @@ struct GetCommand {
         let destination = self.destination
         let options = self.options
         let shown = redact(url)
-        let name = LockedBox(url.lastPathComponent)
+        let name = Locked(url.lastPathComponent)
         let started = Date()
-        let lastBytes = LockedBox<Int64>(0)
+        let lastBytes = Locked<Int64>(0)
         let task = Task { () async throws(HaulError) -> DownloadResult in
             try await session.download(from: url, to: destination, options: options) { event in
                 switch event {
@@ -220,13 +221,4 @@ struct GetCommand {
         c.password = nil
         return c.string ?? url.absoluteString
     }
-}
-
-/// A tiny lock box for values shared with event callbacks.
-final class LockedBox<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func get() -> Value { lock.withLock { value } }
-    func set(_ v: Value) { lock.withLock { value = v } }
 }

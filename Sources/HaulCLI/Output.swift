@@ -1,6 +1,6 @@
 import Foundation
 import Haul
-import Synchronization
+import HaulCore
 
 #if canImport(Glibc)
     import Glibc
@@ -14,7 +14,7 @@ final class Output: Sendable {
     enum Mode: Sendable { case human, quiet, json }
     let mode: Mode
     let isTerminal: Bool
-    private let state = Mutex<(lineShown: Bool, lastPlain: Double, spinner: Int, started: Double)>((false, 0, 0, 0))
+    private let state = Locked<(lineShown: Bool, lastPlain: Double, spinner: Int, started: Double)>((false, 0, 0, 0))
 
     init(mode: Mode) {
         self.mode = mode

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import HaulCore
 
 /// The deterministic bytes the test server serves: byte `i` of a file with a given seed and
 /// version is `pattern[(i) % period]`, where the pattern is pseudo-random per (seed, version).
@@ -8,7 +8,7 @@ public enum TestContent {
     /// Length of the repeating pattern (a prime, so patterns never align with block sizes).
     public static let period = 1_000_003
 
-    private static let cache = Mutex<[Int: [UInt8]]>([:])
+    private static let cache = Locked<[Int: [UInt8]]>([:])
 
     /// The pattern for a seed and version.
     public static func pattern(seed: Int, version: Int) -> [UInt8] {

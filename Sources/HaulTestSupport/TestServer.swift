@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import HaulCore
 
 #if canImport(Glibc)
     import Glibc
@@ -50,7 +50,7 @@ public final class TestServer: @unchecked Sendable {
     /// The address the server is bound to.
     public let host: String
     private let listenFD: Int32
-    private let state = Mutex<State>(State())
+    private let state = Locked<State>(State())
 
     private struct State {
         var requests: [RecordedRequest] = []

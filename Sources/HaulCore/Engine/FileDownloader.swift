@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Where a download goes.
 package enum DownloadTarget: Sendable, Equatable {

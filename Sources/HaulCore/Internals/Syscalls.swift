@@ -38,7 +38,7 @@ package enum Syscall: String, Sendable {
 /// bytes fails with ENOSPC), so tests can inject a full disk into a spawned `haul` process.
 package enum FaultInjection {
     package typealias Hook = @Sendable (Syscall, Int, String?) -> Errno?
-    private static let hook = Mutex<Hook?>(environmentHook())
+    private static let hook = Locked<Hook?>(environmentHook())
 
     /// Installs (or with `nil`, removes) the hook for this process.
     package static func install(_ newHook: Hook?) { hook.withLock { $0 = newHook } }

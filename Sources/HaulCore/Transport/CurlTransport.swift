@@ -26,7 +26,7 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
     }
 
     private let multi: UnsafeMutableRawPointer
-    private let commands = Mutex<[Command]>([])
+    private let commands = Locked<[Command]>([])
     // Owned by the multi thread.
     private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
 

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// One HTTP request, as the engine hands it to a transport. The transport never follows
 /// redirects and never decodes content unless asked: the engine decides both.
@@ -77,7 +76,7 @@ package protocol HTTPTransport: Sendable {
 
 /// A value set once and awaited by any number of tasks.
 package final class OneShot<Value: Sendable>: Sendable {
-    private let state = Mutex<(value: Value?, waiters: [CheckedContinuation<Value, Never>])>((nil, []))
+    private let state = Locked<(value: Value?, waiters: [CheckedContinuation<Value, Never>])>((nil, []))
 
     package init() {}
 

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -41,7 +40,7 @@ package final class URLSessionTransport: HTTPTransport, Sendable {
     }
 
     private final class Delegate: NSObject, URLSessionDataDelegate, Sendable {
-        let transfers = Mutex<[Int: URLSessionTransfer]>([:])
+        let transfers = Locked<[Int: URLSessionTransfer]>([:])
 
         func transfer(_ task: URLSessionTask) -> URLSessionTransfer? {
             transfers.withLock { $0[task.taskIdentifier] }
@@ -84,7 +83,8 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
     let handler: any TransportHandler
     let url: URL
     let done = OneShot<Result<Void, TransportError>>()
-    private let lock = Mutex<(delivered: Bool, aborted: Bool, cancelled: Bool, held: Data?)>((false, false, false, nil))
+    private let lock = Locked<(delivered: Bool, aborted: Bool, cancelled: Bool, held: Data?)>(
+        (false, false, false, nil))
 
     init(task: URLSessionDataTask, handler: any TransportHandler, url: URL) {
         self.task = task

@@ -1,0 +1,40 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A value behind a pthread mutex.
+///
+/// Used instead of `Synchronization.Mutex` because on Linux that one is built on raw futex calls
+/// that ThreadSanitizer cannot see, so every access it protects is reported as a race
+/// (`swift test --sanitize=thread`); pthread mutexes are understood by TSan.
+package final class Locked<Value>: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var value: Value
+
+    package init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with exclusive access to the value.
+    package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+
+    /// A copy of the value.
+    package func get() -> Value { withLock { $0 } }
+
+    /// Replaces the value.
+    package func set(_ newValue: Value) { withLock { $0 = newValue } }
+}
