@@ -10,7 +10,7 @@ struct DemoCommand {
         usage: haul demo [--size MIB] [--dir DIR] [--keep]
 
         Starts a local test server on 127.0.0.1 and downloads a file from it (default 256 MiB,
-        throttled to 64 MiB/s so you can watch). The server drops the connection twice; haul
+        throttled to 32 MiB/s so you can watch). The server drops the connection twice; haul
         retries and resumes from the bytes on disk. Halfway through, the demo pauses (cancels,
         keeping the partial file and its resume record) and resumes with a Range request. At the
         end it compares the file's SHA-256 with the server's.
@@ -44,7 +44,7 @@ struct DemoCommand {
         let workDir = dir ?? (NSTemporaryDirectory() + "haul-demo-\(getpid())")
         try? FileManager.default.createDirectory(atPath: workDir, withIntermediateDirectories: true)
         let drop = max(1, size * 27 / 100)
-        let url = server.url("/haul-demo.bin?size=\(size)&seed=7&rate=\(64 * 1_048_576)&drop=\(drop)&drops=3")
+        let url = server.url("/haul-demo.bin?size=\(size)&seed=7&rate=\(32 * 1_048_576)&drop=\(drop)&drops=3")
         let dest = URL(fileURLWithPath: workDir + "/haul-demo.bin")
         print("haul demo: \(Output.bytes(Int64(size))) from \(server.baseURL.absoluteString) → \(dest.path)")
         print(

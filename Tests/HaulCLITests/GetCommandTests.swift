@@ -234,3 +234,52 @@ struct GetCommandTests {
         #expect(h.status == 0 && h.stdout.contains("--no-continue"))
     }
 }
+
+/// A real full disk: a small tmpfs the test mounts (root only; skipped elsewhere).
+@Suite("haul get on a full tmpfs", .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
+struct FullDiskTests {
+    static func mount(_ args: [String]) async throws -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/mount")
+        p.arguments = args
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        while p.isRunning { try await Task.sleep(nanoseconds: 10_000_000) }
+        return p.terminationStatus
+    }
+
+    @Test func diskFullKeepsAResumablePartialAndTheRerunFinishesOnceThereIsRoom() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory("haul-tmpfs")
+        guard try await Self.mount(["-t", "tmpfs", "-o", "size=2m", "tmpfs", dir.path]) == 0 else {
+            server.shutdown()
+            dir.remove()
+            Issue.record("tmpfs mount refused although running as root")
+            return
+        }
+        defer {
+            server.shutdown()
+            let umount = Process()
+            umount.executableURL = URL(fileURLWithPath: "/bin/umount")
+            umount.arguments = [dir.path]
+            try? umount.run()
+            umount.waitUntilExit()
+            dir.remove()
+        }
+        let url = server.url("/big.bin?size=4000000").absoluteString
+        let full = try await CLI.run(["get", "-d", dir.path, url])
+        #expect(full.status == 5)
+        let lastLine = full.stderr.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(lastLine.hasPrefix("haul: error: disk full"), "\(full.stderr)")
+        #expect(lastLine.contains("big.bin.part"))
+        let record = try #require(ResumeRecord.decode(contents(dir.file("big.bin.haul"))))
+        #expect(record.contiguousBytes > 1_000_000)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("big.bin")))
+
+        #expect(try await Self.mount(["-o", "remount,size=16m", dir.path]) == 0)
+        let again = try await CLI.run(["get", "-d", dir.path, url])
+        #expect(again.status == 0, "\(again.stderr)")
+        expectFile(dir.file("big.bin"), equals: TestContent.bytes(count: 4_000_000))
+        #expect(server.requests(path: "/big.bin").last?.rangeStart == Int(record.contiguousBytes))
+    }
+}

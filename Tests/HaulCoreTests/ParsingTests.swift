@@ -126,6 +126,14 @@ struct ParsingTests {
         #expect(TransferProgress(completedBytes: 0, totalBytes: 0).fraction == 1)
     }
 
+    @Test func smoothedSpeedStartsAtTheFirstMeasurementAndFollowsChanges() {
+        var m = ProgressMeter(window: 5)
+        _ = m.record(bytes: 0, at: 0)
+        #expect(m.record(bytes: 100, at: 1).smoothed == 100)
+        let slower = m.record(bytes: 110, at: 3).smoothed  // window speed now 110/3
+        #expect(slower < 100 && slower > 110.0 / 3)
+    }
+
     @Test func progressMeterMeasuresOverTheWindow() {
         var m = ProgressMeter(window: 5)
         _ = m.record(bytes: 0, at: 0)

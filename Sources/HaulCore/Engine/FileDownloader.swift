@@ -58,6 +58,8 @@ package final class FileDownloader: Sendable {
     package let options: EngineOptions
     private let transport: any HTTPTransport
     private let onEvent: @Sendable (DownloadEngineEvent) -> Void
+    /// One speed meter for the whole download, so a resumed attempt keeps its speed history.
+    fileprivate let meter = Locked(ProgressMeter())
 
     package init(
         url: URL, target: DownloadTarget, options: EngineOptions, transport: any HTTPTransport,
@@ -363,7 +365,6 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     /// The destination turned out to hold a partial of this URL: ask again with Range.
     var askAgain = false
     var lastSpeed: (Double, Double) = (0, 0)
-    private var meter = ProgressMeter()
     private var lastCheckpoint = monotonicSeconds()
     private var lastProgress = 0.0
 
@@ -450,7 +451,7 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         }
         if now - lastProgress >= downloader.options.progressInterval {
             lastProgress = now
-            lastSpeed = meter.record(bytes: partial.writtenBytes, at: now)
+            lastSpeed = downloader.meter.withLock { $0.record(bytes: partial.writtenBytes, at: now) }
             downloader.emit(
                 .progress(
                     TransferProgress(
@@ -471,8 +472,13 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
 
     /// Best effort: make the record claim what was written before a failure or cancel.
     func finishWithCheckpoint() {
-        guard partial != nil, machine.record != nil else { return }
+        guard let partial, machine.record != nil else { return }
+        if failure?.code == .diskFull {
+            // The record needs a block of its own: give back the partial's last bytes so that
+            // the checkpoint can claim the rest instead of failing for want of space.
+            partial.releaseTail(PartialFile.diskFullHeadroom)
+        }
         try? checkpoint()
-        partial?.close()
+        partial.close()
     }
 }

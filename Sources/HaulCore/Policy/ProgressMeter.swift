@@ -55,16 +55,17 @@ package struct ProgressMeter: Sendable {
         if let first = samples.first, time - first.time > 0.05 {
             speed = Double(bytes - first.bytes) / (time - first.time)
         }
-        if let lastTime = lastSmoothTime {
+        if smoothed == 0 {
+            // Start from the first real measurement rather than ramping up from zero.
+            smoothed = speed
+            lastSmoothTime = time
+        } else if let lastTime = lastSmoothTime {
             let dt = time - lastTime
             if dt > 0 {
                 let alpha = 1 - exp(-dt / 2.0)  // ~2 s time constant
                 smoothed += alpha * (speed - smoothed)
                 lastSmoothTime = time
             }
-        } else {
-            smoothed = speed
-            lastSmoothTime = time
         }
         return (speed, smoothed)
     }

@@ -66,6 +66,17 @@ package final class PartialFile {
         durableBytes = record.contiguousBytes
     }
 
+    /// Bytes given back by ``releaseTail(_:)`` after a full disk: room for the record.
+    package static let diskFullHeadroom: Int64 = 256 * 1024
+
+    /// Drops up to `bytes` from the end of what was written (never below the durable bytes),
+    /// freeing space on a full disk. Best effort.
+    package func releaseTail(_ bytes: Int64) {
+        guard fd >= 0 else { return }
+        let keep = max(durableBytes, writtenBytes - bytes)
+        if (try? Sys.ftruncate(fd, keep)) != nil { writtenBytes = keep }
+    }
+
     package func close() {
         if fd >= 0 { Sys.close(fd) }
         fd = -1
