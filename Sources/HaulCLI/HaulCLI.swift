@@ -34,7 +34,7 @@ struct HaulCLI {
 
     static func run(_ args: [String]) async -> ExitCode {
         guard let command = args.first else {
-            Output.write(help + "\n", to: 2)
+            Output.emit(help + "\n", to: 2)
             return .usage
         }
         let rest = Array(args.dropFirst())
@@ -42,7 +42,7 @@ struct HaulCLI {
             switch command {
             case "get":
                 if rest.contains("--help") || rest.contains("-h") {
-                    Output.write(GetCommand.help + "\n", to: 1)
+                    Output.emit(GetCommand.help + "\n", to: 1)
                     return .success
                 }
                 let get = try GetCommand(rest)
@@ -52,19 +52,19 @@ struct HaulCLI {
                 return await demo.run(interrupts: Interrupts())
             case "help", "--help", "-h":
                 switch rest.first {
-                case "get": Output.write(GetCommand.help + "\n", to: 1)
-                case "demo": Output.write(DemoCommand.help + "\n", to: 1)
-                default: Output.write(help + "\n", to: 1)
+                case "get": Output.emit(GetCommand.help + "\n", to: 1)
+                case "demo": Output.emit(DemoCommand.help + "\n", to: 1)
+                default: Output.emit(help + "\n", to: 1)
                 }
                 return .success
             case "version", "--version":
-                Output.write("haul \(HaulInfo.version) (\(HaulInfo.transportDescription))\n", to: 1)
+                Output.emit("haul \(HaulInfo.version) (\(HaulInfo.transportDescription))\n", to: 1)
                 return .success
             default:
                 throw UsageError("unknown command '\(command)' (see haul help)")
             }
         } catch {
-            Output.write("haul: error: \(error.message)\n", to: 2)
+            Output.emit("haul: error: \(error.message)\n", to: 2)
             return .usage
         }
     }

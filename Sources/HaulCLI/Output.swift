@@ -21,11 +21,11 @@ final class Output: Sendable {
         self.isTerminal = isatty(2) == 1
     }
 
-    static func write(_ text: String, to fd: Int32) {
+    static func emit(_ text: String, to fd: Int32) {
         var bytes = Array(text.utf8)
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
             if n <= 0 { break }
             done += n
         }
@@ -35,13 +35,13 @@ final class Output: Sendable {
     func note(_ text: String) {
         guard mode == .human else { return }
         clearLine()
-        Output.write("haul: \(text)\n", to: 2)
+        Output.emit("haul: \(text)\n", to: 2)
     }
 
     func error(_ text: String) {
         clearLine()
         if mode == .json { return }
-        Output.write("haul: error: \(text)\n", to: 2)
+        Output.emit("haul: error: \(text)\n", to: 2)
     }
 
     func json(_ event: String, _ fields: [(String, Any?)]) {
@@ -61,7 +61,7 @@ final class Output: Sendable {
             }
             parts.append("\(Output.quote(k)):\(value)")
         }
-        Output.write("{" + parts.joined(separator: ",") + "}\n", to: 1)
+        Output.emit("{" + parts.joined(separator: ",") + "}\n", to: 1)
     }
 
     static func quote(_ s: String) -> String {
@@ -99,14 +99,14 @@ final class Output: Sendable {
                     $0.lineShown = true
                     $0.spinner += 1
                 }
-                Output.write("\r\u{1B}[2K" + line, to: 2)
+                Output.emit("\r\u{1B}[2K" + line, to: 2)
             } else {
                 let due = state.withLock { s -> Bool in
                     guard now - s.lastPlain >= 5 else { return false }
                     s.lastPlain = now
                     return true
                 }
-                if due { Output.write(line + "\n", to: 2) }
+                if due { Output.emit(line + "\n", to: 2) }
             }
         }
     }
@@ -116,7 +116,7 @@ final class Output: Sendable {
             defer { s.lineShown = false }
             return s.lineShown
         }
-        if shown { Output.write("\r\u{1B}[2K", to: 2) }
+        if shown { Output.emit("\r\u{1B}[2K", to: 2) }
     }
 
     static func progressLine(_ p: TransferProgress, name: String, spinner: Int) -> String {

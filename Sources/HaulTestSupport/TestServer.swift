@@ -67,7 +67,11 @@ public final class TestServer: @unchecked Sendable {
     public init(host: String = "127.0.0.1") throws {
         signal(SIGPIPE, SIG_IGN)
         self.host = host
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #if os(Linux)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+            let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
         guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -111,8 +115,8 @@ public final class TestServer: @unchecked Sendable {
         state.withLock { s in
             if s.stopped { return }
             s.stopped = true
-            if !s.listenClosed { Glibc.shutdown(listenFD, Int32(SHUT_RDWR)) }
-            for fd in s.open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+            if !s.listenClosed { shutdownSocket(listenFD) }
+            for fd in s.open { shutdownSocket(fd) }
         }
     }
 
@@ -431,7 +435,7 @@ public final class TestServer: @unchecked Sendable {
     private func writeAll(_ fd: Int32, _ data: [UInt8], _ count: Int) -> Bool {
         var done = 0
         while done < count {
-            let n = data.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + done, count - done, Int32(MSG_NOSIGNAL)) }
+            let n = data.withUnsafeBytes { sendBytes(fd, $0.baseAddress! + done, count - done) }
             if n <= 0 {
                 if n < 0 && errno == EINTR { continue }
                 return false
@@ -467,4 +471,15 @@ enum HTTPDate {
         f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
         return f.string(from: date)
     }
+}
+
+// Module-level shims: TestServer has methods named like these C functions.
+private func shutdownSocket(_ fd: Int32) { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+
+private func sendBytes(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int {
+    #if os(Linux)
+        return send(fd, p, n, Int32(MSG_NOSIGNAL))
+    #else
+        return send(fd, p, n, 0)  // SIGPIPE is ignored in init
+    #endif
 }

@@ -20,6 +20,23 @@ struct GetCommandTests {
         #expect(dir.contents() == ["hello.bin"])
     }
 
+    @Test func severalURLsRunInTurnAndTheFirstFailureSetsTheExitCode() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
+        let r = try await CLI.run([
+            "get", "-q", "-d", dir.path, server.url("/one.bin?size=100").absoluteString,
+            server.url("/missing?status=404").absoluteString, server.url("/two.bin?size=200").absoluteString,
+        ])
+        #expect(r.status == 4)
+        #expect(r.stderr.contains("HTTP 404"))
+        #expect(dir.contents() == ["one.bin", "two.bin"])
+        expectFile(dir.file("two.bin"), equals: TestContent.bytes(count: 200))
+    }
+
     @Test func outputFileAndQuiet() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

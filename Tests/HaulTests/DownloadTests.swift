@@ -294,6 +294,28 @@ struct DownloadTests {
         #expect(server.requests.allSatisfy { $0.header("Authorization") == "Bearer s3cret" })
     }
 
+    @Test func urlCredentialsFollowSameHostRedirectsOnly() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer {
+            server.shutdown()
+            dir.remove()
+        }
+        let basic = "Basic " + Data("alice:pa55".utf8).base64EncodedString()
+        let same = URL(string: "http://alice:pa55@127.0.0.1:\(server.port)/same-cred?size=10&redirect=2")!
+        let (ok, _) = await run(testSession(), same, to: .file(dir.url.appendingPathComponent("a")))
+        #expect(ok.error == nil)
+        #expect(server.requests(path: "/same-cred").map { $0.header("Authorization") } == [basic, basic, basic])
+
+        let target = "http://localhost:\(server.port)/other-host?size=10"
+        let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let cross = URL(string: "http://alice:pa55@127.0.0.1:\(server.port)/hop?to=\(encoded)")!
+        let (moved, _) = await run(testSession(), cross, to: .file(dir.url.appendingPathComponent("b")))
+        #expect(moved.error == nil)
+        #expect(server.requests(path: "/hop").first?.header("Authorization") == basic)
+        #expect(server.requests(path: "/other-host").first?.header("Authorization") == nil)
+    }
+
     @Test func credentialsNeverReachTheRecord() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -191,9 +191,17 @@ package final class FileDownloader: Sendable {
                     return .failed(
                         HaulError(.invalidURL, "redirect to unsupported URL \(show(next))"), transient: false)
                 }
+                var next = next
                 if !Self.sameOrigin(current, next) {
                     // Credentials are for the host the user named, never for where it points.
                     for name in ["Authorization", "Proxy-Authorization", "Cookie"] { headers.remove(name) }
+                } else if next.user == nil, current.user != nil,
+                    var components = URLComponents(url: next, resolvingAgainstBaseURL: false)
+                {
+                    // Same origin: keep the URL's user name and password, as curl -L does.
+                    components.user = current.user(percentEncoded: false)
+                    components.password = current.password(percentEncoded: false)
+                    next = components.url ?? next
                 }
                 current = next
                 attempt.action = nil
