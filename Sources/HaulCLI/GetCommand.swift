@@ -42,7 +42,7 @@ struct GetCommand {
               --max-redirects N   redirects to follow (default 20)
           -H, --header 'N: v'     extra request header (repeatable; Authorization and Cookie
                                   are not sent to other hosts after a redirect)
-              --checksum sha-256=HEX   verify the finished file
+              --checksum sha-256=HEX   verify the finished file (a mismatch deletes it)
               --cacert FILE       trust these extra CA certificates (PEM)
               --transport curl|urlsession   HTTP implementation (default curl)
           -q, --quiet             print nothing but errors

@@ -164,7 +164,6 @@ package final class FileDownloader: Sendable {
             request.connectTimeout = options.connectTimeout
             request.idleTimeout = options.idleTimeout
             request.caFile = options.caFile
-            attempt.requestURL = current
             let task = transport.start(request, handler: attempt)
             let result = await withTaskCancellationHandler {
                 await task.finished()
@@ -173,7 +172,6 @@ package final class FileDownloader: Sendable {
             }
             if let failure = attempt.failure { return .failed(failure, transient: false) }
             if case .failure(let error) = result, error.kind == .cancelled || Task.isCancelled {
-                attempt.finishWithCheckpoint()
                 return .failed(cancelledError(attempt.destination), transient: false)
             }
             switch attempt.action {
@@ -212,8 +210,7 @@ package final class FileDownloader: Sendable {
                 }
                 do {
                     let bytes = attempt.machine.record?.totalLength ?? 0
-                    try finalize(attempt, bytes: bytes)
-                    return .done(DownloadOutcome(path: attempt.destination!, bytes: bytes, alreadyComplete: true))
+                    return .done(try finalize(attempt, bytes: bytes, alreadyComplete: true))
                 } catch { return .failed(error, transient: false) }
             case .restart(let reason)?:
                 return .restart(reason)
@@ -234,8 +231,7 @@ package final class FileDownloader: Sendable {
                             ), transient: true)
                     }
                     do {
-                        try finalize(attempt, bytes: have)
-                        return .done(DownloadOutcome(path: attempt.destination!, bytes: have, alreadyComplete: false))
+                        return .done(try finalize(attempt, bytes: have, alreadyComplete: false))
                     } catch { return .failed(error, transient: false) }
                 case .failure(let error):
                     let (haulError, transient) = classify(error, current)
@@ -254,7 +250,12 @@ package final class FileDownloader: Sendable {
         }
     }
 
-    private func finalize(_ attempt: Attempt, bytes: Int64) throws(HaulError) {
+    /// Verifies the checksum, renames the partial into place and reports the final progress.
+    private func finalize(
+        _ attempt: Attempt, bytes: Int64, alreadyComplete: Bool
+    ) throws(HaulError)
+        -> DownloadOutcome
+    {
         guard let partial = attempt.partial else { throw HaulError(.invalidResponse, "no partial file") }
         if let expected = options.sha256?.lowercased() {
             partial.close()
@@ -275,6 +276,7 @@ package final class FileDownloader: Sendable {
                 TransferProgress(
                     completedBytes: bytes, totalBytes: bytes,
                     bytesPerSecond: attempt.lastSpeed.0, smoothedBytesPerSecond: attempt.lastSpeed.1)))
+        return DownloadOutcome(path: partial.destination, bytes: bytes, alreadyComplete: alreadyComplete)
     }
 
     private func classify(_ error: TransportError, _ url: URL) -> (HaulError, Bool) {
@@ -364,7 +366,6 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     var machine: ResumeStateMachine
     var destination: String?
     var partial: PartialFile?
-    var requestURL: URL
     var action: ResumeStateMachine.Action?
     var failure: HaulError?
     var existingComplete: DownloadOutcome?
@@ -380,7 +381,6 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         self.downloader = downloader
         self.machine = machine
         self.destination = destination
-        self.requestURL = downloader.url
     }
 
     func transportDidReceive(response: TransportResponse) -> Bool {
