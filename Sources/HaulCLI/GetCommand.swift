@@ -137,7 +137,7 @@ struct GetCommand {
         let output = self.output
         let destination = self.destination
         let options = self.options
-        let shown = redact(url)
+        let shown = ResumeRecord.redacted(url)
         let name = Locked(url.lastPathComponent)
         let started = Date()
         let lastBytes = Locked<Int64>(0)
@@ -213,12 +213,5 @@ struct GetCommand {
             }
             return code
         }
-    }
-
-    private func redact(_ url: URL) -> String {
-        guard var c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
-        c.user = nil
-        c.password = nil
-        return c.string ?? url.absoluteString
     }
 }
