@@ -24,3 +24,9 @@ public struct TemporaryDirectory: Sendable {
     /// The names in the directory, sorted.
     public func contents() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
 }
+
+/// Stops the server and removes the directories: one call for a test's `defer`.
+public func cleanUp(_ server: TestServer, _ directories: TemporaryDirectory...) {
+    server.shutdown()
+    for directory in directories { directory.remove() }
+}

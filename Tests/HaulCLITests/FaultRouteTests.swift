@@ -43,10 +43,7 @@ struct FaultRouteTests {
     func route(_ c: Case) async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.file("out.bin")
         let r = try await CLI.run([
             "get", "-q", "--retries", "3", "--retry-delay", "0.05", "--timeout", "1", "-o", dest,

@@ -9,10 +9,7 @@ struct GetCommandTests {
     @Test func downloadsIntoTheCurrentDirectoryByDefault() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let r = try await CLI.run(["get", server.url("/files/hello.bin?size=300000").absoluteString], in: dir.path)
         #expect(r.status == 0, "\(r.stderr)")
         expectFile(dir.file("hello.bin"), equals: TestContent.bytes(count: 300_000))
@@ -23,10 +20,7 @@ struct GetCommandTests {
     @Test func severalURLsRunInTurnAndTheFirstFailureSetsTheExitCode() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let r = try await CLI.run([
             "get", "-q", "-d", dir.path, server.url("/one.bin?size=100").absoluteString,
             server.url("/missing?status=404").absoluteString, server.url("/two.bin?size=200").absoluteString,
@@ -40,10 +34,7 @@ struct GetCommandTests {
     @Test func outputFileAndQuiet() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let r = try await CLI.run(["get", "-q", "-o", dir.file("x.out"), server.url("/a?size=1000").absoluteString])
         #expect(r.status == 0)
         #expect(r.stderr.isEmpty && r.stdout.isEmpty)
@@ -74,10 +65,7 @@ struct GetCommandTests {
     @Test func httpErrorExitsWith4AndNamesTheStatus() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let r = try await CLI.run(["get", "-d", dir.path, server.url("/nope?status=404").absoluteString])
         #expect(r.status == 4)
         #expect(r.stderr == "haul: error: HTTP 404 Not Found from \(server.url("/nope?status=404").absoluteString)\n")
@@ -98,10 +86,7 @@ struct GetCommandTests {
     @Test func existingFileIsRefusedWithExit5AndNamesOverwrite() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         #expect(FileManager.default.createFile(atPath: dir.file("f.bin"), contents: Data("mine".utf8)))
         let r = try await CLI.run(["get", "-d", dir.path, server.url("/f.bin?size=100").absoluteString])
         #expect(r.status == 5)
@@ -119,10 +104,7 @@ struct GetCommandTests {
     @Test func jsonEventsAreOneObjectPerLine() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let url = "http://user:secret@127.0.0.1:\(server.port)/j.bin?size=3000000&rate=6000000&drop=1000000&drops=1"
         let r = try await CLI.run(["get", "--json", "--retry-delay", "0.05", "-d", dir.path, url])
         #expect(r.status == 0, "\(r.stderr)")
@@ -143,10 +125,7 @@ struct GetCommandTests {
     @Test func diskFullExitsWith5AndTheRerunResumes() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let url = server.url("/full.bin?size=4000000").absoluteString
         let r = try await CLI.run(["get", "-d", dir.path, url], environment: ["HAUL_INJECT_ENOSPC_AFTER": "1500000"])
         #expect(r.status == 5)
@@ -162,10 +141,7 @@ struct GetCommandTests {
     @Test func interruptKeepsThePartialAndTheSameCommandResumes() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let args = ["get", "-d", dir.path, server.url("/int.bin?size=6000000&rate=3000000").absoluteString]
         let (p, out, err) = try CLI.start(args)
         #expect(await waitUntil { (ResumeRecord.decode(contents(dir.file("int.bin.haul")))?.contiguousBytes ?? 0) > 0 })
@@ -186,10 +162,7 @@ struct GetCommandTests {
     @Test func killDashNineAtSeveralPointsThenRerunYieldsTheExactFile() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let size = 16_000_000
         let args = ["get", "-q", "-d", dir.path, server.url("/k9.bin?size=\(size)&rate=4000000").absoluteString]
         var saved: [Int64] = []
@@ -220,10 +193,7 @@ struct GetCommandTests {
     @Test func hostileServerNamesStayInsideDir() async throws {
         let server = try TestServer()
         let root = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            root.remove()
-        }
+        defer { cleanUp(server, root) }
         let dir = root.file("in")
         for kind in ["traversal", "absolute", "slashes", "nul"] {
             let r = try await CLI.run([

@@ -20,10 +20,7 @@ struct DestinationTests {
     func suggestedNamesStayInsideTheDirectory(kind: String, expected: String) async throws {
         let server = try TestServer()
         let root = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            root.remove()
-        }
+        defer { cleanUp(server, root) }
         let dir = root.url.appendingPathComponent("inside")
         let (result, _) = await run(testSession(), server.url("/cd.bin?size=100&cd=\(kind)"), to: .directory(dir))
         let file = try #require(result.value).fileURL
@@ -36,10 +33,7 @@ struct DestinationTests {
     @Test func longSuggestedNameIsCapped() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let (result, _) = await run(testSession(), server.url("/x?size=10&cd=long"), to: .directory(dir.url))
         let name = try #require(result.value).fileURL.lastPathComponent
         #expect(name.utf8.count <= 200 && name.hasSuffix(".txt"))
@@ -48,10 +42,7 @@ struct DestinationTests {
     @Test func nameFallsBackToTheURLPath() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let (result, _) = await run(testSession(), server.url("/files/data%20set.csv?size=10"), to: .directory(dir.url))
         #expect(result.value?.fileURL.lastPathComponent == "data set.csv")
     }
@@ -59,10 +50,7 @@ struct DestinationTests {
     @Test func rerunInADirectoryFindsThePartialByURL() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let url = server.url("/named?size=2000000&cd=benign&drop=600000&drops=1")
         let (first, _) = await run(testSession { $0.retry.maxRetries = 0 }, url, to: .directory(dir.url))
         #expect(first.error != nil)
@@ -76,10 +64,7 @@ struct DestinationTests {
     @Test func existingCompleteFileIsLeftAloneAndReportedComplete() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.file("same.bin")
         #expect(FileManager.default.createFile(atPath: dest, contents: Data(TestContent.bytes(count: 5000))))
         let (result, _) = await run(
@@ -91,10 +76,7 @@ struct DestinationTests {
     @Test func staleRecordAfterACrashBetweenRenameAndCleanupIsRemoved() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.file("fin.bin")
         let url = server.url("/fin.bin?size=3000")
         #expect(FileManager.default.createFile(atPath: dest, contents: Data(TestContent.bytes(count: 3000))))
@@ -109,10 +91,7 @@ struct DestinationTests {
     @Test func existingDifferentFileIsRefusedUnlessOverwriting() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.file("other.bin")
         let mine = Data("precious".utf8)
         #expect(FileManager.default.createFile(atPath: dest, contents: mine))
@@ -133,10 +112,7 @@ struct DestinationTests {
     @Test func completeFileOnDiskWithItsRecordFinishesWithA416() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.file("done.bin")
         let url = server.url("/done.bin?size=4000")
         // As after a crash between the last write and the rename.
@@ -154,10 +130,7 @@ struct DestinationTests {
     @Test func partialOfAnotherURLIsNotOverwritten() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.file("p.bin")
         #expect(FileManager.default.createFile(atPath: dest + ".part", contents: Data(repeating: 1, count: 10)))
         let record = ResumeRecord(
@@ -189,11 +162,7 @@ struct DestinationTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         let elsewhere = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-            elsewhere.remove()
-        }
+        defer { cleanUp(server, dir, elsewhere) }
         let victim = elsewhere.file("victim")
         #expect(FileManager.default.createFile(atPath: victim, contents: Data("keep me".utf8)))
         try FileManager.default.createSymbolicLink(atPath: dir.file("s.bin.part"), withDestinationPath: victim)

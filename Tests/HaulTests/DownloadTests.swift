@@ -10,10 +10,7 @@ struct DownloadTests {
     @Test func plainDownloadIsExactAndLeavesNoSidecars() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("out.bin")
         let (result, log) = await run(testSession(), server.url("/plain.bin?size=5000000"), to: .file(dest))
         #expect(result.value?.bytes == 5_000_000)
@@ -27,10 +24,7 @@ struct DownloadTests {
     @Test func droppedConnectionResumesFromTheBytesOnDisk() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("d.bin")
         let (result, log) = await run(
             testSession(), server.url("/drop.bin?size=4000000&drop=1500000&drops=2"), to: .file(dest))
@@ -45,10 +39,7 @@ struct DownloadTests {
     @Test func serverIgnoringRangeNeverYieldsADuplicatedFile() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("nr.bin")
         let (result, log) = await run(
             testSession(), server.url("/norange.bin?size=3000000&ranges=0&drop=1000000&drops=1"), to: .file(dest))
@@ -61,10 +52,7 @@ struct DownloadTests {
     @Test func fileChangedBetweenAttemptsIsNeverSpliced() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("ch.bin")
         // The first response drops mid-body; then the file changes. If-Range makes the server
         // send the whole new version (200).
@@ -79,10 +67,7 @@ struct DownloadTests {
     @Test func serverIgnoringIfRangeIsCaughtByTheETagAndRestarts() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("ifr.bin")
         let (result, log) = await run(
             testSession(), server.url("/ifr.bin?size=3000000&change=1&ifrange=0&drop=1000000&drops=1"), to: .file(dest))
@@ -95,10 +80,7 @@ struct DownloadTests {
     @Test func fileChangingOnEveryRequestFailsWithServerChangedFile() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("flap.bin")
         let (result, _) = await run(
             testSession(), server.url("/flap.bin?size=300000&change=always&ifrange=0&drop=100000"), to: .file(dest))
@@ -109,10 +91,7 @@ struct DownloadTests {
     @Test func partialWithoutValidatorsResumesWhenTheLengthMatches() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("nv.bin")
         let (result, _) = await run(
             testSession(), server.url("/noval.bin?size=2000000&etag=0&lm=0&drop=700000&drops=1"), to: .file(dest))
@@ -126,10 +105,7 @@ struct DownloadTests {
     @Test func contentLengthLargerThanTheBodyFailsAndKeepsThePartial() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("lie.bin")
         let session = testSession { $0.retry.maxRetries = 2 }
         let (result, _) = await run(session, server.url("/lie.bin?size=100000&lie=5000"), to: .file(dest))
@@ -144,10 +120,7 @@ struct DownloadTests {
     @Test func chunkedBodyWithoutLength() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("ch.bin")
         let (result, log) = await run(testSession(), server.url("/chunked.bin?size=1234567&chunked=1"), to: .file(dest))
         #expect(result.value?.bytes == 1_234_567)
@@ -158,10 +131,7 @@ struct DownloadTests {
     @Test func gzipEncodedBodyIsSavedAsSent() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("gz.bin.gz")
         let (result, _) = await run(testSession(), server.url("/gz.bin?size=200000&gzip=1"), to: .file(dest))
         #expect(result.error == nil)
@@ -172,10 +142,7 @@ struct DownloadTests {
     @Test func serviceUnavailableHonoursRetryAfter() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("s.bin")
         let started = Date()
         let (result, log) = await run(
@@ -190,10 +157,7 @@ struct DownloadTests {
     @Test func notFoundFailsAtOnceWithTheStatus() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("nf.bin")
         let (result, _) = await run(testSession(), server.url("/missing?status=404"), to: .file(dest))
         let error = try #require(result.error)
@@ -206,10 +170,7 @@ struct DownloadTests {
     @Test func retriesRunOutOnAServerThatKeepsFailing() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let session = testSession { $0.retry.maxRetries = 3 }
         let (result, log) = await run(
             session, server.url("/down?status=500"), to: .file(dir.url.appendingPathComponent("x")))
@@ -221,10 +182,7 @@ struct DownloadTests {
     @Test func redirectChainIsFollowedAndLoopsAreCaught() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("r.bin")
         let (ok, _) = await run(testSession(), server.url("/r.bin?size=5000&redirect=4"), to: .file(dest))
         #expect(ok.error == nil)
@@ -243,10 +201,7 @@ struct DownloadTests {
     @Test func stalledConnectionIsDetectedWithinTheIdleTimeoutAndResumed() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("stall.bin")
         let started = Date()
         let (result, log) = await run(
@@ -262,10 +217,7 @@ struct DownloadTests {
     @Test func authorizationIsNotForwardedToAnotherHost() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let target = "http://localhost:\(server.port)/landing.bin?size=100"
         let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
         let session = testSession { $0.additionalHeaders = ["Authorization": "Bearer s3cret", "Cookie": "id=1"] }
@@ -283,10 +235,7 @@ struct DownloadTests {
     @Test func authorizationIsKeptOnTheSameHost() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let session = testSession { $0.additionalHeaders = ["Authorization": "Bearer s3cret"] }
         let (result, _) = await run(
             session, server.url("/same.bin?size=10&redirect=1"), to: .file(dir.url.appendingPathComponent("s")))
@@ -297,10 +246,7 @@ struct DownloadTests {
     @Test func urlCredentialsFollowSameHostRedirectsOnly() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let basic = "Basic " + Data("alice:pa55".utf8).base64EncodedString()
         let same = URL(string: "http://alice:pa55@127.0.0.1:\(server.port)/same-cred?size=10&redirect=2")!
         let (ok, _) = await run(testSession(), same, to: .file(dir.url.appendingPathComponent("a")))
@@ -319,10 +265,7 @@ struct DownloadTests {
     @Test func credentialsNeverReachTheRecord() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("cred.bin")
         let url = URL(string: "http://alice:pa55word@127.0.0.1:\(server.port)/cred.bin?size=500000&drop=200000")!
         var options = DownloadOptions()
@@ -339,10 +282,7 @@ struct DownloadTests {
     @Test func cancellingKeepsThePartialAndTheNextRunResumes() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("cancel.bin")
         let url = server.url("/cancel.bin?size=6000000&rate=3000000")
         let session = testSession()
@@ -365,10 +305,7 @@ struct DownloadTests {
     @Test func diskFullGivesAClearErrorAndAResumablePartial() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("full.bin")
         let url = server.url("/full.bin?size=3000000")
         // The first pwrite past 1 MB fails with ENOSPC (once, as when space frees up later).
@@ -396,10 +333,7 @@ struct DownloadTests {
     @Test func checksumIsVerified() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
-        defer {
-            server.shutdown()
-            dir.remove()
-        }
+        defer { cleanUp(server, dir) }
         var h = HaulCore.SHA256()
         h.update(TestContent.bytes(count: 70000))
         var good = DownloadOptions()
