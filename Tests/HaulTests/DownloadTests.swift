@@ -36,6 +36,24 @@ struct DownloadTests {
         #expect(log.retries.count == 2, "\(log.retries.map { $0.1.message }) \(reqs.map(\.range))")
     }
 
+    @Test(arguments: [HaulConfiguration.Transport.curl, .urlSession])
+    func bothTransportsResumeAndRestartCorrectlyThroughTheEngine(transport: HaulConfiguration.Transport) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession { $0.transport = transport }
+        let resumed = dir.url.appendingPathComponent("resumed.bin")
+        let (r1, _) = await run(session, server.url("/t-drop?size=2000000&drop=700000&drops=1"), to: .file(resumed))
+        #expect(r1.error == nil)
+        expectFile(resumed.path, equals: TestContent.bytes(count: 2_000_000))
+        #expect(server.requests(path: "/t-drop").map(\.rangeStart) == [nil, 700_000])
+        let changed = dir.url.appendingPathComponent("changed.bin")
+        let (r2, _) = await run(
+            session, server.url("/t-change?size=2000000&change=1&drop=700000&drops=1"), to: .file(changed))
+        #expect(r2.error == nil)
+        expectFile(changed.path, equals: TestContent.bytes(version: 1, count: 2_000_000))
+    }
+
     @Test func serverIgnoringRangeNeverYieldsADuplicatedFile() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
