@@ -153,13 +153,11 @@ package final class FileDownloader: Sendable {
     }
 
     private func perform(_ attempt: Attempt) async -> AttemptResult {
-        var current = url
-        var headers = options.headers
-        var visited: Set<String> = [url.absoluteString]
-        var hops = 0
+        var chain = RedirectChain(url: url, headers: options.headers, maxRedirects: options.maxRedirects)
         while true {
+            let current = chain.current
             var request = TransportRequest(url: current)
-            request.headers = headers
+            request.headers = chain.headers
             for (name, value) in attempt.machine.resumeHeaders() { request.headers.replace(name, value) }
             request.connectTimeout = options.connectTimeout
             request.idleTimeout = options.idleTimeout
@@ -176,32 +174,7 @@ package final class FileDownloader: Sendable {
             }
             switch attempt.action {
             case .redirect(let next)?:
-                hops += 1
-                guard hops <= options.maxRedirects else {
-                    return .failed(
-                        HaulError(.tooManyRedirects, "more than \(options.maxRedirects) redirects from \(show(url))"),
-                        transient: false)
-                }
-                guard visited.insert(next.absoluteString).inserted else {
-                    return .failed(HaulError(.tooManyRedirects, "redirect loop at \(show(next))"), transient: false)
-                }
-                guard ["http", "https"].contains(next.scheme?.lowercased() ?? "") else {
-                    return .failed(
-                        HaulError(.invalidURL, "redirect to unsupported URL \(show(next))"), transient: false)
-                }
-                var next = next
-                if !Self.sameOrigin(current, next) {
-                    // Credentials are for the host the user named, never for where it points.
-                    for name in ["Authorization", "Proxy-Authorization", "Cookie"] { headers.remove(name) }
-                } else if next.user == nil, current.user != nil,
-                    var components = URLComponents(url: next, resolvingAgainstBaseURL: false)
-                {
-                    // Same origin: keep the URL's user name and password, as curl -L does.
-                    components.user = current.user(percentEncoded: false)
-                    components.password = current.password(percentEncoded: false)
-                    next = components.url ?? next
-                }
-                current = next
+                do { try chain.follow(to: next) } catch { return .failed(error, transient: false) }
                 attempt.action = nil
                 continue
             case .alreadyComplete?:
@@ -345,12 +318,6 @@ package final class FileDownloader: Sendable {
         guard let host = url.host, !host.isEmpty else {
             throw HaulError(.invalidURL, "URL has no host: \(ResumeRecord.redacted(url))")
         }
-    }
-
-    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
-        func port(_ u: URL) -> Int { u.port ?? (u.scheme?.lowercased() == "https" ? 443 : 80) }
-        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
-            && port(a) == port(b)
     }
 
     fileprivate func show(_ u: URL) -> String { ResumeRecord.redacted(u) }

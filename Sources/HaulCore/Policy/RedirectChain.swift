@@ -1,0 +1,55 @@
+import Foundation
+
+/// Follows redirects for one request chain: counts hops, detects loops, allows only http(s),
+/// and keeps credentials with their origin (`Authorization`, `Proxy-Authorization` and `Cookie`
+/// are dropped when scheme, host or port change; URL user and password carry over only to the
+/// same origin, as `curl -L` does).
+package struct RedirectChain: Sendable {
+    package private(set) var current: URL
+    package private(set) var headers: HTTPHeaders
+    private let origin: URL
+    private let maxRedirects: Int
+    private var visited: Set<String>
+    private var hops = 0
+
+    package init(url: URL, headers: HTTPHeaders, maxRedirects: Int) {
+        current = url
+        origin = url
+        self.headers = headers
+        self.maxRedirects = maxRedirects
+        visited = [url.absoluteString]
+    }
+
+    /// Moves to `next`, or explains why not.
+    package mutating func follow(to next: URL) throws(HaulError) {
+        hops += 1
+        guard hops <= maxRedirects else {
+            throw HaulError(
+                .tooManyRedirects, "more than \(maxRedirects) redirects from \(ResumeRecord.redacted(origin))")
+        }
+        guard visited.insert(next.absoluteString).inserted else {
+            throw HaulError(.tooManyRedirects, "redirect loop at \(ResumeRecord.redacted(next))")
+        }
+        guard ["http", "https"].contains(next.scheme?.lowercased() ?? "") else {
+            throw HaulError(.invalidURL, "redirect to unsupported URL \(ResumeRecord.redacted(next))")
+        }
+        var next = next
+        if !Self.sameOrigin(current, next) {
+            // Credentials are for the host the user named, never for where it points.
+            for name in ["Authorization", "Proxy-Authorization", "Cookie"] { headers.remove(name) }
+        } else if next.user == nil, current.user != nil,
+            var components = URLComponents(url: next, resolvingAgainstBaseURL: false)
+        {
+            components.user = current.user(percentEncoded: false)
+            components.password = current.password(percentEncoded: false)
+            next = components.url ?? next
+        }
+        current = next
+    }
+
+    package static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+        func port(_ u: URL) -> Int { u.port ?? (u.scheme?.lowercased() == "https" ? 443 : 80) }
+        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
+            && port(a) == port(b)
+    }
+}
