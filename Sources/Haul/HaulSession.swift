@@ -36,6 +36,14 @@ public enum DownloadEvent: Sendable {
     case retrying(attempt: Int, error: HaulError, delay: Double)
     /// The bytes on disk were discarded (the file changed on the server, or it ignored Range).
     case restarted(reason: String)
+    /// A ``DownloadTask`` was suspended: the transfer stopped, its bytes are kept.
+    case suspended
+    /// A suspended ``DownloadTask`` continues from `offset` bytes on disk.
+    case resumed(offset: Int64)
+    /// The download finished; the file is at this URL.
+    case completed(URL)
+    /// The download failed (or was cancelled).
+    case failed(HaulError)
 }
 
 /// What ``DownloadEvent/started(_:)`` reports.
@@ -110,6 +118,14 @@ public final class HaulSession: Sendable {
         from url: URL, to destination: DownloadDestination, options: DownloadOptions = DownloadOptions(),
         events: (@Sendable (DownloadEvent) -> Void)? = nil
     ) async throws(HaulError) -> DownloadResult {
+        try await run(url, to: destination, options: options) { events?($0) }
+    }
+
+    /// Runs the engine for one download; events are translated to the public ones.
+    func run(
+        _ url: URL, to destination: DownloadDestination, options: DownloadOptions,
+        events: @escaping @Sendable (DownloadEvent) -> Void
+    ) async throws(HaulError) -> DownloadResult {
         let transport = try transport.get()
         var engineOptions = EngineOptions()
         for (name, value) in configuration.additionalHeaders.sorted(by: { $0.key < $1.key }) {
@@ -136,7 +152,6 @@ public final class HaulSession: Sendable {
         }
         let downloader = FileDownloader(url: url, target: target, options: engineOptions, transport: transport) {
             event in
-            guard let events else { return }
             switch event {
             case .started(let status, let url, let destination, let offset, let total):
                 events(

@@ -170,6 +170,8 @@ struct GetCommand {
                 case .restarted(let reason):
                     output.json("restart", [("reason", reason)])
                     output.note("starting over: \(reason)")
+                case .suspended, .resumed, .completed, .failed:
+                    break  // task events; the outcome is reported below
                 }
             }
         }

@@ -1,0 +1,284 @@
+import Foundation
+import HaulCore
+
+/// A download you control: start, suspend, resume, cancel, or cancel keeping resume data.
+///
+/// Tasks start suspended, like `URLSessionTask`; call ``resume()``.
+///
+/// ```swift
+/// let task = session.downloadTask(with: url, to: .file(dest))
+/// Task { for await event in task.events { print(event) } }
+/// task.resume()
+/// task.suspend()          // the transfer stops; no bytes arrive
+/// task.resume()           // continues with a Range request at the same offset
+/// let result = try await task.finished()
+/// ```
+///
+/// Suspending ends the transfer and keeps the partial file and its record (so a suspended task
+/// costs no connection); resuming asks for the rest with `Range` + `If-Range`.
+public final class DownloadTask: Sendable {
+    /// Where a task is in its life.
+    public enum State: Sendable, Equatable {
+        /// Created or suspended: no transfer runs.
+        case suspended
+        /// Transferring (or waiting to retry).
+        case running
+        /// Cancelled, winding down.
+        case canceling
+        /// Finished: successfully, with an error, or cancelled (see ``DownloadTask/error``).
+        case completed
+    }
+
+    private enum Stop { case suspend, cancel, cancelKeepingData }
+
+    private struct Inner {
+        var state = State.suspended
+        var error: HaulError?
+        var result: DownloadResult?
+        var progress: TransferProgress?
+        var destination: String?
+        var runner: Task<Void, Never>?
+        var generation = 0
+        var stop: Stop?
+        var subscribers: [Int: AsyncStream<DownloadEvent>.Continuation] = [:]
+        var nextSubscriber = 0
+        var handlers: [@Sendable (DownloadEvent) -> Void] = []
+        var waiters: [CheckedContinuation<Result<DownloadResult, HaulError>, Never>] = []
+    }
+
+    private let session: HaulSession
+    /// The URL being downloaded.
+    public let url: URL
+    private let destination: DownloadDestination
+    private let options: DownloadOptions
+    private let inner = Locked(Inner())
+
+    init(session: HaulSession, url: URL, destination: DownloadDestination, options: DownloadOptions) {
+        self.session = session
+        self.url = url
+        self.destination = destination
+        self.options = options
+        if case .file(let file) = destination { inner.withLock { $0.destination = file.standardizedFileURL.path } }
+    }
+
+    /// The current state.
+    public var state: State { inner.withLock { $0.state } }
+    /// The error the task completed with, if any (``HaulError/Code/cancelled`` after a cancel).
+    public var error: HaulError? { inner.withLock { $0.error } }
+    /// The latest progress, nil before the first bytes.
+    public var progress: TransferProgress? { inner.withLock { $0.progress } }
+
+    /// Events from now on, as an `AsyncSequence` (each access is a new subscriber). The stream
+    /// ends when the task completes.
+    public var events: AsyncStream<DownloadEvent> {
+        AsyncStream(bufferingPolicy: .bufferingNewest(1024)) { continuation in
+            let (id, done) = inner.withLock { s -> (Int, Bool) in
+                if s.state == .completed { return (0, true) }
+                s.nextSubscriber += 1
+                s.subscribers[s.nextSubscriber] = continuation
+                return (s.nextSubscriber, false)
+            }
+            if done { return continuation.finish() }
+            continuation.onTermination = { [weak self] _ in
+                _ = self?.inner.withLock { $0.subscribers.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    /// Calls `handler` with every event from now on, on a background thread.
+    public func onEvent(_ handler: @escaping @Sendable (DownloadEvent) -> Void) {
+        inner.withLock { $0.handlers.append(handler) }
+    }
+
+    /// Starts or continues the transfer. Does nothing unless the task is suspended.
+    public func resume() {
+        inner.withLock { s in
+            guard s.state == .suspended else { return }
+            s.state = .running
+            s.stop = nil
+            s.generation += 1
+            let previous = s.runner
+            let generation = s.generation
+            // Created under the lock, so a suspend() right after always finds this runner.
+            s.runner = Task { [self] in
+                await previous?.value  // never two transfers on one file
+                await run(generation: generation)
+            }
+        }
+    }
+
+    /// Stops the transfer, keeping its bytes; ``resume()`` continues from them.
+    public func suspend() {
+        let runner = inner.withLock { s -> Task<Void, Never>? in
+            guard s.state == .running else { return nil }
+            s.state = .suspended
+            s.stop = .suspend
+            return s.runner
+        }
+        runner?.cancel()
+        if runner != nil { emit(.suspended) }
+    }
+
+    /// Cancels the download and removes its partial file. ``finished()`` throws
+    /// ``HaulError/Code/cancelled``.
+    public func cancel() {
+        let (runner, wasRunning) = inner.withLock { s -> (Task<Void, Never>?, Bool) in
+            guard s.state == .running || s.state == .suspended else { return (nil, false) }
+            let running = s.state == .running
+            s.state = .canceling
+            s.stop = .cancel
+            return (s.runner, running)
+        }
+        if wasRunning {
+            runner?.cancel()
+        } else if inner.withLock({ $0.state == .canceling }) {
+            Task { [self] in
+                await runner?.value
+                complete(.failure(HaulError(.cancelled, "cancelled")), stop: .cancel)
+            }
+        }
+    }
+
+    /// Cancels the download keeping its bytes, and returns what a later task needs to continue
+    /// (nil when nothing was written yet, or the task had already completed).
+    public func cancelProducingResumeData() async -> ResumeData? {
+        let (runner, wasRunning) = inner.withLock { s -> (Task<Void, Never>?, Bool) in
+            guard s.state == .running || s.state == .suspended else { return (nil, false) }
+            let running = s.state == .running
+            s.state = .canceling
+            s.stop = .cancelKeepingData
+            return (s.runner, running)
+        }
+        if wasRunning { runner?.cancel() }
+        await runner?.value
+        if !wasRunning { complete(.failure(HaulError(.cancelled, "cancelled")), stop: .cancelKeepingData) }
+        guard let destination = inner.withLock({ $0.destination }),
+            let bytes = try? Sys.readSmallFile(destination + ResumeRecord.fileExtension),
+            let record = ResumeRecord.decode(bytes), record.contiguousBytes > 0
+        else { return nil }
+        return ResumeData(record: record, destination: destination)
+    }
+
+    /// The completion-handler form of ``cancelProducingResumeData()``.
+    public func cancel(producingResumeData completionHandler: @escaping @Sendable (ResumeData?) -> Void) {
+        Task { completionHandler(await cancelProducingResumeData()) }
+    }
+
+    /// Waits for the task to complete.
+    /// - Returns: The finished file.
+    /// - Throws: The ``HaulError`` it completed with.
+    public func finished() async throws(HaulError) -> DownloadResult {
+        let result = await withCheckedContinuation { c in
+            let ready = inner.withLock { s -> Result<DownloadResult, HaulError>? in
+                if s.state == .completed {
+                    if let r = s.result { return .success(r) }
+                    return .failure(s.error ?? HaulError(.cancelled, "cancelled"))
+                }
+                s.waiters.append(c)
+                return nil
+            }
+            if let ready { c.resume(returning: ready) }
+        }
+        return try result.get()
+    }
+
+    // MARK: - Running
+
+    private func run(generation: Int) async {
+        let offset = inner.withLock { s -> Int64? in
+            guard let d = s.destination, let bytes = try? Sys.readSmallFile(d + ResumeRecord.fileExtension) else {
+                return nil
+            }
+            return ResumeRecord.decode(bytes)?.contiguousBytes
+        }
+        if let offset, offset > 0 { emit(.resumed(offset: offset)) }
+        let result: Result<DownloadResult, HaulError>
+        do {
+            result = .success(
+                try await session.run(url, to: destination, options: options) { [self] event in
+                    inner.withLock { s in
+                        if case .started(let start) = event { s.destination = start.destination.path }
+                        if case .progress(let p) = event { s.progress = p }
+                    }
+                    emit(event)
+                })
+        } catch {
+            result = .failure(error)
+        }
+        let stop = inner.withLock { s -> Stop? in
+            guard s.generation == generation else { return .suspend }  // superseded
+            return s.stop
+        }
+        if stop == .suspend, case .failure(let e) = result, e.code == .cancelled { return }
+        complete(result, stop: stop)
+    }
+
+    private func complete(_ result: Result<DownloadResult, HaulError>, stop: Stop?) {
+        var result = result
+        if stop == .cancel || stop == .cancelKeepingData {
+            if case .success = result {} else { result = .failure(HaulError(.cancelled, "cancelled")) }
+        }
+        if stop == .cancel, case .failure = result, let d = inner.withLock({ $0.destination }) {
+            try? Sys.unlink(d + ".part")
+            try? Sys.unlink(d + ResumeRecord.fileExtension)
+        }
+        let (waiters, subscribers) = inner.withLock {
+            s -> (
+                [CheckedContinuation<Result<DownloadResult, HaulError>, Never>],
+                [AsyncStream<DownloadEvent>.Continuation]
+            ) in
+            s.state = .completed
+            switch result {
+            case .success(let r): s.result = r
+            case .failure(let e): s.error = e
+            }
+            defer {
+                s.waiters = []
+            }
+            return (s.waiters, Array(s.subscribers.values))
+        }
+        switch result {
+        case .success(let r): emit(.completed(r.fileURL))
+        case .failure(let e): emit(.failed(e))
+        }
+        for s in subscribers { s.finish() }
+        inner.withLock { $0.subscribers = [:] }
+        for w in waiters { w.resume(returning: result) }
+    }
+
+    private func emit(_ event: DownloadEvent) {
+        let (subscribers, handlers) = inner.withLock { (Array($0.subscribers.values), $0.handlers) }
+        for s in subscribers { s.yield(event) }
+        for h in handlers { h(event) }
+    }
+}
+
+extension HaulSession {
+    /// Creates a suspended task that downloads `url` into `destination`; call
+    /// ``DownloadTask/resume()`` to start it.
+    public func downloadTask(
+        with url: URL, to destination: DownloadDestination, options: DownloadOptions = DownloadOptions()
+    ) -> DownloadTask {
+        DownloadTask(session: self, url: url, destination: destination, options: options)
+    }
+
+    /// Creates a suspended task that continues from resume data (from this process or an earlier
+    /// one). If the partial file is gone or shorter than the data says, it starts over.
+    public func downloadTask(
+        withResumeData resumeData: ResumeData, options: DownloadOptions = DownloadOptions()
+    )
+        -> DownloadTask
+    {
+        let destination = resumeData.destination.standardizedFileURL.path
+        let recordPath = destination + ResumeRecord.fileExtension
+        // Make sure the record on disk says what the resume data says (it may have been removed,
+        // or the data comes from a copy of the partial file).
+        if let size = (try? Sys.fileSize(destination + ".part")) ?? nil, size >= resumeData.bytesOnDisk {
+            try? Sys.writeFileAtomically(recordPath, resumeData.record.encoded())
+        }
+        var options = options
+        options.resume = true
+        return DownloadTask(
+            session: self, url: resumeData.url, destination: .file(resumeData.destination), options: options)
+    }
+}

@@ -1,0 +1,157 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Testing
+
+@testable import HaulCore
+
+@Suite("DownloadTask: suspend, resume, cancel, resume data")
+struct DownloadTaskTests {
+    func partSize(_ dest: URL) -> Int64 {
+        ((try? FileManager.default.attributesOfItem(atPath: dest.path + ".part"))?[.size] as? Int64) ?? -1
+    }
+
+    func waitFor(_ condition: () -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(20)
+        while !condition() && Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
+        #expect(condition())
+    }
+
+    @Test func suspendReallyStopsTheTransferAndResumeContinuesAtTheSameOffset() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("s.bin")
+        let task = testSession().downloadTask(with: server.url("/s.bin?size=6000000&rate=3000000"), to: .file(dest))
+        #expect(task.state == .suspended)
+        task.resume()
+        #expect(task.state == .running)
+        try await waitFor { (task.progress?.completedBytes ?? 0) > 500_000 }
+        task.suspend()
+        #expect(task.state == .suspended)
+        try await Task.sleep(nanoseconds: 300_000_000)  // the transfer winds down
+        let requests = server.requests.count
+        let size = partSize(dest)
+        try await Task.sleep(nanoseconds: 700_000_000)
+        #expect(server.requests.count == requests, "no request while suspended")
+        #expect(partSize(dest) == size, "no bytes while suspended")
+        task.resume()
+        let result = try await task.finished()
+        #expect(result.bytes == 6_000_000)
+        expectFile(dest.path, equals: TestContent.bytes(count: 6_000_000))
+        let starts = server.requests(path: "/s.bin").map(\.rangeStart)
+        #expect(starts.count == 2 && starts[0] == nil)
+        #expect(starts[1].map { Int64($0) == size } == true, "\(starts) vs \(size)")
+        #expect(task.state == .completed)
+    }
+
+    @Test func suspendAndResumeTenTimesYieldsTheExactFile() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("ten.bin")
+        let task = testSession().downloadTask(with: server.url("/ten.bin?size=4000000&rate=4000000"), to: .file(dest))
+        for _ in 0..<10 {
+            task.resume()
+            try await Task.sleep(nanoseconds: 60_000_000)
+            task.suspend()
+        }
+        task.resume()
+        _ = try await task.finished()
+        expectFile(dest.path, equals: TestContent.bytes(count: 4_000_000))
+        let starts = server.requests(path: "/ten.bin").compactMap(\.rangeStart)
+        #expect(starts == starts.sorted(), "every resume continues forward, never from 0")
+        #expect(dir.contents() == ["ten.bin"])
+    }
+
+    @Test func cancelRemovesThePartial() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("c.bin")
+        let task = testSession().downloadTask(with: server.url("/c.bin?size=6000000&rate=3000000"), to: .file(dest))
+        task.resume()
+        try await waitFor { (task.progress?.completedBytes ?? 0) > 300_000 }
+        task.cancel()
+        await #expect(throws: HaulError.self) { try await task.finished() }
+        #expect(task.error?.code == .cancelled)
+        #expect(task.state == .completed)
+        #expect(dir.contents().isEmpty)
+    }
+
+    @Test func resumeDataContinuesInANewSessionWithARangeAtTheSavedOffset() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("rd.bin")
+        let url = server.url("/rd.bin?size=6000000&rate=3000000")
+        let task = testSession().downloadTask(with: url, to: .file(dest))
+        task.resume()
+        try await waitFor { (task.progress?.completedBytes ?? 0) > 500_000 }
+        let data = try #require(await task.cancelProducingResumeData())
+        #expect(task.error?.code == .cancelled)
+        #expect(data.bytesOnDisk > 0 && data.destination.path == dest.path)
+        let stored = data.encoded()
+        #expect(!String(decoding: stored, as: UTF8.self).contains("Authorization"))
+
+        let fresh = testSession().downloadTask(withResumeData: try ResumeData(data: stored))
+        fresh.resume()
+        _ = try await fresh.finished()
+        expectFile(dest.path, equals: TestContent.bytes(count: 6_000_000))
+        #expect(server.requests(path: "/rd.bin").last?.rangeStart == Int(data.bytesOnDisk))
+    }
+
+    @Test func staleResumeDataRestartsFromZero() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("stale.bin")
+        let url = server.url("/stale.bin?size=3000000&rate=3000000&change=1")
+        let task = testSession().downloadTask(with: url, to: .file(dest))
+        task.resume()
+        try await waitFor { (task.progress?.completedBytes ?? 0) > 300_000 }
+        let data = try #require(await task.cancelProducingResumeData())
+        let fresh = testSession().downloadTask(withResumeData: data)
+        let events = EventLog()
+        fresh.onEvent { events.append($0) }
+        fresh.resume()
+        _ = try await fresh.finished()
+        expectFile(dest.path, equals: TestContent.bytes(version: 1, count: 3_000_000))
+        #expect(events.restarts.count == 1)
+    }
+
+    @Test func eventsTellTheStory() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("ev.bin")
+        let task = testSession().downloadTask(with: server.url("/ev.bin?size=3000000&rate=3000000"), to: .file(dest))
+        let collected = Task { () -> [String] in
+            var names: [String] = []
+            for await event in task.events {
+                switch event {
+                case .started: names.append("started")
+                case .suspended: names.append("suspended")
+                case .resumed: names.append("resumed")
+                case .completed: names.append("completed")
+                case .failed: names.append("failed")
+                default: break
+                }
+            }
+            return names
+        }
+        try await Task.sleep(nanoseconds: 50_000_000)  // let the subscriber attach
+        task.resume()
+        try await waitFor { (task.progress?.completedBytes ?? 0) > 300_000 }
+        task.suspend()
+        try await Task.sleep(nanoseconds: 200_000_000)
+        task.resume()
+        _ = try await task.finished()
+        let names = await collected.value
+        #expect(names == ["started", "suspended", "resumed", "started", "completed"])
+    }
+
+    @Test func invalidResumeDataIsAClearError() {
+        #expect(throws: HaulError.self) { try ResumeData(data: Data("{}".utf8)) }
+    }
+}
