@@ -88,7 +88,7 @@ public struct DownloadResult: Sendable, Equatable {
 public final class HaulSession: Sendable {
     /// The session's settings.
     public let configuration: HaulConfiguration
-    private let transport: Result<any HTTPTransport, HaulError>
+    let transport: Result<any HTTPTransport, HaulError>
 
     /// Creates a session.
     public init(configuration: HaulConfiguration = HaulConfiguration()) {

@@ -69,6 +69,8 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
     public let path: String?
     /// Seconds the server asked to wait (Retry-After), when it did.
     public let retryAfter: Double?
+    /// Whether the engine may retry the same request (set where the error is classified).
+    package var isTransient = false
 
     /// Creates an error. Haul creates these; tests and adapters may too.
     public init(

@@ -61,6 +61,7 @@ public final class TestServer: @unchecked Sendable {
         var maxActive = 0
         var stopped = false
         var listenClosed = false
+        var sent: [String: Int] = [:]
     }
 
     /// Starts listening on `host`:0 (a free port).
@@ -125,6 +126,9 @@ public final class TestServer: @unchecked Sendable {
 
     /// The requests for one path.
     public func requests(path: String) -> [RecordedRequest] { requests.filter { $0.path == path } }
+
+    /// Body bytes written to sockets for requests to `path` so far.
+    public func bytesSent(path: String) -> Int { state.withLock { $0.sent[path, default: 0] } }
 
     /// The most connections that were open at the same time.
     public var maxConcurrentConnections: Int { state.withLock { $0.maxActive } }
@@ -362,6 +366,7 @@ public final class TestServer: @unchecked Sendable {
             if !ok { return false }
             offset += n
             sent += n
+            state.withLock { $0.sent[r.path, default: 0] += n }
             if let rate {
                 let due = Double(sent) / Double(rate)
                 let elapsed = Date().timeIntervalSince(began)

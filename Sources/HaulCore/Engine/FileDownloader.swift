@@ -253,20 +253,8 @@ package final class FileDownloader: Sendable {
     }
 
     private func classify(_ error: TransportError, _ url: URL) -> (HaulError, Bool) {
-        let host = url.host ?? "?"
-        switch error.kind {
-        case .resolve: return (HaulError(.network, "cannot resolve host \(host): \(error.message)"), false)
-        case .connect: return (HaulError(.network, "cannot connect to \(host): \(error.message)"), true)
-        case .connectTimeout:
-            return (HaulError(.timeout, "no connection to \(host) within \(fmt(options.connectTimeout)) s"), true)
-        case .idleTimeout:
-            return (HaulError(.timeout, "no data from \(host) for \(fmt(options.idleTimeout)) s (stalled)"), true)
-        case .connectionLost: return (HaulError(.network, "connection to \(host) lost: \(error.message)"), true)
-        case .tls: return (HaulError(.tlsFailure, "TLS failure with \(host): \(error.message)"), false)
-        case .invalidURL: return (HaulError(.invalidURL, "invalid URL \(show(url)): \(error.message)"), false)
-        case .cancelled: return (HaulError(.cancelled, "cancelled"), false)
-        case .aborted, .other: return (HaulError(.network, "transfer from \(host) failed: \(error.message)"), false)
-        }
+        let e = error.haulError(url: url, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
+        return (e, e.isTransient)
     }
 
     // MARK: - Destination and record
@@ -321,7 +309,6 @@ package final class FileDownloader: Sendable {
     }
 
     fileprivate func show(_ u: URL) -> String { ResumeRecord.redacted(u) }
-    private func fmt(_ d: Double) -> String { d == d.rounded() ? String(Int(d)) : String(d) }
     fileprivate func emit(_ e: DownloadEngineEvent) { onEvent(e) }
 }
 
