@@ -57,6 +57,9 @@ public struct HaulConfiguration: Sendable {
     public var progressInterval: Double = 0.1
     /// The HTTP implementation.
     public var transport: Transport = .curl
+    /// Where ``DownloadDestination/custom(_:)`` downloads live until the closure places them
+    /// (default: `.partials` under ``HaulSession/defaultDownloadDirectory``).
+    public var temporaryDirectory: URL?
 
     /// Creates the default configuration.
     public init() {}

@@ -2,12 +2,29 @@ import Foundation
 import HaulCore
 
 /// Where a download is saved.
-public enum DownloadDestination: Sendable, Equatable {
+public enum DownloadDestination: Sendable {
     /// Exactly this file. Partial data goes to `<file>.part`, the resume record to `<file>.haul`.
     case file(URL)
     /// This directory (created if missing), under the server-suggested name: Content-Disposition,
     /// else the URL's last path segment, made safe (no directories, `..`, control characters).
     case directory(URL)
+    /// A closure that picks the final place once the file is complete, from the temporary file
+    /// and the response, as in Alamofire. The temporary file lives under
+    /// ``HaulSession/defaultDownloadDirectory`` and is named after the URL, so an interrupted
+    /// download resumes.
+    case custom(@Sendable (_ temporaryURL: URL, _ response: DownloadStart) -> (URL, DestinationOptions))
+}
+
+/// What a ``DownloadDestination/custom(_:)`` closure may ask for.
+public struct DestinationOptions: OptionSet, Sendable {
+    /// The option bits.
+    public let rawValue: Int
+    /// Creates options from bits.
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    /// Create missing parent directories of the final URL.
+    public static let createIntermediateDirectories = DestinationOptions(rawValue: 1 << 0)
+    /// Replace a file already at the final URL (otherwise that is a ``HaulError/Code/destinationExists``).
+    public static let removePreviousFile = DestinationOptions(rawValue: 1 << 1)
 }
 
 /// Per-download choices.
@@ -146,19 +163,31 @@ public final class HaulSession: Sendable {
         engineOptions.overwrite = options.overwrite
         engineOptions.sha256 = options.sha256
         let target: DownloadTarget
+        var placement: (@Sendable (URL, DownloadStart) -> (URL, DestinationOptions))?
         switch destination {
         case .file(let file): target = .file(file.standardizedFileURL.path)
         case .directory(let dir): target = .directory(dir.standardizedFileURL.path)
+        case .custom(let closure):
+            let partials =
+                configuration.temporaryDirectory ?? Self.defaultDownloadDirectory.appendingPathComponent(".partials")
+            do { try Sys.makeDirectories(partials.path) } catch {
+                throw .fileSystem(error, "create directory", path: partials.path)
+            }
+            var hasher = SHA256()
+            hasher.update(Array(ResumeRecord.redacted(url).utf8))
+            target = .file(partials.appendingPathComponent(String(hasher.hexDigest().prefix(32))).path)
+            placement = closure
         }
+        let started = Locked<DownloadStart?>(nil)
         let downloader = FileDownloader(url: url, target: target, options: engineOptions, transport: transport) {
             event in
             switch event {
             case .started(let status, let url, let destination, let offset, let total):
-                events(
-                    .started(
-                        DownloadStart(
-                            status: status, url: url, destination: URL(fileURLWithPath: destination), offset: offset,
-                            totalBytes: total)))
+                let start = DownloadStart(
+                    status: status, url: url, destination: URL(fileURLWithPath: destination), offset: offset,
+                    totalBytes: total)
+                started.set(start)
+                events(.started(start))
             case .progress(let p): events(.progress(p))
             case .retrying(let attempt, let error, let delay):
                 events(.retrying(attempt: attempt, error: error, delay: delay))
@@ -166,7 +195,71 @@ public final class HaulSession: Sendable {
             }
         }
         let outcome = try await downloader.run()
-        return DownloadResult(
+        var result = DownloadResult(
             fileURL: URL(fileURLWithPath: outcome.path), bytes: outcome.bytes, alreadyComplete: outcome.alreadyComplete)
+        if let placement {
+            let temporary = result.fileURL
+            let start =
+                started.get()
+                ?? DownloadStart(status: 200, url: url, destination: temporary, offset: 0, totalBytes: outcome.bytes)
+            let (final, options) = placement(temporary, start)
+            try Self.move(temporary, to: final, options: options)
+            result.fileURL = final
+        }
+        return result
+    }
+
+    /// Where downloads go when no directory is given, and where ``DownloadDestination/custom(_:)``
+    /// keeps its temporary files: `$XDG_CACHE_HOME/haul/downloads` (default `~/.cache/haul/downloads`)
+    /// on Linux, `~/Library/Caches/haul/downloads` on macOS.
+    public static var defaultDownloadDirectory: URL {
+        #if os(macOS)
+            let base = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first!
+        #else
+            let env = ProcessInfo.processInfo.environment
+            let base =
+                env["XDG_CACHE_HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil }
+                ?? URL(fileURLWithPath: env["HOME"] ?? NSTemporaryDirectory()).appendingPathComponent(".cache")
+        #endif
+        return base.appendingPathComponent("haul/downloads")
+    }
+
+    static func move(_ from: URL, to: URL, options: DestinationOptions) throws(HaulError) {
+        let target = to.standardizedFileURL.path
+        let parent = Sys.parentDirectory(of: target)
+        if options.contains(.createIntermediateDirectories) {
+            do { try Sys.makeDirectories(parent) } catch { throw .fileSystem(error, "create directory", path: parent) }
+        }
+        if (try? Sys.fileSize(target)) ?? nil != nil {
+            guard options.contains(.removePreviousFile) else {
+                throw HaulError(
+                    .destinationExists, "\(target) exists; the download is kept at \(from.path)", path: target)
+            }
+            do { try Sys.unlink(target) } catch { throw .fileSystem(error, "remove", path: target) }
+        }
+        do { try Sys.rename(from.path, target) } catch {
+            // Across file systems rename fails with EXDEV: copy, then remove the temporary file.
+            do {
+                try FileManager.default.copyItem(atPath: from.path, toPath: target)
+                try FileManager.default.removeItem(atPath: from.path)
+            } catch {
+                throw HaulError(.fileSystem, "cannot move \(from.path) to \(target): \(error)", path: target)
+            }
+        }
+    }
+
+    /// The completion-handler form of ``download(from:to:options:events:)``; the handler runs on a
+    /// background thread.
+    public func download(
+        from url: URL, to destination: DownloadDestination, options: DownloadOptions = DownloadOptions(),
+        completionHandler: @escaping @Sendable (Result<DownloadResult, HaulError>) -> Void
+    ) {
+        Task {
+            do throws(HaulError) {
+                completionHandler(.success(try await download(from: url, to: destination, options: options)))
+            } catch {
+                completionHandler(.failure(error))
+            }
+        }
     }
 }
