@@ -62,6 +62,10 @@ public final class TestServer: @unchecked Sendable {
         var stopped = false
         var listenClosed = false
         var sent: [String: Int] = [:]
+        var inFlight: [String: Int] = [:]
+        var maxInFlight: [String: Int] = [:]
+        var inFlightTotal = 0
+        var maxInFlightTotal = 0
     }
 
     /// Starts listening on `host`:0 (a free port).
@@ -130,6 +134,11 @@ public final class TestServer: @unchecked Sendable {
     /// Body bytes written to sockets for requests to `path` so far.
     public func bytesSent(path: String) -> Int { state.withLock { $0.sent[path, default: 0] } }
 
+    /// The most requests being answered at the same time (all hosts, or one `Host` header value).
+    public func maxConcurrentRequests(host: String? = nil) -> Int {
+        state.withLock { s in host.map { s.maxInFlight[$0, default: 0] } ?? s.maxInFlightTotal }
+    }
+
     /// The most connections that were open at the same time.
     public var maxConcurrentConnections: Int { state.withLock { $0.maxActive } }
 
@@ -195,7 +204,18 @@ public final class TestServer: @unchecked Sendable {
                 defer { s.hits[request.target, default: 0] += 1 }
                 return s.hits[request.target, default: 0]
             }
+            let host = request.header("Host") ?? ""
+            state.withLock { s in
+                s.inFlight[host, default: 0] += 1
+                s.maxInFlight[host] = max(s.maxInFlight[host, default: 0], s.inFlight[host, default: 0])
+                s.inFlightTotal += 1
+                s.maxInFlightTotal = max(s.maxInFlightTotal, s.inFlightTotal)
+            }
             let keepAlive = respond(fd, request, hit: hit)
+            state.withLock { s in
+                s.inFlight[host, default: 0] -= 1
+                s.inFlightTotal -= 1
+            }
             if !keepAlive { return }
         }
     }

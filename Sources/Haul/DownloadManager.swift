@@ -1,0 +1,403 @@
+import Foundation
+import HaulCore
+
+/// A queue of downloads with caps on concurrent downloads and on connections per host,
+/// priorities, per-item progress and completion closures, an observable list, an aggregate
+/// progress, and (by default) a list that survives a restart.
+///
+/// ```swift
+/// let manager = DownloadManager()
+/// let id = manager.add(url, to: .directory(downloads)) { progress in
+///     print(progress.fraction ?? 0)
+/// } completion: { result in
+///     print(result)
+/// }
+/// await manager.waitUntilIdle()
+/// ```
+public final class DownloadManager: Sendable {
+    /// How the manager behaves.
+    public struct Configuration: Sendable {
+        /// What survives a restart.
+        public enum Persistence: Sendable, Equatable {
+            /// The list of downloads is kept in ``Configuration/stateDirectory`` and reloaded by
+            /// the next manager with the same directory; unfinished items continue from their bytes.
+            case `default`
+            /// Nothing but the output files (and the partial files of unfinished downloads).
+            case ephemeral
+        }
+        /// Downloads running at once.
+        public var maxConcurrentDownloads = 3
+        /// Downloads running at once against one host (scheme, host and port).
+        public var maxConnectionsPerHost = 2
+        /// What survives a restart.
+        public var persistence = Persistence.default
+        /// Where the list is kept: default `$XDG_STATE_HOME/haul` (else `~/.local/state/haul`).
+        public var stateDirectory: URL?
+        /// The session settings every download uses.
+        public var session = HaulConfiguration()
+        /// Creates the defaults.
+        public init() {}
+    }
+
+    /// Where an item goes; a file or a directory (server-suggested name).
+    public enum Target: Codable, Sendable, Equatable {
+        /// Exactly this file.
+        case file(URL)
+        /// This directory, under the server-suggested name.
+        case directory(URL)
+        var destination: DownloadDestination {
+            switch self {
+            case .file(let u): return .file(u)
+            case .directory(let u): return .directory(u)
+            }
+        }
+    }
+
+    /// One download in the queue.
+    public struct Item: Sendable, Identifiable, Equatable {
+        /// Where the item is.
+        public enum State: String, Codable, Sendable, Equatable {
+            /// Waiting for a free slot.
+            case queued
+            /// Downloading.
+            case running
+            /// Paused by ``DownloadManager/pause(_:)``.
+            case paused
+            /// Finished; see ``Item/fileURL``.
+            case completed
+            /// Failed or cancelled; see ``Item/error``.
+            case failed
+        }
+        /// Stable identity (also across restarts).
+        public let id: UUID
+        /// The URL (without credentials once reloaded from disk).
+        public var url: URL
+        /// Where it goes.
+        public var target: Target
+        /// Higher runs first; equal priorities run in the order added.
+        public var priority: Int
+        /// Its state.
+        public var state: State
+        /// The latest progress.
+        public var progress: TransferProgress?
+        /// The finished file.
+        public var fileURL: URL?
+        /// Why it failed.
+        public var error: HaulError?
+        var sequence: Int
+    }
+
+    private struct Stored: Codable {
+        var version = 1
+        var items: [StoredItem]
+    }
+
+    private struct StoredItem: Codable {
+        var id: UUID
+        var url: String
+        var target: Target
+        var priority: Int
+        var state: Item.State
+        var fileURL: URL?
+        var sequence: Int
+    }
+
+    private struct Inner {
+        var items: [UUID: Item] = [:]
+        var tasks: [UUID: DownloadTask] = [:]
+        var progressHandlers: [UUID: @Sendable (TransferProgress) -> Void] = [:]
+        var completionHandlers: [UUID: @Sendable (Result<DownloadResult, HaulError>) -> Void] = [:]
+        var sequence = 0
+        var subscribers: [Int: AsyncStream<[Item]>.Continuation] = [:]
+        var nextSubscriber = 0
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
+        var shutDown = false
+    }
+
+    /// The manager's settings.
+    public let configuration: Configuration
+    private let session: HaulSession
+    private let inner = Locked(Inner())
+    private let saving = Locked(())
+
+    /// Creates a manager; with ``Configuration/Persistence/default`` it reloads the list kept by
+    /// an earlier manager and continues unfinished downloads.
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        session = HaulSession(configuration: configuration.session)
+        if configuration.persistence == .default { load() }
+        schedule()
+    }
+
+    /// The state file, when persisting.
+    public var stateFile: URL? {
+        guard configuration.persistence == .default else { return nil }
+        let directory =
+            configuration.stateDirectory
+            ?? {
+                let env = ProcessInfo.processInfo.environment
+                if let xdg = env["XDG_STATE_HOME"], xdg.hasPrefix("/") { return URL(fileURLWithPath: xdg) }
+                return URL(fileURLWithPath: env["HOME"] ?? NSTemporaryDirectory()).appendingPathComponent(
+                    ".local/state")
+            }().appendingPathComponent("haul")
+        return directory.appendingPathComponent("downloads.json")
+    }
+
+    /// Queues a download.
+    /// - Parameters:
+    ///   - url: What to download.
+    ///   - target: A file, or a directory for the server-suggested name.
+    ///   - priority: Higher runs first.
+    ///   - progress: Called with progress (rate-limited), on a background thread.
+    ///   - completion: Called once with the outcome, on a background thread.
+    /// - Returns: The item's id.
+    @discardableResult
+    public func add(
+        _ url: URL, to target: Target, priority: Int = 0,
+        progress: (@Sendable (TransferProgress) -> Void)? = nil,
+        completion: (@Sendable (Result<DownloadResult, HaulError>) -> Void)? = nil
+    ) -> UUID {
+        let id = UUID()
+        inner.withLock { s in
+            s.sequence += 1
+            s.items[id] = Item(
+                id: id, url: url, target: target, priority: priority, state: .queued, sequence: s.sequence)
+            if let progress { s.progressHandlers[id] = progress }
+            if let completion { s.completionHandlers[id] = completion }
+        }
+        changed(persist: true)
+        schedule()
+        return id
+    }
+
+    /// The items, in the order they were added.
+    public var items: [Item] { inner.withLock { $0.items.values.sorted { $0.sequence < $1.sequence } } }
+
+    /// One item.
+    public func item(_ id: UUID) -> Item? { inner.withLock { $0.items[id] } }
+
+    /// The list after every change (an observable list): the current list first.
+    public var updates: AsyncStream<[Item]> {
+        AsyncStream(bufferingPolicy: .bufferingNewest(16)) { continuation in
+            let id = inner.withLock { s -> Int in
+                s.nextSubscriber += 1
+                s.subscribers[s.nextSubscriber] = continuation
+                return s.nextSubscriber
+            }
+            continuation.yield(items)
+            continuation.onTermination = { [weak self] _ in
+                _ = self?.inner.withLock { $0.subscribers.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    /// All items together: bytes done and, when every size is known, the total.
+    public var aggregateProgress: TransferProgress {
+        let all = items
+        var done: Int64 = 0
+        var total: Int64? = 0
+        var speed = 0.0
+        for item in all {
+            let p = item.progress
+            done += p?.completedBytes ?? 0
+            if let t = p?.totalBytes, total != nil { total! += t } else { total = nil }
+            if item.state == .running { speed += p?.smoothedBytesPerSecond ?? 0 }
+        }
+        return TransferProgress(
+            completedBytes: done, totalBytes: total, bytesPerSecond: speed, smoothedBytesPerSecond: speed)
+    }
+
+    /// Pauses an item, keeping its bytes (a running transfer stops).
+    public func pause(_ id: UUID) {
+        let task = inner.withLock { s -> DownloadTask? in
+            guard let item = s.items[id], item.state == .queued || item.state == .running else { return nil }
+            s.items[id]!.state = .paused
+            return s.tasks.removeValue(forKey: id)
+        }
+        task?.suspend()
+        changed(persist: true)
+        schedule()
+    }
+
+    /// Puts a paused or failed item back in the queue.
+    public func resume(_ id: UUID) {
+        inner.withLock { s in
+            guard let item = s.items[id], item.state == .paused || item.state == .failed else { return }
+            s.items[id]!.state = .queued
+            s.items[id]!.error = nil
+        }
+        changed(persist: true)
+        schedule()
+    }
+
+    /// Cancels an item and removes its partial file.
+    public func cancel(_ id: UUID) {
+        let task = inner.withLock { s -> DownloadTask? in
+            guard let item = s.items[id], item.state != .completed, item.state != .failed else { return nil }
+            if item.state != .running {
+                s.items[id]!.state = .failed
+                s.items[id]!.error = HaulError(.cancelled, "cancelled")
+            }
+            return s.tasks[id]
+        }
+        task?.cancel()
+        changed(persist: true)
+        schedule()
+    }
+
+    /// Waits until nothing is queued or running.
+    public func waitUntilIdle() async {
+        await withCheckedContinuation { c in
+            let idle = inner.withLock { s -> Bool in
+                if Self.isIdle(s) { return true }
+                s.idleWaiters.append(c)
+                return false
+            }
+            if idle { c.resume() }
+        }
+    }
+
+    /// Stops running downloads, keeping their bytes and (when persisting) their place in the
+    /// list; a later manager with the same state directory continues them.
+    public func shutdown() async {
+        let tasks = inner.withLock { s -> [DownloadTask] in
+            s.shutDown = true
+            return Array(s.tasks.values)
+        }
+        for task in tasks { _ = await task.cancelProducingResumeData() }
+        changed(persist: true)
+    }
+
+    // MARK: - Scheduling
+
+    private static func isIdle(_ s: Inner) -> Bool {
+        !s.items.values.contains { $0.state == .queued || $0.state == .running }
+    }
+
+    private static func hostKey(_ url: URL) -> String {
+        "\(url.scheme ?? "")://\(url.host ?? ""):\(url.port ?? (url.scheme == "https" ? 443 : 80))"
+    }
+
+    private func schedule() {
+        let starts = inner.withLock { s -> [(UUID, DownloadTask)] in
+            guard !s.shutDown else { return [] }
+            var running = s.items.values.filter { $0.state == .running }.count
+            var perHost: [String: Int] = [:]
+            for item in s.items.values where item.state == .running { perHost[Self.hostKey(item.url), default: 0] += 1 }
+            var starts: [(UUID, DownloadTask)] = []
+            let queued = s.items.values.filter { $0.state == .queued }.sorted {
+                ($0.priority, -$0.sequence) > ($1.priority, -$1.sequence)
+            }
+            for item in queued where running < configuration.maxConcurrentDownloads {
+                let host = Self.hostKey(item.url)
+                guard perHost[host, default: 0] < configuration.maxConnectionsPerHost else { continue }
+                perHost[host, default: 0] += 1
+                running += 1
+                s.items[item.id]!.state = .running
+                let task = session.downloadTask(with: item.url, to: item.target.destination)
+                s.tasks[item.id] = task
+                starts.append((item.id, task))
+            }
+            return starts
+        }
+        for (id, task) in starts {
+            task.onEvent { [weak self] event in self?.handle(event, for: id) }
+            task.resume()
+        }
+        if !starts.isEmpty { changed(persist: true) }
+    }
+
+    private func handle(_ event: DownloadEvent, for id: UUID) {
+        switch event {
+        case .progress(let p):
+            let handler = inner.withLock { s -> (@Sendable (TransferProgress) -> Void)? in
+                s.items[id]?.progress = p
+                return s.progressHandlers[id]
+            }
+            handler?(p)
+            changed(persist: false)
+        case .completed(let url):
+            finish(id, .success(url))
+        case .failed(let error):
+            finish(id, .failure(error))
+        default:
+            break
+        }
+    }
+
+    private func finish(_ id: UUID, _ outcome: Result<URL, HaulError>) {
+        let (completion, result) = inner.withLock {
+            s -> ((@Sendable (Result<DownloadResult, HaulError>) -> Void)?, Result<DownloadResult, HaulError>?) in
+            guard s.items[id]?.state == .running, !s.shutDown else { return (nil, nil) }
+            s.tasks[id] = nil
+            let result: Result<DownloadResult, HaulError>
+            switch outcome {
+            case .success(let url):
+                s.items[id]!.state = .completed
+                s.items[id]!.fileURL = url
+                let bytes = s.items[id]!.progress?.completedBytes ?? 0
+                result = .success(DownloadResult(fileURL: url, bytes: bytes, alreadyComplete: false))
+            case .failure(let error):
+                s.items[id]!.state = .failed
+                s.items[id]!.error = error
+                result = .failure(error)
+            }
+            return (s.completionHandlers.removeValue(forKey: id), result)
+        }
+        guard let result else { return }
+        completion?(result)
+        changed(persist: true)
+        schedule()
+    }
+
+    private func changed(persist: Bool) {
+        let (subscribers, waiters, snapshot) = inner.withLock {
+            s -> ([AsyncStream<[Item]>.Continuation], [CheckedContinuation<Void, Never>], [Item]) in
+            var waiters: [CheckedContinuation<Void, Never>] = []
+            if Self.isIdle(s) {
+                waiters = s.idleWaiters
+                s.idleWaiters = []
+            }
+            return (Array(s.subscribers.values), waiters, s.items.values.sorted { $0.sequence < $1.sequence })
+        }
+        for sub in subscribers { sub.yield(snapshot) }
+        if persist { save(snapshot) }
+        for w in waiters { w.resume() }
+    }
+
+    // MARK: - Persistence
+
+    private func save(_ items: [Item]) {
+        guard let file = stateFile else { return }
+        let stored = Stored(
+            items: items.map {
+                StoredItem(
+                    id: $0.id, url: ResumeRecord.redacted($0.url), target: $0.target, priority: $0.priority,
+                    state: $0.state, fileURL: $0.fileURL, sequence: $0.sequence)
+            })
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        guard let data = try? encoder.encode(stored) else { return }
+        saving.withLock { _ in
+            // One writer at a time; the file is replaced atomically.
+            try? Sys.makeDirectories(file.deletingLastPathComponent().path)
+            try? Sys.writeFileAtomically(file.path, Array(data))
+        }
+    }
+
+    private func load() {
+        guard let file = stateFile, let bytes = try? Sys.readSmallFile(file.path, limit: 16 << 20),
+            let stored = try? JSONDecoder().decode(Stored.self, from: Data(bytes)), stored.version == 1
+        else { return }
+        inner.withLock { s in
+            for item in stored.items {
+                guard let url = URL(string: item.url) else { continue }
+                let state: Item.State = item.state == .running ? .queued : item.state
+                s.items[item.id] = Item(
+                    id: item.id, url: url, target: item.target, priority: item.priority, state: state,
+                    fileURL: item.fileURL, sequence: item.sequence)
+                s.sequence = max(s.sequence, item.sequence)
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Testing
+
+@Suite("DownloadManager: caps, priorities, persistence")
+struct DownloadManagerTests {
+    func configuration(
+        _ adjust: (inout DownloadManager.Configuration) -> Void = { _ in }
+    )
+        -> DownloadManager
+        .Configuration
+    {
+        var c = DownloadManager.Configuration()
+        c.persistence = .ephemeral
+        c.session.retry.initialDelay = 0.05
+        adjust(&c)
+        return c
+    }
+
+    @Test func neverExceedsTheConcurrencyCapAndFinishesEverything() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let manager = DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 2 })
+        let completions = Box(0)
+        for i in 0..<6 {
+            manager.add(
+                server.url("/f\(i).bin?size=400000&rate=2000000&seed=\(i + 1)"), to: .directory(dir.url),
+                completion: { result in
+                    if case .success = result { completions.set(completions.get() + 1) }
+                })
+        }
+        await manager.waitUntilIdle()
+        #expect(server.maxConcurrentRequests() == 2)
+        #expect(completions.get() == 6)
+        #expect(manager.items.allSatisfy { $0.state == .completed })
+        for i in 0..<6 { expectFile(dir.file("f\(i).bin"), equals: TestContent.bytes(seed: i + 1, count: 400_000)) }
+        let aggregate = manager.aggregateProgress
+        #expect(aggregate.completedBytes == 2_400_000 && aggregate.fraction == 1)
+    }
+
+    @Test func perHostCapIsSharedByAllDownloadsToThatHost() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let manager = DownloadManager(
+            configuration: configuration {
+                $0.maxConcurrentDownloads = 4
+                $0.maxConnectionsPerHost = 1
+            })
+        for i in 0..<3 {
+            manager.add(
+                server.url("/a\(i)?size=300000&rate=2000000"), to: .file(dir.url.appendingPathComponent("a\(i)")))
+            manager.add(
+                URL(string: "http://localhost:\(server.port)/b\(i)?size=300000&rate=2000000")!,
+                to: .file(dir.url.appendingPathComponent("b\(i)")))
+        }
+        await manager.waitUntilIdle()
+        #expect(server.maxConcurrentRequests(host: "127.0.0.1:\(server.port)") == 1)
+        #expect(server.maxConcurrentRequests(host: "localhost:\(server.port)") == 1)
+        #expect(server.maxConcurrentRequests() == 2)
+        #expect(manager.items.allSatisfy { $0.state == .completed })
+    }
+
+    @Test func higherPriorityRunsFirst() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let manager = DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 1 })
+        manager.add(server.url("/first?size=200000&rate=1000000"), to: .directory(dir.url))
+        manager.add(server.url("/low?size=1000"), to: .directory(dir.url), priority: 0)
+        manager.add(server.url("/high?size=1000"), to: .directory(dir.url), priority: 5)
+        await manager.waitUntilIdle()
+        #expect(server.requests.map(\.path) == ["/first", "/high", "/low"])
+    }
+
+    @Test func pauseResumeAndCancelById() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let manager = DownloadManager(configuration: configuration())
+        let keep = manager.add(server.url("/keep?size=2000000&rate=2000000"), to: .directory(dir.url))
+        let drop = manager.add(server.url("/drop?size=2000000&rate=2000000"), to: .directory(dir.url))
+        let deadline = Date().addingTimeInterval(10)
+        while (manager.item(keep)?.progress?.completedBytes ?? 0) < 200_000 && Date() < deadline {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        manager.pause(keep)
+        manager.cancel(drop)
+        try await Task.sleep(nanoseconds: 300_000_000)
+        #expect(manager.item(keep)?.state == .paused)
+        #expect(manager.item(drop)?.error?.code == .cancelled)
+        manager.resume(keep)
+        await manager.waitUntilIdle()
+        #expect(manager.item(keep)?.state == .completed)
+        expectFile(dir.file("keep"), equals: TestContent.bytes(count: 2_000_000))
+        #expect((server.requests(path: "/keep").last?.rangeStart ?? 0) > 0)
+        #expect(!dir.contents().contains { $0.hasPrefix("drop") })
+    }
+
+    @Test func theListSurvivesARestartAndUnfinishedDownloadsContinue() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        let state = try TemporaryDirectory()
+        defer { cleanUp(server, dir, state) }
+        let persistent = configuration {
+            $0.persistence = .default
+            $0.stateDirectory = state.url
+        }
+        let first = DownloadManager(configuration: persistent)
+        let id = first.add(server.url("/p1.bin?size=3000000&rate=3000000"), to: .directory(dir.url), priority: 3)
+        let deadline = Date().addingTimeInterval(10)
+        while (first.item(id)?.progress?.completedBytes ?? 0) < 300_000 && Date() < deadline {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        await first.shutdown()
+        #expect(FileManager.default.fileExists(atPath: state.file("downloads.json")))
+
+        let second = DownloadManager(configuration: persistent)
+        #expect(second.item(id)?.priority == 3)
+        await second.waitUntilIdle()
+        #expect(second.item(id)?.state == .completed)
+        expectFile(dir.file("p1.bin"), equals: TestContent.bytes(count: 3_000_000))
+        #expect((server.requests(path: "/p1.bin").last?.rangeStart ?? 0) > 0)
+    }
+
+    @Test func ephemeralKeepsNoState() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        let state = try TemporaryDirectory()
+        defer { cleanUp(server, dir, state) }
+        let manager = DownloadManager(configuration: configuration { $0.stateDirectory = state.url })
+        manager.add(server.url("/e?size=100"), to: .directory(dir.url))
+        await manager.waitUntilIdle()
+        #expect(manager.stateFile == nil)
+        #expect(state.contents().isEmpty)
+        #expect(dir.contents() == ["e"])
+    }
+
+    @Test func updatesStreamTheList() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let manager = DownloadManager(configuration: configuration())
+        let watcher = Task { () -> Bool in
+            for await list in manager.updates where list.first?.state == .completed { return true }
+            return false
+        }
+        manager.add(server.url("/u?size=1000"), to: .directory(dir.url))
+        await manager.waitUntilIdle()
+        #expect(await watcher.value)
+    }
+}
