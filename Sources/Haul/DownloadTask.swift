@@ -90,6 +90,11 @@ public final class DownloadTask: Sendable {
         inner.withLock { $0.handlers.append(handler) }
     }
 
+    /// Sends every event from now on to `delegate` (held weakly), on a background thread.
+    public func setDelegate(_ delegate: any DownloadTaskDelegate) {
+        onEvent { [weak delegate, unowned self] event in delegate?.downloadTask(self, didReceive: event) }
+    }
+
     /// Starts or continues the transfer. Does nothing unless the task is suspended.
     public func resume() {
         inner.withLock { s in
@@ -251,6 +256,12 @@ public final class DownloadTask: Sendable {
         for s in subscribers { s.yield(event) }
         for h in handlers { h(event) }
     }
+}
+
+/// Receives a ``DownloadTask``'s events (see ``DownloadTask/setDelegate(_:)``).
+public protocol DownloadTaskDelegate: AnyObject, Sendable {
+    /// An event happened: progress, retry, suspension, completion, failure.
+    func downloadTask(_ task: DownloadTask, didReceive event: DownloadEvent)
 }
 
 extension HaulSession {

@@ -151,6 +151,46 @@ struct DownloadTaskTests {
         #expect(names == ["started", "suspended", "resumed", "started", "completed"])
     }
 
+    final class Counter: DownloadTaskDelegate, @unchecked Sendable {
+        let lock = NSLock()
+        var progress: [(Double, TransferProgress)] = []
+        var completed = false
+        func downloadTask(_ task: DownloadTask, didReceive event: DownloadEvent) {
+            lock.withLock {
+                if case .progress(let p) = event { progress.append((Date().timeIntervalSince1970, p)) }
+                if case .completed = event { completed = true }
+            }
+        }
+    }
+
+    @Test func progressIsRateLimitedAndSpeedMatchesAThrottledServer() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("rate.bin")
+        let session = testSession { $0.progressInterval = 0.25 }
+        let task = session.downloadTask(with: server.url("/rate.bin?size=6000000&rate=2000000"), to: .file(dest))
+        let counter = Counter()
+        task.setDelegate(counter)
+        let started = Date()
+        task.resume()
+        _ = try await task.finished()
+        let seconds = Date().timeIntervalSince(started)
+        let events = counter.lock.withLock { counter.progress }
+        #expect(counter.completed)
+        // At most one progress event per interval (plus the final one).
+        #expect(Double(events.count) <= seconds / 0.25 + 2, "\(events.count) events in \(seconds) s")
+        let gaps = zip(events, events.dropFirst()).map { $1.0 - $0.0 }
+        #expect(gaps.dropLast().allSatisfy { $0 >= 0.2 }, "\(gaps)")
+        // After the first second the measured speed is the server's 2 MB/s, within 20%.
+        let late = events.filter { $0.0 - started.timeIntervalSince1970 > 1.2 }.dropLast()
+        #expect(!late.isEmpty)
+        for (_, p) in late {
+            #expect(abs(p.bytesPerSecond - 2_000_000) / 2_000_000 < 0.2, "speed \(p.bytesPerSecond)")
+        }
+        #expect(events.last?.1.fraction == 1)
+    }
+
     @Test func invalidResumeDataIsAClearError() {
         #expect(throws: HaulError.self) { try ResumeData(data: Data("{}".utf8)) }
     }
