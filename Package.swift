@@ -27,6 +27,14 @@ let package = Package(
         .target(name: "Haul", dependencies: ["HaulCore"]),
         .target(name: "HaulTestSupport", dependencies: ["HaulCore"]),
         .executableTarget(name: "HaulCLI", dependencies: ["Haul", "HaulCore", "HaulTestSupport"]),
+        // Examples/: one small program per way to use the library, built with the package and run
+        // against the test server by HaulCLITests.
+        .executableTarget(name: "OneShotExample", dependencies: ["Haul"], path: "Examples/OneShot"),
+        .executableTarget(name: "StreamingExample", dependencies: ["Haul"], path: "Examples/Streaming"),
+        .executableTarget(name: "DownloadFileExample", dependencies: ["Haul"], path: "Examples/DownloadFile"),
+        .executableTarget(name: "TaskControlExample", dependencies: ["Haul"], path: "Examples/TaskControl"),
+        .executableTarget(name: "ManagerExample", dependencies: ["Haul"], path: "Examples/Manager"),
+        .executableTarget(name: "ResumeWalkthrough", dependencies: ["Haul"], path: "Examples/ResumeWalkthrough"),
         .testTarget(name: "HaulCoreTests", dependencies: ["HaulCore", "HaulTestSupport"]),
         .testTarget(name: "HaulTests", dependencies: ["Haul", "HaulCore", "HaulTestSupport"]),
         .testTarget(name: "HaulCLITests", dependencies: ["HaulCLI", "HaulTestSupport", "HaulCore"]),

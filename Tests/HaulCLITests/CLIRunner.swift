@@ -20,14 +20,15 @@ enum CLI {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[0]
     }()
 
+    /// Another executable of the package (an example program), next to `haul`.
+    static func program(_ name: String) -> URL { binary.deletingLastPathComponent().appendingPathComponent(name) }
+
     /// Starts `haul args...` in `directory`; the caller waits or signals it.
     static func start(
-        _ args: [String], in directory: String? = nil, environment: [String: String] = [:]
-    ) throws
-        -> (Process, Pipe, Pipe)
-    {
+        _ args: [String], in directory: String? = nil, environment: [String: String] = [:], executable: URL = binary
+    ) throws -> (Process, Pipe, Pipe) {
         let p = Process()
-        p.executableURL = binary
+        p.executableURL = executable
         p.arguments = args
         if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
         var env = ProcessInfo.processInfo.environment
@@ -44,9 +45,10 @@ enum CLI {
 
     /// Runs to completion, killing the process after `timeout` seconds.
     static func run(
-        _ args: [String], in directory: String? = nil, environment: [String: String] = [:], timeout: Double = 60
+        _ args: [String], in directory: String? = nil, environment: [String: String] = [:], timeout: Double = 60,
+        executable: URL = binary
     ) async throws -> CLIRun {
-        let (p, out, err) = try start(args, in: directory, environment: environment)
+        let (p, out, err) = try start(args, in: directory, environment: environment, executable: executable)
         return await finish(p, out, err, timeout: timeout)
     }
 
