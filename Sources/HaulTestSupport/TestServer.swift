@@ -11,18 +11,24 @@ import HaulCore
 public struct RecordedRequest: Sendable {
     /// Which connection carried it (1-based, in accept order).
     public var connection: Int
+    /// The request method.
     public var method: String
     /// Path and query as sent.
     public var target: String
+    /// The path, without the query.
     public var path: String
+    /// The query parameters.
     public var query: [String: String]
+    /// The header fields in order.
     public var headers: [(name: String, value: String)]
 
     /// The first value of a header, case-insensitively.
     public func header(_ name: String) -> String? {
         headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
     }
+    /// The `Range` header.
     public var range: String? { header("Range") }
+    /// The `If-Range` header.
     public var ifRange: String? { header("If-Range") }
     /// The start offset of a `Range: bytes=N-` header.
     public var rangeStart: Int? {
