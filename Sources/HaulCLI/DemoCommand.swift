@@ -7,9 +7,16 @@ import HaulTestSupport
 /// local server that drops the connection twice, a pause and resume, and a SHA-256 check.
 struct DemoCommand {
     static let help = """
-        usage: haul demo [--size MIB] [--dir DIR] [--keep]
+        usage: haul demo [file|data|stream|task|manager] [--size MIB] [--dir DIR] [--keep]
 
-        Starts a local test server on 127.0.0.1 and downloads a file from it (default 256 MiB,
+        One mode per way to use the library (default: file):
+          file     the main job, below
+          data     one-shot into memory, with the size cap
+          stream   a slow consumer and back-pressure (the server is held back)
+          task     suspend (no bytes arrive), resume, cancel with resume data, resume from it
+          manager  eight files through a queue with two downloads at a time
+
+        file: starts a local test server on 127.0.0.1 and downloads a file from it (default 256 MiB,
         throttled to 32 MiB/s so you can watch). The server drops the connection twice; haul
         retries and resumes from the bytes on disk. Halfway through, the demo pauses (cancels,
         keeping the partial file and its resume record) and resumes with a Range request. At the
@@ -20,6 +27,7 @@ struct DemoCommand {
           --keep       keep the downloaded file
         """
 
+    let way: DemoWay
     let size: Int
     let dir: String?
     let keep: Bool
@@ -27,8 +35,11 @@ struct DemoCommand {
     init(_ args: [String]) throws(UsageError) {
         let (v, positionals) = try Arguments.parse(
             args, options: [.init("--size", value: true), .init("--dir", value: true), .init("--keep")])
-        guard positionals.isEmpty else { throw UsageError("demo takes no arguments (see haul help demo)") }
-        size = (try v.integer("--size", min: 1) ?? 256) * 1_048_576
+        guard positionals.count <= 1, let way = DemoWay(rawValue: positionals.first ?? "file") else {
+            throw UsageError("demo modes are file, data, stream, task and manager (see haul help demo)")
+        }
+        self.way = way
+        size = (try v.integer("--size", min: 1) ?? way.defaultMiB) * 1_048_576
         dir = v.last("--dir")
         keep = v.flag("--keep")
     }
@@ -43,6 +54,11 @@ struct DemoCommand {
         defer { server.shutdown() }
         let workDir = dir ?? (NSTemporaryDirectory() + "haul-demo-\(getpid())")
         try? FileManager.default.createDirectory(atPath: workDir, withIntermediateDirectories: true)
+        if way != .file {
+            let code = await DemoWays(server: server, directory: workDir, size: size, output: output).run(way)
+            if dir == nil { try? FileManager.default.removeItem(atPath: workDir) }
+            return code
+        }
         let drop = max(1, size * 27 / 100)
         let url = server.url("/haul-demo.bin?size=\(size)&seed=7&rate=\(32 * 1_048_576)&drop=\(drop)&drops=3")
         let dest = URL(fileURLWithPath: workDir + "/haul-demo.bin")

@@ -214,6 +214,16 @@ struct GetCommandTests {
         #expect(r.stdout.contains("paused"))
     }
 
+    @Test(arguments: [
+        ("data", "content exact"), ("stream", "the server could send only"), ("task", "the file is exact"),
+        ("manager", "8 of 8 done"),
+    ])
+    func demoModes(mode: String, says: String) async throws {
+        let r = try await CLI.run(["demo", mode, "--size", "8"], timeout: 120)
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        #expect(r.stdout.contains(says), "\(r.stdout)")
+    }
+
     @Test func versionAndHelp() async throws {
         let v = try await CLI.run(["version"])
         #expect(v.status == 0 && v.stdout.hasPrefix("haul 0.1.0 (libcurl/"))
