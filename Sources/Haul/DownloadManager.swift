@@ -35,6 +35,9 @@ public final class DownloadManager: Sendable {
         public var stateDirectory: URL?
         /// The session settings every download uses.
         public var session = HaulConfiguration()
+        /// Where ``DownloadManager/add(_:priority:progress:completion:)`` puts a URL (default: the
+        /// server-suggested name in ``HaulSession/defaultDownloadDirectory``).
+        public var destination: @Sendable (URL) -> Target = { _ in .directory(HaulSession.defaultDownloadDirectory) }
         /// Creates the defaults.
         public init() {}
     }
@@ -168,6 +171,15 @@ public final class DownloadManager: Sendable {
         changed(persist: true)
         schedule()
         return id
+    }
+
+    /// Queues a download to where ``Configuration/destination`` says.
+    @discardableResult
+    public func add(
+        _ url: URL, priority: Int = 0, progress: (@Sendable (TransferProgress) -> Void)? = nil,
+        completion: (@Sendable (Result<DownloadResult, HaulError>) -> Void)? = nil
+    ) -> UUID {
+        add(url, to: configuration.destination(url), priority: priority, progress: progress, completion: completion)
     }
 
     /// The items, in the order they were added.
@@ -399,5 +411,22 @@ public final class DownloadManager: Sendable {
                 s.sequence = max(s.sequence, item.sequence)
             }
         }
+    }
+}
+
+/// Runs `body` with a manager and always shuts it down afterwards (running downloads stop,
+/// keeping their bytes), like `withHTTPClient`.
+public func withDownloadManager<R>(
+    configuration: DownloadManager.Configuration = DownloadManager.Configuration(),
+    _ body: (DownloadManager) async throws -> R
+) async rethrows -> R {
+    let manager = DownloadManager(configuration: configuration)
+    do {
+        let result = try await body(manager)
+        await manager.shutdown()
+        return result
+    } catch {
+        await manager.shutdown()
+        throw error
     }
 }

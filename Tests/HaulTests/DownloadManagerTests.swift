@@ -138,6 +138,21 @@ struct DownloadManagerTests {
         #expect(dir.contents() == ["e"])
     }
 
+    @Test func destinationClosureAndScopedManager() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var c = configuration()
+        c.destination = { url in .file(dir.url.appendingPathComponent("via-closure-" + url.lastPathComponent)) }
+        let names = await withDownloadManager(configuration: c) { manager -> [String] in
+            manager.add(server.url("/x.bin?size=100"))
+            await manager.waitUntilIdle()
+            return manager.items.compactMap { $0.fileURL?.lastPathComponent }
+        }
+        #expect(names == ["via-closure-x.bin"])
+        expectFile(dir.file("via-closure-x.bin"), equals: TestContent.bytes(count: 100))
+    }
+
     @Test func updatesStreamTheList() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
