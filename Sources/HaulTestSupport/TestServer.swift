@@ -71,6 +71,7 @@ public final class TestServer: @unchecked Sendable {
         var inFlight: [String: Int] = [:]
         var maxInFlight: [String: Int] = [:]
         var inFlightTotal = 0
+        var uploads: [UploadReport] = []
         var maxInFlightTotal = 0
     }
 
@@ -137,6 +138,9 @@ public final class TestServer: @unchecked Sendable {
     /// The requests for one path.
     public func requests(path: String) -> [RecordedRequest] { requests.filter { $0.path == path } }
 
+    /// What the upload routes received, in order.
+    public var uploads: [UploadReport] { state.withLock { $0.uploads } }
+
     /// Body bytes written to sockets for requests to `path` so far.
     public func bytesSent(path: String) -> Int { state.withLock { $0.sent[path, default: 0] } }
 
@@ -194,21 +198,18 @@ public final class TestServer: @unchecked Sendable {
             guard let (head, rest) = readHead(fd, &buffer) else { return }
             buffer = rest
             guard let request = parse(head, connection: connection) else { return }
-            // Discard a request body, if any (uploads are not served here yet).
-            if let length = Int(request.header("Content-Length") ?? ""), length > 0 {
-                var remaining = length - buffer.count
-                buffer = buffer.count > length ? Array(buffer[length...]) : []
-                var sink = [UInt8](repeating: 0, count: 65_536)
-                while remaining > 0 {
-                    let n = recv(fd, &sink, min(sink.count, remaining), 0)
-                    if n <= 0 { return }
-                    remaining -= n
-                }
-            }
             let hit = state.withLock { s -> Int in
                 s.requests.append(request)
                 defer { s.hits[request.target, default: 0] += 1 }
                 return s.hits[request.target, default: 0]
+            }
+            if let mode = request.query["upload"] {
+                guard receiveUpload(fd, request, mode: mode, hit: hit, buffer: &buffer) else { return }
+                continue
+            }
+            // Discard a request body, if any.
+            if let length = Int(request.header("Content-Length") ?? ""), length > 0 {
+                guard consume(fd, length, &buffer, into: { _ in }) else { return }
             }
             let host = request.header("Host") ?? ""
             state.withLock { s in
@@ -224,6 +225,82 @@ public final class TestServer: @unchecked Sendable {
             }
             if !keepAlive { return }
         }
+    }
+
+    /// Reads `length` body bytes (the buffered ones first), handing them to `sink`; false when
+    /// the connection ended early.
+    private func consume(
+        _ fd: Int32, _ length: Int, _ buffer: inout [UInt8], rate: Int? = nil, into sink: (ArraySlice<UInt8>) -> Void
+    ) -> Bool {
+        let buffered = min(length, buffer.count)
+        sink(buffer[0..<buffered])
+        buffer = Array(buffer[buffered...])
+        var remaining = length - buffered
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        let began = Date()
+        var taken = buffered
+        while remaining > 0 {
+            let n = recv(fd, &chunk, min(rate.map { max(1, $0 / 20) } ?? chunk.count, chunk.count, remaining), 0)
+            if n <= 0 { return false }
+            sink(chunk[0..<n])
+            remaining -= n
+            taken += n
+            if let rate {
+                let due = Double(taken) / Double(rate) - Date().timeIntervalSince(began)
+                if due > 0 { Thread.sleep(forTimeInterval: due) }
+            }
+        }
+        return true
+    }
+
+    /// Upload routes: `upload=multipart` reports each part, `upload=raw` the body's size and
+    /// SHA-256, `upload=count` only its size. Faults: `status=413` answers before reading the
+    /// body, `drop=N` closes after N body bytes, `rate=B` reads at B bytes/s.
+    private func receiveUpload(
+        _ fd: Int32, _ r: RecordedRequest, mode: String, hit: Int, buffer: inout [UInt8]
+    )
+        -> Bool
+    {
+        let q = r.query
+        if let status = q["status"].flatMap(Int.init), status >= 400 {
+            let body = Array("{\"error\":\"status \(status)\"}".utf8)
+            _ = send(
+                fd, status: status, headers: [("Content-Length", "\(body.count)"), ("Connection", "close")], body: body)
+            return false
+        }
+        guard let length = Int(r.header("Content-Length") ?? "") else {
+            _ = send(fd, status: 411, headers: [("Content-Length", "0"), ("Connection", "close")], body: [])
+            return false
+        }
+        let dropAfter: Int? = {
+            guard let n = q["drop"].flatMap(Int.init) else { return nil }
+            if let drops = q["drops"].flatMap(Int.init), hit >= drops { return nil }
+            return n
+        }()
+        let boundary = r.header("Content-Type").flatMap { type -> String? in
+            guard let range = type.range(of: "boundary=") else { return nil }
+            let value = type[range.upperBound...].split(separator: ";").first.map(String.init) ?? ""
+            return value.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+        }
+        let parser = mode == "multipart" ? boundary.map { MultipartParser(boundary: $0) } : nil
+        var hasher = SHA256()
+        var received = 0
+        let ok = consume(fd, min(length, dropAfter ?? length), &buffer, rate: q["rate"].flatMap(Int.init)) { bytes in
+            received += bytes.count
+            if let parser { parser.feed(bytes) } else if mode == "raw" { bytes.withUnsafeBytes { hasher.update($0) } }
+        }
+        if !ok || received < length { return false }  // dropped (on purpose or by the client)
+        let report = UploadReport(
+            path: r.path, method: r.method, parts: parser?.parts ?? [], size: received,
+            sha256: mode == "raw" ? hasher.hexDigest() : nil)
+        state.withLock { $0.uploads.append(report) }
+        var json = "{\"size\":\(received)"
+        if let sha = report.sha256 { json += ",\"sha256\":\"\(sha)\"" }
+        json += ",\"parts\":\(report.parts.count)}"
+        let body = Array(json.utf8)
+        return send(
+            fd, status: 200, headers: [("Content-Type", "application/json"), ("Content-Length", "\(body.count)")],
+            body: body)
     }
 
     private func readHead(_ fd: Int32, _ buffer: inout [UInt8]) -> ([UInt8], [UInt8])? {

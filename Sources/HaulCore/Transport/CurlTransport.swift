@@ -192,6 +192,25 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
         default: set(Int32(HAUL_CURLOPT_CUSTOMREQUEST), request.method)
         }
         var headers = request.headers
+        if let body = request.body {
+            ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_READFUNCTION), curlReadCallback) == 0
+            ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_READDATA), me) == 0
+            if request.method == "PUT" {
+                set(Int32(HAUL_CURLOPT_UPLOAD), 1)
+                if let length = body.length {
+                    ok = ok && haul_easy_setopt_off(h, Int32(HAUL_CURLOPT_INFILESIZE_LARGE), length) == 0
+                }
+            } else {
+                set(Int32(HAUL_CURLOPT_POST), 1)
+                if let length = body.length {
+                    ok = ok && haul_easy_setopt_off(h, Int32(HAUL_CURLOPT_POSTFIELDSIZE_LARGE), length) == 0
+                } else {
+                    headers.replace("Transfer-Encoding", "chunked")
+                }
+            }
+            // No "Expect: 100-continue" round trip (servers that do not answer it cost a second).
+            headers.replace("Expect", "")
+        }
         if !request.decodeContent && !headers.contains("Accept-Encoding") {
             // No Accept-Encoding would mean "any coding is fine" (RFC 9110 12.5.3).
             headers.add("Accept-Encoding", "identity")
@@ -201,7 +220,9 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
             guard !name.contains(where: { $0 == "\r" || $0 == "\n" }),
                 !value.contains(where: { $0 == "\r" || $0 == "\n" })
             else { continue }
-            headerList = haul_slist_append(headerList, value.isEmpty ? "\(name);" : "\(name): \(value)")
+            // "Name:" removes a header curl would add; "Name;" sends it empty.
+            let line = value.isEmpty ? (name == "Expect" ? "Expect:" : "\(name);") : "\(name): \(value)"
+            headerList = haul_slist_append(headerList, line)
         }
         if let headerList {
             ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_HTTPHEADER), UnsafeRawPointer(headerList)) == 0
@@ -256,6 +277,16 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
         return true
     }
 
+    fileprivate func onRead(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
+        guard let body = request.body else { return 0 }
+        do {
+            return try body.read(into: buffer)
+        } catch {
+            aborted = true
+            return Int(HAUL_CURL_READFUNC_ABORT)
+        }
+    }
+
     fileprivate func onBody(_ data: UnsafeRawBufferPointer) -> Int {
         if !responseDelivered && !deliverResponse() { return 0 }
         switch handler.transportDidReceive(body: data) {
@@ -297,6 +328,11 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
 private let curlWriteCallback: haul_curl_data_cb = { ptr, size, count, userdata in
     let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
     return transfer.onBody(UnsafeRawBufferPointer(start: ptr, count: size * count))
+}
+
+private let curlReadCallback: haul_curl_data_cb = { ptr, size, count, userdata in
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
+    return transfer.onRead(UnsafeMutableRawBufferPointer(start: ptr, count: size * count))
 }
 
 private let curlHeaderCallback: haul_curl_data_cb = { ptr, size, count, userdata in

@@ -14,8 +14,20 @@ package struct TransportRequest: Sendable {
     package var caFile: String?
     /// Ask for gzip/deflate and decode it (off for file downloads: the bytes on disk are what was sent).
     package var decodeContent = false
+    /// A body to send (uploads), read on demand on the transport's thread.
+    package var body: (any RequestBodySource)?
 
     package init(url: URL) { self.url = url }
+}
+
+/// A request body produced on demand, so uploads stream from disk instead of memory.
+package protocol RequestBodySource: AnyObject, Sendable {
+    /// The total length, when known up front (otherwise the body is sent chunked).
+    var length: Int64? { get }
+    /// Fills `buffer` with the next bytes; 0 at the end. A thrown error aborts the transfer.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(HaulError) -> Int
+    /// Starts again from the first byte, for a retry.
+    func rewind() throws(HaulError)
 }
 
 /// A response's status and headers.

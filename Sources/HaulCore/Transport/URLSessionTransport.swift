@@ -26,6 +26,11 @@ package final class URLSessionTransport: HTTPTransport, Sendable {
     }
 
     package func start(_ request: TransportRequest, handler: any TransportHandler) -> any TransportTask {
+        if request.body != nil {
+            // Streaming a body needs an InputStream subclass, which swift-corelibs-foundation does
+            // not support well; uploads use the curl transport (docs/transports.md).
+            return FailedTask(TransportError(.other, "uploads need the curl transport"))
+        }
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method
         urlRequest.timeoutInterval = request.idleTimeout
@@ -181,4 +186,14 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
         }
         done.fulfill(.failure(TransportError(kind, message)))
     }
+}
+
+/// A transfer that failed before it started.
+private final class FailedTask: TransportTask {
+    let error: TransportError
+    init(_ error: TransportError) { self.error = error }
+    func pause() {}
+    func resume() {}
+    func cancel() {}
+    func finished() async -> Result<Void, TransportError> { .failure(error) }
 }

@@ -1,0 +1,243 @@
+import Foundation
+import HaulCore
+
+/// A multipart/form-data body (RFC 7578): fields and files, streamed from disk when sent.
+///
+/// ```swift
+/// var form = MultipartForm()
+/// form.addField(name: "title", value: "Holiday")
+/// try form.addFile(name: "photo", fileURL: URL(fileURLWithPath: "beach.jpg"))
+/// let reply = try await session.upload(form, to: url)
+/// ```
+public struct MultipartForm: Sendable {
+    enum Source: Sendable {
+        case path(String, size: Int64)
+        case data(Data)
+    }
+
+    struct Part: Sendable {
+        var name: String
+        var filename: String?
+        var contentType: String?
+        var source: Source
+    }
+
+    private(set) var parts: [Part] = []
+    /// The boundary; chosen at random and checked not to occur in any in-memory part.
+    public private(set) var boundary: String
+
+    /// Creates an empty form.
+    public init() { boundary = MultipartForm.randomBoundary() }
+
+    /// Adds a text field.
+    public mutating func addField(name: String, value: String) {
+        append(Part(name: name, filename: nil, contentType: nil, source: .data(Data(value.utf8))))
+    }
+
+    /// Adds a file from disk; its bytes are read only while sending.
+    /// - Parameters:
+    ///   - filename: The name the server sees (default: the file's name).
+    ///   - contentType: Default: guessed from the extension, else `application/octet-stream`.
+    /// - Throws: ``HaulError/Code/fileSystem`` when the file cannot be read.
+    public mutating func addFile(
+        name: String, fileURL: URL, filename: String? = nil, contentType: String? = nil
+    )
+        throws(HaulError)
+    {
+        let path = fileURL.standardizedFileURL.path
+        let size: Int64?
+        do { size = try Sys.fileSize(path) } catch { throw .fileSystem(error, "read", path: path) }
+        guard let size, !Sys.isDirectory(path) else {
+            throw HaulError(.fileSystem, "cannot read \(path): no such file", path: path)
+        }
+        let shown = filename ?? fileURL.lastPathComponent
+        parts.append(
+            Part(
+                name: name, filename: shown, contentType: contentType ?? Self.guessContentType(shown),
+                source: .path(path, size: size)))
+    }
+
+    /// Adds a file from memory.
+    public mutating func addFile(name: String, data: Data, filename: String, contentType: String? = nil) {
+        append(
+            Part(
+                name: name, filename: filename, contentType: contentType ?? Self.guessContentType(filename),
+                source: .data(data)))
+    }
+
+    /// `multipart/form-data; boundary=…`
+    public var contentType: String { "multipart/form-data; boundary=\(boundary)" }
+
+    /// The exact body length.
+    public var contentLength: Int64 { SegmentedBody(segments).length ?? 0 }
+
+    private mutating func append(_ part: Part) {
+        parts.append(part)
+        while collides() { boundary = Self.randomBoundary() }
+    }
+
+    private func collides() -> Bool {
+        let marker = Data(("--" + boundary).utf8)
+        return parts.contains { part in
+            if case .data(let d) = part.source { return d.range(of: marker) != nil }
+            return false
+        }
+    }
+
+    var segments: [SegmentedBody.Segment] {
+        var out: [SegmentedBody.Segment] = []
+        for part in parts {
+            var head = "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(Self.escape(part.name))\""
+            if let filename = part.filename { head += "; filename=\"\(Self.escape(filename))\"" }
+            head += "\r\n"
+            if let type = part.contentType { head += "Content-Type: \(type)\r\n" }
+            head += "\r\n"
+            out.append(.bytes(Array(head.utf8)))
+            switch part.source {
+            case .data(let d): out.append(.bytes(Array(d)))
+            case .path(let path, let size): out.append(.file(path: path, size: size))
+            }
+            out.append(.bytes(Array("\r\n".utf8)))
+        }
+        out.append(.bytes(Array("--\(boundary)--\r\n".utf8)))
+        return out
+    }
+
+    /// Quotes, CR and LF percent-encoded as browsers do (WHATWG); other characters, non-ASCII
+    /// included, go as UTF-8 (RFC 7578 4.2).
+    static func escape(_ s: String) -> String {
+        s.replacingOccurrences(of: "\"", with: "%22").replacingOccurrences(of: "\r", with: "%0D")
+            .replacingOccurrences(of: "\n", with: "%0A")
+    }
+
+    static func randomBoundary() -> String {
+        "haul-" + (0..<24).map { _ in String("0123456789abcdef".randomElement()!) }.joined()
+    }
+
+    /// A content type for a file name's extension.
+    public static func guessContentType(_ filename: String) -> String {
+        let ext = (filename as NSString).pathExtension.lowercased()
+        let types = [
+            "txt": "text/plain", "html": "text/html", "htm": "text/html", "css": "text/css", "csv": "text/csv",
+            "js": "text/javascript", "json": "application/json", "xml": "application/xml",
+            "pdf": "application/pdf", "zip": "application/zip", "gz": "application/gzip", "tar": "application/x-tar",
+            "png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "gif": "image/gif",
+            "svg": "image/svg+xml", "webp": "image/webp", "mp3": "audio/mpeg", "wav": "audio/wav",
+            "mp4": "video/mp4", "webm": "video/webm",
+        ]
+        return types[ext] ?? "application/octet-stream"
+    }
+}
+
+/// The HTTP method of a raw file upload.
+public enum UploadMethod: String, Sendable {
+    /// PUT: idempotent, so transient failures are retried.
+    case put = "PUT"
+    /// POST: retried only when the connection was refused.
+    case post = "POST"
+}
+
+/// Something that happened during an upload.
+public enum UploadEvent: Sendable {
+    /// Bytes sent so far (at most one event per ``HaulConfiguration/progressInterval``).
+    case progress(TransferProgress)
+    /// A transient failure of a PUT (or a refused POST); it is sent again after `delay` seconds.
+    case retrying(attempt: Int, error: HaulError, delay: Double)
+}
+
+/// The server's answer to an upload.
+public struct UploadResponse: Sendable {
+    /// Status and headers.
+    public var response: HTTPResponse
+    /// The response body, at most 1 MiB.
+    public var body: Data
+    /// True when the body was longer and was cut.
+    public var bodyTruncated: Bool
+}
+
+extension HaulSession {
+    /// POSTs a multipart form, streaming files from disk.
+    ///
+    /// Any status comes back (check `response.statusCode`). The body is never sent twice
+    /// unless the connection was refused before it started.
+    public func upload(
+        _ form: MultipartForm, to url: URL, headers: [String: String] = [:],
+        events: (@Sendable (UploadEvent) -> Void)? = nil
+    ) async throws(HaulError) -> UploadResponse {
+        var all = headers
+        all["Content-Type"] = form.contentType
+        return try await send(SegmentedBody(form.segments), to: url, method: "POST", headers: all, events: events)
+    }
+
+    /// Sends a file as the raw request body (PUT by default), streamed from disk.
+    public func upload(
+        fileAt fileURL: URL, to url: URL, method: UploadMethod = .put, contentType: String? = nil,
+        headers: [String: String] = [:], events: (@Sendable (UploadEvent) -> Void)? = nil
+    ) async throws(HaulError) -> UploadResponse {
+        let path = fileURL.standardizedFileURL.path
+        let size: Int64?
+        do { size = try Sys.fileSize(path) } catch { throw .fileSystem(error, "read", path: path) }
+        guard let size, !Sys.isDirectory(path) else {
+            throw HaulError(.fileSystem, "cannot read \(path): no such file", path: path)
+        }
+        var all = headers
+        all["Content-Type"] = contentType ?? MultipartForm.guessContentType(fileURL.lastPathComponent)
+        return try await send(
+            SegmentedBody([.file(path: path, size: size)]), to: url, method: method.rawValue, headers: all,
+            events: events)
+    }
+
+    /// The completion-handler form of ``upload(_:to:headers:events:)``.
+    public func upload(
+        _ form: MultipartForm, to url: URL,
+        completionHandler: @escaping @Sendable (Result<UploadResponse, HaulError>) -> Void
+    ) {
+        Task {
+            do throws(HaulError) { completionHandler(.success(try await upload(form, to: url))) } catch {
+                completionHandler(.failure(error))
+            }
+        }
+    }
+
+    /// The completion-handler form of ``upload(fileAt:to:method:contentType:headers:events:)``.
+    public func upload(
+        fileAt fileURL: URL, to url: URL, method: UploadMethod = .put,
+        completionHandler: @escaping @Sendable (Result<UploadResponse, HaulError>) -> Void
+    ) {
+        Task {
+            do throws(HaulError) {
+                completionHandler(.success(try await upload(fileAt: fileURL, to: url, method: method)))
+            } catch {
+                completionHandler(.failure(error))
+            }
+        }
+    }
+
+    private func send(
+        _ body: SegmentedBody, to url: URL, method: String, headers: [String: String],
+        events: (@Sendable (UploadEvent) -> Void)?
+    ) async throws(HaulError) -> UploadResponse {
+        let transport = try transport.get()
+        var options = UploadOptions()
+        options.method = method
+        for (name, value) in configuration.additionalHeaders.sorted(by: { $0.key < $1.key }) {
+            options.headers.add(name, value)
+        }
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) { options.headers.replace(name, value) }
+        options.retry = retryPolicy
+        options.connectTimeout = configuration.timeout.connect
+        options.idleTimeout = configuration.timeout.idle
+        options.caFile = configuration.trustedCertificatesFile
+        options.progressInterval = configuration.progressInterval
+        let uploader = Uploader(url: url, body: body, options: options, transport: transport) { event in
+            switch event {
+            case .progress(let p): events?(.progress(p))
+            case .retrying(let a, let e, let d): events?(.retrying(attempt: a, error: e, delay: d))
+            }
+        }
+        let outcome = try await uploader.run()
+        return UploadResponse(
+            response: HTTPResponse(outcome.response, url: url), body: Data(outcome.body),
+            bodyTruncated: outcome.bodyTruncated)
+    }
+}

@@ -1,0 +1,249 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A request body made of segments read in order: bytes in memory, or whole files read from
+/// disk in the transport's buffer-sized pieces (a 4 GiB upload needs no 4 GiB of memory).
+package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
+    package enum Segment: Sendable {
+        case bytes([UInt8])
+        case file(path: String, size: Int64)
+
+        var size: Int64 {
+            switch self {
+            case .bytes(let b): Int64(b.count)
+            case .file(_, let size): size
+            }
+        }
+    }
+
+    package let segments: [Segment]
+    package let length: Int64?
+    /// Called on the transport's thread with the bytes handed over so far.
+    package var onProgress: (@Sendable (Int64) -> Void)?
+    // Touched only by the transport's thread during a transfer, or by the engine between them.
+    private var index = 0
+    private var offset: Int64 = 0
+    private var fd: Int32 = -1
+    private var sent: Int64 = 0
+
+    package init(_ segments: [Segment]) {
+        self.segments = segments
+        length = segments.reduce(0) { $0 + $1.size }
+    }
+
+    deinit { closeFile() }
+
+    /// Why the last read failed, if it did.
+    package private(set) var failure: HaulError?
+
+    package func read(into buffer: UnsafeMutableRawBufferPointer) throws(HaulError) -> Int {
+        do { return try readNext(into: buffer) } catch {
+            failure = error
+            throw error
+        }
+    }
+
+    private func readNext(into buffer: UnsafeMutableRawBufferPointer) throws(HaulError) -> Int {
+        while index < segments.count {
+            let segment = segments[index]
+            let remaining = segment.size - offset
+            if remaining <= 0 {
+                closeFile()
+                index += 1
+                offset = 0
+                continue
+            }
+            let want = Int(min(Int64(buffer.count), remaining))
+            let n: Int
+            switch segment {
+            case .bytes(let bytes):
+                bytes.withUnsafeBytes { src in
+                    buffer.baseAddress!.copyMemory(from: src.baseAddress! + Int(offset), byteCount: want)
+                }
+                n = want
+            case .file(let path, _):
+                if fd < 0 {
+                    do { fd = try Sys.open(path, O_RDONLY) } catch { throw .fileSystem(error, "open", path: path) }
+                }
+                do {
+                    n = try Sys.pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
+                } catch { throw .fileSystem(error, "read", path: path) }
+                if n == 0 {
+                    throw HaulError(.fileSystem, "\(path) shrank while it was being uploaded", path: path)
+                }
+            }
+            offset += Int64(n)
+            sent += Int64(n)
+            onProgress?(sent)
+            return n
+        }
+        return 0
+    }
+
+    package func rewind() throws(HaulError) {
+        failure = nil
+        closeFile()
+        index = 0
+        offset = 0
+        sent = 0
+    }
+
+    private func closeFile() {
+        if fd >= 0 { Sys.close(fd) }
+        fd = -1
+    }
+}
+
+/// How an upload behaves.
+package struct UploadOptions: Sendable {
+    package var method = "POST"
+    package var headers = HTTPHeaders()
+    package var retry = RetryPolicy()
+    package var connectTimeout: Double = 30
+    package var idleTimeout: Double = 30
+    package var caFile: String?
+    package var progressInterval: Double = 0.1
+    /// The most response body bytes kept; the rest is read and dropped.
+    package var maxResponseBytes = 1 << 20
+    package init() {}
+}
+
+/// What the upload engine reports.
+package enum UploadEngineEvent: Sendable {
+    case progress(TransferProgress)
+    case retrying(attempt: Int, error: HaulError, delay: Double)
+}
+
+/// The result of an upload: the response and its (bounded) body.
+package struct UploadOutcome: Sendable {
+    package var response: TransportResponse
+    package var body: [UInt8]
+    package var bodyTruncated: Bool
+}
+
+/// Sends one request with a body, streaming it from its source, with progress and retries
+/// only where they are safe: PUT is idempotent, so it is retried like a download; POST is retried
+/// only when the connection was refused (the server never saw the body), never blindly.
+package final class Uploader: Sendable {
+    private let url: URL
+    private let body: SegmentedBody
+    private let options: UploadOptions
+    private let transport: any HTTPTransport
+    private let onEvent: @Sendable (UploadEngineEvent) -> Void
+
+    package init(
+        url: URL, body: SegmentedBody, options: UploadOptions, transport: any HTTPTransport,
+        onEvent: @escaping @Sendable (UploadEngineEvent) -> Void = { _ in }
+    ) {
+        self.url = url
+        self.body = body
+        self.options = options
+        self.transport = transport
+        self.onEvent = onEvent
+    }
+
+    package func run() async throws(HaulError) -> UploadOutcome {
+        try FileDownloader.validate(url)
+        let total = body.length
+        let meter = Locked((meter: ProgressMeter(), last: 0.0))
+        let interval = options.progressInterval
+        let onEvent = self.onEvent
+        body.onProgress = { sent in
+            let now = monotonicSeconds()
+            let speeds = meter.withLock { m -> (Double, Double)? in
+                guard now - m.last >= interval else { return nil }
+                m.last = now
+                return m.meter.record(bytes: sent, at: now)
+            }
+            if let (speed, smoothed) = speeds {
+                onEvent(
+                    .progress(
+                        TransferProgress(
+                            completedBytes: sent, totalBytes: total, bytesPerSecond: speed,
+                            smoothedBytesPerSecond: smoothed)))
+            }
+        }
+        var failures = 0
+        while true {
+            try body.rewind()
+            let collector = ResponseCollector(limit: options.maxResponseBytes)
+            var request = TransportRequest(url: url)
+            request.method = options.method
+            request.headers = options.headers
+            request.body = body
+            request.connectTimeout = options.connectTimeout
+            request.idleTimeout = options.idleTimeout
+            request.caFile = options.caFile
+            let task = transport.start(request, handler: collector)
+            let result = await withTaskCancellationHandler {
+                await task.finished()
+            } onCancel: {
+                task.cancel()
+            }
+            if Task.isCancelled { throw HaulError(.cancelled, "cancelled") }
+            switch result {
+            case .success:
+                guard let response = collector.response else {
+                    throw HaulError(.invalidResponse, "no response from \(ResumeRecord.redacted(url))")
+                }
+                let (sent, speeds) = (
+                    total ?? 0, meter.withLock { $0.meter.record(bytes: total ?? 0, at: monotonicSeconds()) }
+                )
+                onEvent(
+                    .progress(
+                        TransferProgress(
+                            completedBytes: sent, totalBytes: total, bytesPerSecond: speeds.window,
+                            smoothedBytesPerSecond: speeds.smoothed)))
+                return UploadOutcome(response: response, body: collector.body, bodyTruncated: collector.truncated)
+            case .failure(let transportError):
+                if let bodyError = body.failure { throw bodyError }  // reading the source failed
+                let error = transportError.haulError(
+                    url: url, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
+                let safe = options.method == "PUT" ? error.isTransient : transportError.kind == .connect
+                guard safe else {
+                    if options.method != "PUT" && error.isTransient {
+                        throw HaulError(
+                            error.code,
+                            "\(error.message); not retried: the server may have received part of the \(options.method)")
+                    }
+                    throw error
+                }
+                failures += 1
+                guard case .retry(let delay) = options.retry.decide(failures: failures, retryAfter: nil) else {
+                    throw error
+                }
+                onEvent(.retrying(attempt: failures, error: error, delay: delay))
+                do { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) } catch {
+                    throw HaulError(.cancelled, "cancelled")
+                }
+            }
+        }
+    }
+}
+
+/// Keeps a response and the first `limit` bytes of its body.
+private final class ResponseCollector: TransportHandler, @unchecked Sendable {
+    let limit: Int
+    var response: TransportResponse?
+    var body: [UInt8] = []
+    var truncated = false
+
+    init(limit: Int) { self.limit = limit }
+
+    func transportDidReceive(response: TransportResponse) -> Bool {
+        self.response = response
+        return true
+    }
+
+    func transportDidReceive(body chunk: UnsafeRawBufferPointer) -> BodyDisposition {
+        let room = limit - body.count
+        if room > 0 { body.append(contentsOf: chunk.prefix(room)) }
+        if chunk.count > room { truncated = true }
+        return .proceed
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Testing
+
+@testable import HaulCore
+
+@Suite("Uploads: multipart and raw bodies streamed from disk")
+struct UploadTests {
+    func sha(_ bytes: [UInt8]) -> String {
+        var h = HaulCore.SHA256()
+        h.update(bytes)
+        return h.hexDigest()
+    }
+
+    @Test func multipartPartsArriveByteExact() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let binary = TestContent.bytes(seed: 9, count: 300_000)
+        #expect(FileManager.default.createFile(atPath: dir.file("photo.png"), contents: Data(binary)))
+        #expect(FileManager.default.createFile(atPath: dir.file("empty.txt"), contents: Data()))
+        var form = MultipartForm()
+        form.addField(name: "title", value: "Holiday ☀️")
+        try form.addFile(name: "photo", fileURL: dir.url.appendingPathComponent("photo.png"))
+        try form.addFile(name: "empty", fileURL: dir.url.appendingPathComponent("empty.txt"))
+        form.addFile(name: "note \"quoted\"", data: Data("hi\r\nthere".utf8), filename: "naïve \"café\".txt")
+        let progress = Box<[TransferProgress]>([])
+        let reply = try await testSession().upload(form, to: server.url("/up?upload=multipart")) { event in
+            if case .progress(let p) = event { progress.set(progress.get() + [p]) }
+        }
+        #expect(reply.response.statusCode == 200)
+        let report = try #require(server.uploads.first)
+        #expect(report.size == Int(form.contentLength))
+        #expect(report.parts.map(\.name) == ["title", "photo", "empty", "note %22quoted%22"])
+        #expect(report.parts.map(\.filename) == [nil, "photo.png", "empty.txt", "naïve %22café%22.txt"])
+        #expect(report.parts.map(\.contentType) == [nil, "image/png", "text/plain", "text/plain"])
+        #expect(report.parts.map(\.size) == [Array("Holiday ☀️".utf8).count, 300_000, 0, 9])
+        #expect(report.parts[1].sha256 == sha(binary))
+        #expect(report.parts[2].sha256 == sha([]))
+        #expect(report.parts[3].sha256 == sha(Array("hi\r\nthere".utf8)))
+        let values = progress.get().map(\.completedBytes)
+        #expect(values == values.sorted())
+        #expect(values.last == form.contentLength)
+        #expect(progress.get().last?.fraction == 1)
+    }
+
+    @Test func boundaryNeverOccursInAnInMemoryPart() {
+        var form = MultipartForm()
+        let first = form.boundary
+        form.addFile(name: "trap", data: Data("xx--\(first)yy".utf8), filename: "t.bin")
+        #expect(form.boundary != first)
+    }
+
+    @Test func rawPutStreamsTheFileAndRetriesADroppedConnection() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let content = TestContent.bytes(seed: 5, count: 2_000_000)
+        #expect(FileManager.default.createFile(atPath: dir.file("blob.bin"), contents: Data(content)))
+        let events = Box(0)
+        let reply = try await testSession().upload(
+            fileAt: dir.url.appendingPathComponent("blob.bin"), to: server.url("/put?upload=raw&drop=500000&drops=1")
+        ) { event in
+            if case .retrying = event { events.set(events.get() + 1) }
+        }
+        #expect(reply.response.statusCode == 200)
+        #expect(events.get() == 1)
+        #expect(server.requests(path: "/put").map(\.method) == ["PUT", "PUT"])
+        #expect(server.uploads.first?.sha256 == sha(content))
+        #expect(String(decoding: reply.body, as: UTF8.self).contains("\"size\":2000000"))
+    }
+
+    @Test func droppedPostFailsClearlyAndIsNotRetried() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        #expect(FileManager.default.createFile(atPath: dir.file("f.bin"), contents: Data(count: 1_000_000)))
+        var form = MultipartForm()
+        try form.addFile(name: "f", fileURL: dir.url.appendingPathComponent("f.bin"))
+        let error = await #expect(throws: HaulError.self) {
+            try await testSession().upload(form, to: server.url("/post?upload=multipart&drop=200000"))
+        }
+        #expect(error?.message.contains("not retried") == true, "\(String(describing: error))")
+        #expect(server.requests(path: "/post").count == 1)
+    }
+
+    @Test func tooLargeIsReturnedWithItsStatus() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        #expect(FileManager.default.createFile(atPath: dir.file("big.bin"), contents: Data(count: 3_000_000)))
+        let reply = try await testSession().upload(
+            fileAt: dir.url.appendingPathComponent("big.bin"), to: server.url("/limited?upload=raw&status=413"),
+            method: .post)
+        #expect(reply.response.statusCode == 413)
+    }
+
+    @Test func missingFileIsAClearError() async throws {
+        var form = MultipartForm()
+        #expect(throws: HaulError.self) {
+            try form.addFile(name: "f", fileURL: URL(fileURLWithPath: "/nonexistent/haul-file"))
+        }
+    }
+}
