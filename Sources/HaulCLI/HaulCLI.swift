@@ -17,6 +17,7 @@ struct HaulCLI {
 
         commands:
           get URL... [-o FILE | -d DIR]   download (rerun the same command to resume)
+          upload URL (-F FIELD... | -T FILE)  multipart form or raw file upload
           demo                            a 256 MiB download from a built-in local server, with
                                           injected connection drops, a pause and resume, and a
                                           SHA-256 check
@@ -47,6 +48,13 @@ struct HaulCLI {
                 }
                 let get = try GetCommand(rest)
                 return await get.run(interrupts: Interrupts())
+            case "upload":
+                if rest.contains("--help") || rest.contains("-h") {
+                    Output.emit(UploadCommand.help + "\n", to: 1)
+                    return .success
+                }
+                let upload = try UploadCommand(rest)
+                return await upload.run(interrupts: Interrupts())
             case "demo":
                 let demo = try DemoCommand(rest)
                 return await demo.run(interrupts: Interrupts())
@@ -54,6 +62,7 @@ struct HaulCLI {
                 switch rest.first {
                 case "get": Output.emit(GetCommand.help + "\n", to: 1)
                 case "demo": Output.emit(DemoCommand.help + "\n", to: 1)
+                case "upload": Output.emit(UploadCommand.help + "\n", to: 1)
                 default: Output.emit(help + "\n", to: 1)
                 }
                 return .success

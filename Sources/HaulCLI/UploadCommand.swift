@@ -1,0 +1,175 @@
+import Foundation
+import Haul
+import HaulCore
+
+/// `haul upload URL (-F FIELD... | -T FILE) [options]`
+struct UploadCommand {
+    static let options: [Arguments.Option] = [
+        .init("-F", "--form", value: true),
+        .init("-T", "--upload-file", value: true),
+        .init("-X", "--request", value: true),
+        .init("-o", "--output", value: true),
+        .init("-H", "--header", value: true),
+        .init("--retries", value: true),
+        .init("--retry-delay", value: true),
+        .init("--timeout", value: true),
+        .init("--connect-timeout", value: true),
+        .init("--cacert", value: true),
+        .init("-q", "--quiet"),
+        .init("--json"),
+    ]
+
+    static let help = """
+        usage: haul upload URL -F 'name=value' -F 'file=@path[;type=mime][;filename=name]'...
+               haul upload URL -T path [-X POST]
+
+        Sends a multipart/form-data POST (-F, curl's syntax; 'name=<path' sends a file's text as
+        a field) or a file as the raw body (-T: PUT, or POST with -X POST). Files stream from
+        disk. Prints the response body (or saves it with -o); exits 4 on an HTTP error status.
+        PUT is retried after a transient failure; a POST only if the connection was refused.
+
+          -F, --form SPEC         a form field or file (repeatable)
+          -T, --upload-file FILE  send FILE as the body
+          -X, --request METHOD    PUT (default for -T) or POST
+          -o, --output FILE       save the response body to FILE
+          -H, --header 'N: v'     extra request header (repeatable)
+              --retries N, --retry-delay S, --timeout S, --connect-timeout S, --cacert FILE
+          -q, --quiet             no progress
+              --json              JSON event lines on stdout (the body then needs -o)
+        """
+
+    let url: URL
+    let form: MultipartForm?
+    let file: URL?
+    let method: UploadMethod
+    let outputFile: String?
+    let headers: [String: String]
+    let configuration: HaulConfiguration
+    let output: Output
+
+    init(_ args: [String]) throws(UsageError) {
+        let (v, positionals) = try Arguments.parse(args, options: UploadCommand.options)
+        guard positionals.count == 1, let url = URL(string: positionals[0]),
+            ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false
+        else { throw UsageError("upload needs one http:// or https:// URL (see haul help upload)") }
+        self.url = url
+        let fields = v["--form"] ?? []
+        let raw = v.last("--upload-file")
+        guard fields.isEmpty != (raw == nil) else { throw UsageError("use either -F fields or -T FILE") }
+        if let raw {
+            guard FileManager.default.isReadableFile(atPath: raw) else { throw UsageError("cannot read -T \(raw)") }
+            file = URL(fileURLWithPath: raw)
+            form = nil
+        } else {
+            var form = MultipartForm()
+            for spec in fields { try Self.add(spec, to: &form) }
+            self.form = form
+            file = nil
+        }
+        switch v.last("--request")?.uppercased() {
+        case nil, "PUT": method = raw == nil ? .post : .put
+        case "POST": method = .post
+        case let other?: throw UsageError("-X \(other) is not supported for uploads (PUT or POST)")
+        }
+        outputFile = v.last("--output")
+        var headers: [String: String] = [:]
+        for header in v["--header"] ?? [] {
+            guard let colon = header.firstIndex(of: ":"), colon != header.startIndex, !header.contains("\n") else {
+                throw UsageError("header '\(header)' is not 'Name: value'")
+            }
+            headers[header[..<colon].trimmingCharacters(in: .whitespaces)] =
+                header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        self.headers = headers
+        var c = HaulConfiguration()
+        if let n = try v.integer("--retries") { c.retry.maxRetries = n }
+        if let d = try v.number("--retry-delay") { c.retry.initialDelay = d }
+        if let t = try v.number("--timeout", min: 1) { c.timeout.idle = t }
+        if let t = try v.number("--connect-timeout", min: 1) { c.timeout.connect = t }
+        if let ca = v.last("--cacert") { c.trustedCertificatesFile = ca }
+        configuration = c
+        if v.flag("--json") && outputFile == nil {
+            throw UsageError("--json prints events; save the body with -o FILE")
+        }
+        output = Output(mode: v.flag("--json") ? .json : v.flag("--quiet") ? .quiet : .human)
+    }
+
+    /// curl's -F syntax: `name=value`, `name=@path[;type=…][;filename=…]`, `name=<path`.
+    static func add(_ spec: String, to form: inout MultipartForm) throws(UsageError) {
+        guard let eq = spec.firstIndex(of: "="), eq != spec.startIndex else {
+            throw UsageError("-F '\(spec)' is not 'name=value' or 'name=@file'")
+        }
+        let name = String(spec[..<eq])
+        let value = String(spec[spec.index(after: eq)...])
+        if value.hasPrefix("@") {
+            let pieces = value.dropFirst().split(separator: ";", omittingEmptySubsequences: false).map(String.init)
+            var type: String?
+            var filename: String?
+            for attribute in pieces.dropFirst() {
+                if attribute.hasPrefix("type=") {
+                    type = String(attribute.dropFirst(5))
+                } else if attribute.hasPrefix("filename=") {
+                    filename = String(attribute.dropFirst(9))
+                } else {
+                    throw UsageError("-F '\(spec)': unknown attribute '\(attribute)' (type= or filename=)")
+                }
+            }
+            do {
+                try form.addFile(
+                    name: name, fileURL: URL(fileURLWithPath: pieces[0]), filename: filename, contentType: type)
+            } catch { throw UsageError(error.message) }
+        } else if value.hasPrefix("<") {
+            guard let text = FileManager.default.contents(atPath: String(value.dropFirst())) else {
+                throw UsageError("-F '\(spec)': cannot read \(value.dropFirst())")
+            }
+            form.addField(name: name, value: String(decoding: text, as: UTF8.self))
+        } else {
+            form.addField(name: name, value: value)
+        }
+    }
+
+    func run(interrupts: Interrupts) async -> ExitCode {
+        let session = HaulSession(configuration: configuration)
+        let output = self.output
+        let (form, file, url, method, headers) = (self.form, self.file, self.url, self.method, self.headers)
+        let name = file?.lastPathComponent ?? "form"
+        let task = Task { () async throws(HaulError) -> UploadResponse in
+            let events: @Sendable (UploadEvent) -> Void = { event in
+                switch event {
+                case .progress(let p): output.progress(p, name: name)
+                case .retrying(let attempt, let error, let delay):
+                    output.json("retry", [("attempt", attempt), ("delay", delay), ("message", error.message)])
+                    output.note("\(error.message); retry \(attempt) in \(String(format: "%.1f", delay)) s")
+                }
+            }
+            if let form { return try await session.upload(form, to: url, headers: headers, events: events) }
+            return try await session.upload(fileAt: file!, to: url, method: method, headers: headers, events: events)
+        }
+        let token = interrupts.onInterrupt { task.cancel() }
+        defer { interrupts.remove(token) }
+        do {
+            let reply = try await task.value
+            output.clearLine()
+            if let outputFile {
+                guard FileManager.default.createFile(atPath: outputFile, contents: reply.body) else {
+                    output.error("cannot write \(outputFile)")
+                    return .fileSystem
+                }
+            } else {
+                FileHandle.standardOutput.write(reply.body)
+            }
+            let status = reply.response.statusCode
+            output.json("done", [("status", status), ("bytes", reply.body.count)])
+            if status >= 400 {
+                output.error("HTTP \(status) \(HTTPStatus.reason(status)) from \(ResumeRecord.redacted(url))")
+                return .http
+            }
+            return .success
+        } catch {
+            let error = HaulError.from(error)
+            output.json("error", [("code", error.code.description), ("message", error.message)])
+            output.error(error.message)
+            return ExitCode(error)
+        }
+    }
+}
