@@ -1,0 +1,108 @@
+/// Splits a file into byte ranges for several connections and rebalances them as they finish
+/// (work stealing). Pure: no I/O, tested directly.
+///
+/// Each segment is `[start, end)` with a `cursor`: bytes `[start, cursor)` are written. A
+/// connection that finishes takes the second half of the segment with the most left to do,
+/// if that half is at least `minSplit` bytes; the victim's `end` moves down, so its connection
+/// stops at the new end.
+package struct SegmentPlanner: Sendable, Equatable {
+    package struct Segment: Sendable, Equatable {
+        package let id: Int
+        package let start: Int64
+        package var end: Int64
+        package var cursor: Int64
+        /// A connection is working on it.
+        package var active: Bool
+        package var remaining: Int64 { end - cursor }
+        package var isDone: Bool { cursor >= end }
+    }
+
+    package let total: Int64
+    package let minSplit: Int64
+    package private(set) var segments: [Segment] = []
+    private var nextID = 0
+
+    /// Plans the bytes not yet in `completed` over up to `connections` segments.
+    package init(total: Int64, completed: [ByteRange] = [], connections: Int, minSplit: Int64) {
+        self.total = total
+        self.minSplit = max(1, minSplit)
+        // Completed ranges become done segments; the gaps are the work.
+        var gaps: [ByteRange] = []
+        var position: Int64 = 0
+        for range in completed.sorted(by: { $0.start < $1.start }) where range.end > position {
+            if range.start > position { gaps.append(ByteRange(position, min(range.start, total))) }
+            add(start: max(range.start, position), end: min(range.end, total), done: true)
+            position = max(position, range.end)
+        }
+        if position < total { gaps.append(ByteRange(position, total)) }
+        // Split the largest gaps until there are enough pieces or they would get too small.
+        var pieces = gaps.filter { $0.count > 0 }
+        while pieces.count < connections, let largest = pieces.indices.max(by: { pieces[$0].count < pieces[$1].count }),
+            pieces[largest].count >= 2 * self.minSplit
+        {
+            let r = pieces[largest]
+            let mid = r.start + r.count / 2
+            pieces[largest] = ByteRange(r.start, mid)
+            pieces.insert(ByteRange(mid, r.end), at: largest + 1)
+        }
+        for p in pieces { add(start: p.start, end: p.end, done: false) }
+        segments.sort { $0.start < $1.start }
+    }
+
+    private mutating func add(start: Int64, end: Int64, done: Bool) {
+        guard end > start else { return }
+        segments.append(Segment(id: nextID, start: start, end: end, cursor: done ? end : start, active: false))
+        nextID += 1
+    }
+
+    package var isComplete: Bool { segments.allSatisfy(\.isDone) }
+    package var completedBytes: Int64 { segments.reduce(0) { $0 + ($1.cursor - $1.start) } }
+
+    /// Work for a free connection: an untaken segment, else half of the largest running one.
+    package mutating func assign() -> Segment? {
+        if let i = segments.firstIndex(where: { !$0.active && !$0.isDone }) {
+            segments[i].active = true
+            return segments[i]
+        }
+        guard let victim = segments.indices.filter({ segments[$0].active }).max(by: {
+            segments[$0].remaining < segments[$1].remaining
+        }), segments[victim].remaining >= 2 * minSplit
+        else { return nil }
+        let mid = segments[victim].cursor + segments[victim].remaining / 2
+        let oldEnd = segments[victim].end
+        segments[victim].end = mid
+        let stolen = Segment(id: nextID, start: mid, end: oldEnd, cursor: mid, active: true)
+        nextID += 1
+        segments.append(stolen)
+        segments.sort { $0.start < $1.start }
+        return stolen
+    }
+
+    /// The current end of a segment (it shrinks when another connection steals from it).
+    package func end(of id: Int) -> Int64? { segments.first { $0.id == id }?.end }
+
+    /// Bytes up to `cursor` of segment `id` are written.
+    package mutating func advance(_ id: Int, to cursor: Int64) {
+        guard let i = segments.firstIndex(where: { $0.id == id }) else { return }
+        segments[i].cursor = min(max(segments[i].cursor, cursor), segments[i].end)
+    }
+
+    /// The connection working on `id` stopped (done, failed or replaced); the rest is free work.
+    package mutating func release(_ id: Int) {
+        guard let i = segments.firstIndex(where: { $0.id == id }) else { return }
+        segments[i].active = false
+    }
+
+    /// The written bytes as merged ranges, for the resume record.
+    package var writtenRanges: [ByteRange] {
+        var out: [ByteRange] = []
+        for s in segments.sorted(by: { $0.start < $1.start }) where s.cursor > s.start {
+            if let last = out.last, last.end == s.start {
+                out[out.count - 1] = ByteRange(last.start, s.cursor)
+            } else {
+                out.append(ByteRange(s.start, s.cursor))
+            }
+        }
+        return out
+    }
+}
