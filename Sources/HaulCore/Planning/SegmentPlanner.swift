@@ -64,9 +64,10 @@ package struct SegmentPlanner: Sendable, Equatable {
             segments[i].active = true
             return segments[i]
         }
-        guard let victim = segments.indices.filter({ segments[$0].active }).max(by: {
-            segments[$0].remaining < segments[$1].remaining
-        }), segments[victim].remaining >= 2 * minSplit
+        guard
+            let victim = segments.indices.filter({ segments[$0].active }).max(by: {
+                segments[$0].remaining < segments[$1].remaining
+            }), segments[victim].remaining >= 2 * minSplit
         else { return nil }
         let mid = segments[victim].cursor + segments[victim].remaining / 2
         let oldEnd = segments[victim].end
