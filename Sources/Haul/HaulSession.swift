@@ -39,6 +39,11 @@ public struct DownloadOptions: Sendable, Equatable {
     public var sha256: String?
     /// Extra headers for this download only.
     public var headers: [String: String] = [:]
+    /// Connections for this file: above 1, a server that supports ranges gets one byte range per
+    /// connection (see docs/segmented.md); others fall back to one connection. Default 1.
+    public var connections = 1
+    /// No range is split below this many bytes (default 1 MiB).
+    public var minSplitSize: Int64 = 1 << 20
     /// Creates the defaults.
     public init() {}
 }
@@ -194,7 +199,16 @@ public final class HaulSession: Sendable {
             case .restarted(let reason): events(.restarted(reason: reason))
             }
         }
-        let outcome = try await downloader.run()
+        let outcome: DownloadOutcome
+        if options.connections > 1 {
+            outcome = try await SegmentedDownloader(
+                url: url, target: target, options: engineOptions,
+                segments: SegmentOptions(connections: options.connections, minSplit: options.minSplitSize),
+                transport: transport, onEvent: downloader.onEvent
+            ).run()
+        } else {
+            outcome = try await downloader.run()
+        }
         var result = DownloadResult(
             fileURL: URL(fileURLWithPath: outcome.path), bytes: outcome.bytes, alreadyComplete: outcome.alreadyComplete)
         if let placement {

@@ -403,7 +403,8 @@ public final class TestServer: @unchecked Sendable {
         // Range, honoured unless ranges=0; If-Range compared strongly unless ifrange=0.
         var start = 0
         var partial = false
-        let rangesOn = q["ranges"] != "0"
+        // ranges=0: never honour Range; norange=K: stop honouring it from the K-th request on.
+        let rangesOn = q["ranges"] != "0" && !(int("norange").map { hit >= $0 } ?? false)
         if rangesOn { headers.append(("Accept-Ranges", "bytes")) }
         if rangesOn, let range = r.range, let first = parseRange(range, size: claimed) {
             var honour = true

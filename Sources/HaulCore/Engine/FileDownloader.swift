@@ -57,7 +57,7 @@ package final class FileDownloader: Sendable {
     package let target: DownloadTarget
     package let options: EngineOptions
     private let transport: any HTTPTransport
-    private let onEvent: @Sendable (DownloadEngineEvent) -> Void
+    package let onEvent: @Sendable (DownloadEngineEvent) -> Void
     /// One speed meter for the whole download, so a resumed attempt keeps its speed history.
     fileprivate let meter = Locked(ProgressMeter())
 

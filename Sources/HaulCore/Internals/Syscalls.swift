@@ -131,6 +131,18 @@ package enum Sys {
         _ = try retrying(.ftruncate) { c_ftruncate(fd, off_t(length)) }
     }
 
+    /// Makes the file `length` bytes long with the space reserved (posix_fallocate), falling
+    /// back to ftruncate where the file system cannot reserve (EOPNOTSUPP, e.g. some tmpfs/NFS).
+    package static func preallocate(_ fd: Int32, _ length: Int64) throws(Errno) {
+        if let injected = FaultInjection.check(.ftruncate) { throw injected }
+        #if os(Linux)
+            let r = posix_fallocate(fd, 0, off_t(length))
+            if r == 0 { return }
+            if r == ENOSPC || r == EDQUOT { throw Errno(r) }
+        #endif
+        try ftruncate(fd, length)
+    }
+
     package static func rename(_ from: String, _ to: String) throws(Errno) {
         _ = try retrying(.rename) { c_rename(from, to) }
     }

@@ -47,6 +47,25 @@ package final class PartialFile {
         durableBytes = offset
     }
 
+    /// Opens the partial for positional writes of a file of `total` bytes (segmented downloads),
+    /// keeping what is there and reserving the space: fallocate where the file system supports it
+    /// (a full disk shows up now, not halfway), else a sparse ftruncate.
+    package func openPreallocated(total: Int64) throws(HaulError) {
+        if fd < 0 {
+            do { fd = try Sys.open(partPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644) } catch {
+                throw .fileSystem(error, "create", path: partPath)
+            }
+        }
+        do { try Sys.preallocate(fd, total) } catch { throw .fileSystem(error, "reserve space for", path: partPath) }
+    }
+
+    /// Writes at `offset` (segmented downloads; several ranges at once).
+    package func write(_ data: UnsafeRawBufferPointer, at offset: Int64) throws(HaulError) {
+        do { try Sys.pwriteAll(fd, data, at: offset, path: partPath) } catch {
+            throw .fileSystem(error, "write", path: partPath)
+        }
+    }
+
     /// Appends at the write position.
     package func write(_ data: UnsafeRawBufferPointer) throws(HaulError) {
         do { try Sys.pwriteAll(fd, data, at: writtenBytes, path: partPath) } catch {

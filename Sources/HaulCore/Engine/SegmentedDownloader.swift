@@ -1,0 +1,400 @@
+import Foundation
+
+/// How many connections a download may use.
+package struct SegmentOptions: Sendable {
+    /// Connections for one file (1 means a plain single-connection download).
+    package var connections: Int = 1
+    /// No range is split below this size.
+    package var minSplit: Int64 = 1 << 20
+    package init(connections: Int = 1, minSplit: Int64 = 1 << 20) {
+        self.connections = connections
+        self.minSplit = minSplit
+    }
+}
+
+/// Downloads one file over several connections, each fetching a byte range into one
+/// preallocated partial file with positional writes; a connection that finishes steals half of
+/// the largest remaining range. The resume record lists every written range, so a rerun (after
+/// kill -9, say) fetches only the gaps. Every range response must be a 206 for exactly the range
+/// asked, of the same total and validator as the probe; anything else discards the partial and
+/// falls back to one connection from zero, so a file is never assembled from two versions.
+package final class SegmentedDownloader: Sendable {
+    private let url: URL
+    private let target: DownloadTarget
+    private let options: EngineOptions
+    private let segmentOptions: SegmentOptions
+    private let transport: any HTTPTransport
+    private let onEvent: @Sendable (DownloadEngineEvent) -> Void
+
+    package init(
+        url: URL, target: DownloadTarget, options: EngineOptions, segments: SegmentOptions,
+        transport: any HTTPTransport, onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void = { _ in }
+    ) {
+        self.url = url
+        self.target = target
+        self.options = options
+        self.segmentOptions = segments
+        self.transport = transport
+        self.onEvent = onEvent
+    }
+
+    private var single: FileDownloader {
+        FileDownloader(url: url, target: target, options: options, transport: transport, onEvent: onEvent)
+    }
+
+    package func run() async throws(HaulError) -> DownloadOutcome {
+        try FileDownloader.validate(url)
+        guard segmentOptions.connections > 1, let probe = await probe(), let total = probe.total,
+            total >= 2 * segmentOptions.minSplit
+        else { return try await single.run() }
+        let destination: String
+        switch target {
+        case .file(let path): destination = path
+        case .directory(let dir):
+            do { try Sys.makeDirectories(dir) } catch { throw .fileSystem(error, "create directory", path: dir) }
+            destination = dir + "/" + SafeFileName.suggestedName(contentDisposition: probe.contentDisposition, url: url)
+        }
+        let partial = PartialFile(destination: destination)
+        var completed: [ByteRange] = []
+        if options.resume, let record = try partial.loadRecord() {
+            guard record.url == ResumeRecord.redacted(url) else {
+                throw HaulError(
+                    .destinationExists,
+                    "\(partial.partPath) is a partial download of \(record.url); use --no-continue to discard it",
+                    path: destination)
+            }
+            let same =
+                record.totalLength == total
+                && (record.etag != nil ? record.etag == probe.etag : record.lastModified == probe.lastModified)
+                && (record.etag != nil || record.lastModified != nil)
+            if same {
+                completed = record.ranges
+            } else {
+                partial.discard()
+                onEvent(.restarted(reason: "file changed on the server since the partial download"))
+            }
+        } else if !options.resume {
+            partial.discard()
+        } else if (try? Sys.fileSize(partial.partPath)) ?? nil != nil {
+            partial.discard()  // a partial without a record cannot be trusted
+        }
+        if completed.isEmpty, !options.overwrite, let size = (try? Sys.fileSize(destination)) ?? nil {
+            if size == total { return DownloadOutcome(path: destination, bytes: size, alreadyComplete: true) }
+            throw HaulError(
+                .destinationExists,
+                "\(destination) exists (\(size) bytes, server has \(total)); use --overwrite to replace it",
+                path: destination)
+        }
+        try partial.openPreallocated(total: total)
+        let run = SegmentedRun(
+            url: probe.finalURL, headers: probe.headers, total: total, probe: probe, partial: partial,
+            planner: SegmentPlanner(
+                total: total, completed: completed, connections: segmentOptions.connections,
+                minSplit: segmentOptions.minSplit),
+            options: options, transport: transport, onEvent: onEvent)
+        let record = ResumeRecord(
+            url: ResumeRecord.redacted(url), finalURL: ResumeRecord.redacted(probe.finalURL), etag: probe.etag,
+            lastModified: probe.lastModified, totalLength: total)
+        onEvent(
+            .started(
+                status: 206, url: probe.finalURL, destination: destination, offset: run.completedBytes,
+                totalBytes: total))
+        do {
+            try await run.execute(record: record, connections: segmentOptions.connections)
+        } catch  where error.code == .serverChangedFile {
+            // A range answer did not match: never mix versions. Start over on one connection.
+            partial.discard()
+            onEvent(.restarted(reason: error.message))
+            var fresh = options
+            fresh.resume = false
+            return try await FileDownloader(
+                url: url, target: .file(destination), options: fresh, transport: transport, onEvent: onEvent
+            ).run()
+        }
+        try partial.commit(replacing: options.overwrite)
+        onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
+        return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
+    }
+
+    // MARK: - Probe
+
+    struct Probe: Sendable {
+        var finalURL: URL
+        var headers: HTTPHeaders
+        var total: Int64?
+        var etag: String?
+        var lastModified: String?
+        var contentDisposition: String?
+    }
+
+    /// `GET Range: bytes=0-0` (HEAD is often refused or wrong): size, range support, validators,
+    /// final URL. Nil when ranges are not supported or anything is off; the caller then uses one
+    /// connection.
+    private func probe() async -> Probe? {
+        var chain = RedirectChain(url: url, headers: options.headers, maxRedirects: options.maxRedirects)
+        while true {
+            var request = TransportRequest(url: chain.current)
+            request.headers = chain.headers
+            request.headers.replace("Range", "bytes=0-0")
+            request.connectTimeout = options.connectTimeout
+            request.idleTimeout = options.idleTimeout
+            request.caFile = options.caFile
+            let head = HeadOnly()
+            _ = await transport.start(request, handler: head).finished()
+            guard let response = head.response else { return nil }
+            if [301, 302, 303, 307, 308].contains(response.status), let location = response.headers["Location"],
+                let next = URL(string: location, relativeTo: chain.current)?.absoluteURL
+            {
+                guard (try? chain.follow(to: next)) != nil else { return nil }
+                continue
+            }
+            guard response.status == 206,
+                let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange),
+                range.start == 0, let total = range.total
+            else { return nil }
+            let etag = response.headers["ETag"]
+            return Probe(
+                finalURL: chain.current, headers: chain.headers, total: total,
+                etag: etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }, lastModified: response.headers["Last-Modified"],
+                contentDisposition: response.headers["Content-Disposition"])
+        }
+    }
+}
+
+/// Takes the response head and stops.
+private final class HeadOnly: TransportHandler, @unchecked Sendable {
+    var response: TransportResponse?
+    func transportDidReceive(response: TransportResponse) -> Bool {
+        self.response = response
+        return response.status == 206 && Int64(response.headers["Content-Length"] ?? "") ?? 2 <= 1
+    }
+    func transportDidReceive(body: UnsafeRawBufferPointer) -> BodyDisposition { .proceed }
+}
+
+/// One segmented transfer: the workers, the shared plan and the checkpoints.
+private final class SegmentedRun: @unchecked Sendable {
+    let url: URL
+    let headers: HTTPHeaders
+    let total: Int64
+    let probe: SegmentedDownloader.Probe
+    let partial: PartialFile
+    let options: EngineOptions
+    let transport: any HTTPTransport
+    let onEvent: @Sendable (DownloadEngineEvent) -> Void
+    private let state: Locked<(planner: SegmentPlanner, meter: ProgressMeter, lastEvent: Double, failures: Int)>
+
+    init(
+        url: URL, headers: HTTPHeaders, total: Int64, probe: SegmentedDownloader.Probe, partial: PartialFile,
+        planner: SegmentPlanner, options: EngineOptions, transport: any HTTPTransport,
+        onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void
+    ) {
+        self.url = url
+        self.headers = headers
+        self.total = total
+        self.probe = probe
+        self.partial = partial
+        self.options = options
+        self.transport = transport
+        self.onEvent = onEvent
+        state = Locked((planner, ProgressMeter(), 0, 0))
+    }
+
+    var completedBytes: Int64 { state.withLock { $0.planner.completedBytes } }
+
+    func execute(record: ResumeRecord, connections: Int) async throws(HaulError) {
+        try checkpoint(record)
+        let outcome: Result<Void, HaulError> = await withTaskGroup(of: Result<Void, HaulError>.self) { group in
+            group.addTask {
+                // Checkpoints every second while the workers run.
+                while !Task.isCancelled {
+                    try? await Task.sleep(nanoseconds: UInt64(self.options.checkpointInterval * 1e9))
+                    if Task.isCancelled { break }
+                    try? self.checkpoint(record)
+                }
+                return .success(())
+            }
+            for _ in 0..<connections {
+                group.addTask { await self.worker() }
+            }
+            var result: Result<Void, HaulError> = .success(())
+            var workersLeft = connections
+            while workersLeft > 0, let r = await group.next() {
+                // The checkpoint task only ends when cancelled; every other result is a worker's.
+                workersLeft -= 1
+                if case .failure = r {
+                    result = r
+                    group.cancelAll()
+                    break
+                }
+            }
+            group.cancelAll()
+            return result
+        }
+        try? checkpoint(record)
+        if Task.isCancelled { throw HaulError(.cancelled, "cancelled", path: partial.partPath) }
+        try outcome.get()
+        guard state.withLock({ $0.planner.isComplete }) else {
+            throw HaulError(.incompleteBody, "segmented download of \(ResumeRecord.redacted(url)) stopped early")
+        }
+    }
+
+    /// fsync the data, then a record claiming exactly what was written before it.
+    private func checkpoint(_ base: ResumeRecord) throws(HaulError) {
+        let ranges = state.withLock { $0.planner.writtenRanges }
+        var record = base
+        record.ranges = ranges
+        record.updatedAt = ISO8601DateFormatter().string(from: Date())
+        try partial.checkpoint(record)
+    }
+
+    /// Takes work until none is left, retrying a failed range from where it stopped.
+    private func worker() async -> Result<Void, HaulError> {
+        while !Task.isCancelled {
+            guard let segment = state.withLock({ $0.planner.assign() }) else { return .success(()) }
+            let fetch = SegmentFetch(run: self, segment: segment)
+            let result = await fetch.perform()
+            state.withLock { $0.planner.release(segment.id) }
+            switch result {
+            case .success:
+                continue
+            case .failure(let error) where error.isTransient:
+                let failures = state.withLock { s -> Int in
+                    s.failures = fetch.wrote > 0 ? 1 : s.failures + 1
+                    return s.failures
+                }
+                guard case .retry(let delay) = options.retry.decide(failures: failures, retryAfter: error.retryAfter)
+                else { return .failure(error) }
+                onEvent(.retrying(attempt: failures, error: error, delay: delay))
+                try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))
+            case .failure(let error):
+                return .failure(error)
+            }
+        }
+        return .success(())
+    }
+
+    fileprivate func end(of id: Int) -> Int64 { state.withLock { $0.planner.end(of: id) ?? 0 } }
+
+    fileprivate func wrote(_ id: Int, upTo cursor: Int64) {
+        let now = monotonicSeconds()
+        let event = state.withLock { s -> TransferProgress? in
+            s.planner.advance(id, to: cursor)
+            guard now - s.lastEvent >= options.progressInterval else { return nil }
+            s.lastEvent = now
+            let done = s.planner.completedBytes
+            let (speed, smoothed) = s.meter.record(bytes: done, at: now)
+            return TransferProgress(
+                completedBytes: done, totalBytes: total, bytesPerSecond: speed, smoothedBytesPerSecond: smoothed)
+        }
+        if let event { onEvent(.progress(event)) }
+    }
+}
+
+/// One range request: validates the 206 and writes its bytes at their offsets.
+private final class SegmentFetch: TransportHandler, @unchecked Sendable {
+    let run: SegmentedRun
+    let segment: SegmentPlanner.Segment
+    var cursor: Int64
+    var wrote: Int64 = 0
+    var failure: HaulError?
+    var reachedEnd = false
+    var requestedEnd: Int64 = 0
+
+    init(run: SegmentedRun, segment: SegmentPlanner.Segment) {
+        self.run = run
+        self.segment = segment
+        cursor = segment.cursor
+    }
+
+    func perform() async -> Result<Void, HaulError> {
+        let end = run.end(of: segment.id)
+        guard cursor < end else { return .success(()) }
+        requestedEnd = end
+        var request = TransportRequest(url: run.url)
+        request.headers = run.headers
+        request.headers.replace("Range", "bytes=\(cursor)-\(end - 1)")
+        if let etag = run.probe.etag {
+            request.headers.replace("If-Range", etag)
+        } else if let lastModified = run.probe.lastModified {
+            request.headers.replace("If-Range", lastModified)
+        }
+        request.connectTimeout = run.options.connectTimeout
+        request.idleTimeout = run.options.idleTimeout
+        request.caFile = run.options.caFile
+        let task = run.transport.start(request, handler: self)
+        let result = await withTaskCancellationHandler {
+            await task.finished()
+        } onCancel: {
+            task.cancel()
+        }
+        if let failure { return .failure(failure) }
+        if reachedEnd { return .success(()) }
+        switch result {
+        case .success:
+            if cursor < run.end(of: segment.id) {
+                var e = HaulError(
+                    .incompleteBody, "range of \(ResumeRecord.redacted(run.url)) ended early at \(cursor)")
+                e.isTransient = true
+                return .failure(e)
+            }
+            return .success(())
+        case .failure(let error):
+            if error.kind == .cancelled { return .failure(HaulError(.cancelled, "cancelled")) }
+            return .failure(
+                error.haulError(
+                    url: run.url, connectTimeout: run.options.connectTimeout, idleTimeout: run.options.idleTimeout))
+        }
+    }
+
+    func transportDidReceive(response: TransportResponse) -> Bool {
+        let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange)
+        let etag = response.headers["ETag"].flatMap { $0.hasPrefix("W/") ? nil : $0 }
+        var problem: String?
+        if response.status == 200 {
+            problem = "server sent the whole file for a range request"
+        } else if response.status != 206 {
+            if [408, 429, 500, 502, 503, 504].contains(response.status) {
+                failure = HaulError(
+                    .httpStatus, "HTTP \(response.status) \(HTTPStatus.reason(response.status)) for a range",
+                    httpStatus: response.status,
+                    retryAfter: response.headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
+                failure!.isTransient = true
+                return false
+            }
+            failure = HaulError(
+                .httpStatus,
+                "HTTP \(response.status) \(HTTPStatus.reason(response.status)) from \(ResumeRecord.redacted(run.url))",
+                httpStatus: response.status)
+            return false
+        } else if range?.start != cursor || range?.total != run.total {
+            problem = "server answered a range with \(response.headers["Content-Range"] ?? "no Content-Range")"
+        } else if let expected = run.probe.etag, let etag, etag != expected {
+            problem = "file changed on the server (ETag \(expected) → \(etag))"
+        }
+        if let problem {
+            failure = HaulError(.serverChangedFile, problem)
+            return false
+        }
+        return true
+    }
+
+    func transportDidReceive(body: UnsafeRawBufferPointer) -> BodyDisposition {
+        let end = run.end(of: segment.id)  // may have shrunk: another connection took the rest
+        let take = Int(min(Int64(body.count), max(0, end - cursor)))
+        if take > 0 {
+            do { try run.partial.write(UnsafeRawBufferPointer(rebasing: body[0..<take]), at: cursor) } catch {
+                failure = error
+                return .abort
+            }
+            cursor += Int64(take)
+            wrote += Int64(take)
+            run.wrote(segment.id, upTo: cursor)
+        }
+        if cursor >= end {
+            reachedEnd = true
+            // The response ends here unless another connection took the tail: then stop early.
+            return take == body.count && cursor == requestedEnd ? .proceed : .abort
+        }
+        return .proceed
+    }
+}

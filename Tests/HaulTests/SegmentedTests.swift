@@ -1,0 +1,125 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Testing
+
+@Suite("Segmented downloads over several connections")
+struct SegmentedTests {
+    func options(_ connections: Int = 4) -> DownloadOptions {
+        var o = DownloadOptions()
+        o.connections = connections
+        o.minSplitSize = 1 << 20
+        return o
+    }
+
+    @Test func fourConnectionsFetchFourRangesAtOnce() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("seg.bin")
+        let size = 8 << 20
+        let (result, log) = await run(
+            testSession(), server.url("/seg.bin?size=\(size)&rate=4000000"), to: .file(dest), options: options())
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: size))
+        #expect(server.maxConcurrentRequests() == 4)
+        let ranges = server.requests(path: "/seg.bin").compactMap(\.range)
+        #expect(ranges.first == "bytes=0-0")  // the probe
+        #expect(
+            Set(ranges.dropFirst().prefix(4)) == [
+                "bytes=0-2097151", "bytes=2097152-4194303", "bytes=4194304-6291455", "bytes=6291456-8388607",
+            ])
+        #expect(log.progress.last?.fraction == 1)
+        #expect(dir.contents() == ["seg.bin"])
+    }
+
+    @Test func aDroppedRangeIsRetriedFromWhereItStopped() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("drop.bin")
+        let size = 4 << 20
+        // The probe (1 byte) and the first two ranges are cut after 300 000 bytes.
+        let (result, log) = await run(
+            testSession(), server.url("/drop.bin?size=\(size)&drop=300000&drops=3"), to: .file(dest),
+            options: options(2))
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: size))
+        let starts = Set(server.requests(path: "/drop.bin").compactMap(\.rangeStart))
+        #expect(starts.isSuperset(of: [300_000, (2 << 20) + 300_000]), "\(starts.sorted())")
+        #expect(!starts.contains(1))
+        #expect(log.retries.count == 2)
+    }
+
+    @Test func serverIgnoringRangeLaterNeverYieldsAMixedFile() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("mixed.bin")
+        let size = 4 << 20
+        let (result, log) = await run(
+            testSession(), server.url("/mixed.bin?size=\(size)&norange=2"), to: .file(dest), options: options())
+        #expect(result.error == nil)
+        expectFile(dest.path, equals: TestContent.bytes(count: size))
+        #expect(log.restarts.count == 1)
+    }
+
+    @Test func fileChangingMidDownloadIsRestartedNotSpliced() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("changed.bin")
+        let size = 4 << 20
+        let (result, _) = await run(
+            testSession(), server.url("/changed.bin?size=\(size)&change=1"), to: .file(dest), options: options())
+        #expect(result.error == nil)
+        expectFile(dest.path, equals: TestContent.bytes(version: 1, count: size))
+    }
+
+    @Test func withoutRangeSupportItUsesOneConnection() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("one.bin")
+        let (result, _) = await run(
+            testSession(), server.url("/one.bin?size=3000000&ranges=0"), to: .file(dest), options: options())
+        #expect(result.error == nil)
+        expectFile(dest.path, equals: TestContent.bytes(count: 3_000_000))
+        // The probe learned that ranges are not supported; one plain GET followed.
+        let requests = server.requests(path: "/one.bin")
+        #expect(requests.map(\.range) == ["bytes=0-0", nil])
+    }
+
+    @Test func cancelledSegmentedDownloadResumesOnlyTheGaps() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("gaps.bin")
+        let size = 8 << 20
+        let url = server.url("/gaps.bin?size=\(size)&rate=500000")
+        let session = testSession()
+        let opts = options()
+        let task = Task { try await session.download(from: url, to: .file(dest), options: opts) }
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        task.cancel()
+        _ = await task.result
+        let record = try #require(
+            try? JSONDecoder().decode(
+                RecordShape.self, from: Data(contentsOf: URL(fileURLWithPath: dest.path + ".haul"))))
+        #expect(record.ranges.count == 4, "\(record.ranges)")
+        let before = server.requests(path: "/gaps.bin").count
+        let (result, _) = await run(session, url, to: .file(dest), options: opts)
+        #expect(result.error == nil)
+        expectFile(dest.path, equals: TestContent.bytes(count: size))
+        let resumedStarts = Set(server.requests(path: "/gaps.bin").dropFirst(before).compactMap(\.rangeStart))
+        #expect(resumedStarts.isSuperset(of: Set(record.ranges.map(\.end).filter { $0 < size })), "\(resumedStarts)")
+    }
+
+    struct RecordShape: Decodable {
+        struct Range: Decodable {
+            var start: Int
+            var end: Int
+        }
+        var ranges: [Range]
+    }
+}
