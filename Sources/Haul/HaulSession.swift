@@ -44,6 +44,10 @@ public struct DownloadOptions: Sendable, Equatable {
     public var connections = 1
     /// No range is split below this many bytes (default 1 MiB).
     public var minSplitSize: Int64 = 1 << 20
+    /// The most bytes per second for this download, shared by its connections (nil: no limit).
+    /// A token bucket per transfer pauses it (no socket reads) while over budget; nothing
+    /// busy-waits. Not supported by the URLSession transport.
+    public var maxBytesPerSecond: Int64?
     /// Creates the defaults.
     public init() {}
 }
@@ -167,6 +171,7 @@ public final class HaulSession: Sendable {
         engineOptions.resume = options.resume
         engineOptions.overwrite = options.overwrite
         engineOptions.sha256 = options.sha256
+        engineOptions.maxBytesPerSecond = options.maxBytesPerSecond
         let target: DownloadTarget
         var placement: (@Sendable (URL, DownloadStart) -> (URL, DestinationOptions))?
         switch destination {

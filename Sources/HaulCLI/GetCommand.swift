@@ -19,6 +19,9 @@ struct GetCommand {
         .init("--checksum", value: true),
         .init("--cacert", value: true),
         .init("--transport", value: true),
+        .init("-x", "--connections", value: true),
+        .init("-k", "--min-split-size", value: true),
+        .init("--limit-rate", value: true),
         .init("-q", "--quiet"),
         .init("--json"),
     ]
@@ -45,6 +48,10 @@ struct GetCommand {
               --checksum sha-256=HEX   verify the finished file (a mismatch deletes it)
               --cacert FILE       trust these extra CA certificates (PEM)
               --transport curl|urlsession   HTTP implementation (default curl)
+          -x, --connections N     connections per file, 1-16 (default 1): byte ranges in parallel
+                                  when the server supports them
+          -k, --min-split-size SIZE  smallest range to split off (default 1M)
+              --limit-rate RATE   at most RATE bytes/s per download (suffixes K, M, G)
           -q, --quiet             print nothing but errors
               --json              print one JSON event per line on stdout
 
@@ -117,8 +124,34 @@ struct GetCommand {
             else { throw UsageError("--checksum expects sha-256=<64 hex digits>") }
             o.sha256 = parts[1].lowercased()
         }
+        if let n = try v.integer("--connections", min: 1) {
+            guard n <= 16 else { throw UsageError("--connections is at most 16, got \(n)") }
+            o.connections = n
+        }
+        if let raw = v.last("--min-split-size") {
+            guard let size = Self.byteCount(raw), size >= 1024 else {
+                throw UsageError("--min-split-size expects a size like 1M (at least 1K), got '\(raw)'")
+            }
+            o.minSplitSize = size
+        }
+        if let raw = v.last("--limit-rate") {
+            guard let rate = Self.byteCount(raw), rate > 0 else {
+                throw UsageError("--limit-rate expects a rate like 500K or 2M, got '\(raw)'")
+            }
+            o.maxBytesPerSecond = rate
+        }
         options = o
         output = Output(mode: v.flag("--json") ? .json : v.flag("--quiet") ? .quiet : .human)
+    }
+
+    /// `1500`, `64K`, `2M`, `1G` (binary multiples, like curl and aria2).
+    static func byteCount(_ raw: String) -> Int64? {
+        let multipliers: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        let upper = raw.uppercased()
+        if let last = upper.last, let m = multipliers[last] {
+            return Double(upper.dropLast()).flatMap { $0 > 0 && $0.isFinite ? Int64($0 * Double(m)) : nil }
+        }
+        return Int64(upper)
     }
 
     /// Runs every download in turn; returns the exit code of the first failure, else 0.

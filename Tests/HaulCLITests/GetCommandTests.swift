@@ -52,6 +52,8 @@ struct GetCommandTests {
         (["get", "-o", "a", "http://h/x", "http://h/y"], "one file"),
         (["get", "-H", "novalue", "http://h/x"], "Name: value"),
         (["get", "--checksum", "md5=abc", "http://h/x"], "sha-256"),
+        (["get", "-x", "17", "http://h/x"], "at most 16"),
+        (["get", "--limit-rate", "fast", "http://h/x"], "--limit-rate"),
         (["frobnicate"], "unknown command"),
     ])
     func usageErrorsAreOneLineWithExitCode2(args: [String], mentions: String) async throws {
@@ -188,6 +190,29 @@ struct GetCommandTests {
             #expect(start == saved[i])
         }
         #expect(starts[2] > starts[1] && starts[1] > 0)
+    }
+
+    @Test func killDashNineDuringASegmentedDownloadResumesEachRange() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let size = 16 << 20
+        let args = [
+            "get", "-q", "-x", "4", "-d", dir.path, server.url("/seg9.bin?size=\(size)&rate=1000000").absoluteString,
+        ]
+        func written() -> [ByteRange] { ResumeRecord.decode(contents(dir.file("seg9.bin.haul")))?.ranges ?? [] }
+        let (p, out, err) = try CLI.start(args)
+        #expect(await waitUntil { written().count == 4 && written().allSatisfy { $0.count > 0 } })
+        kill(p.processIdentifier, SIGKILL)
+        _ = await CLI.finish(p, out, err)
+        let saved = written()
+        let before = server.requests(path: "/seg9.bin").count
+        let r = try await CLI.run(args)
+        #expect(r.status == 0, "\(r.stderr)")
+        expectFile(dir.file("seg9.bin"), equals: TestContent.bytes(count: size))
+        let starts = Set(server.requests(path: "/seg9.bin").dropFirst(before).compactMap(\.rangeStart).map(Int64.init))
+        #expect(starts.isSuperset(of: Set(saved.map(\.end))), "\(starts.sorted()) vs \(saved)")
+        #expect(dir.contents() == ["seg9.bin"])
     }
 
     @Test func hostileServerNamesStayInsideDir() async throws {

@@ -115,6 +115,33 @@ struct SegmentedTests {
         #expect(resumedStarts.isSuperset(of: Set(record.ranges.map(\.end).filter { $0 < size })), "\(resumedStarts)")
     }
 
+    @Test(
+        .disabled(
+            if: ProcessInfo.processInfo.environment["HAUL_TSAN"] != nil,
+            "speeds are not meaningful under ThreadSanitizer's slowdown"),
+        arguments: [1, 2])
+    func rateLimitHoldsWithinTenPercent(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("limited.bin")
+        var o = options(connections)
+        o.maxBytesPerSecond = 2_000_000
+        let started = Date()
+        let (result, log) = await run(
+            testSession { $0.progressInterval = 0.25 }, server.url("/limited.bin?size=6000000"), to: .file(dest),
+            options: o)
+        let seconds = Date().timeIntervalSince(started)
+        #expect(result.error == nil)
+        expectFile(dest.path, equals: TestContent.bytes(count: 6_000_000))
+        // 6 MB at 2 MB/s take three seconds: never more than 10% faster (the limit holds), and
+        // not starved either (a loaded machine may be somewhat slower).
+        #expect(seconds >= 3 * 0.9, "took \(seconds) s")
+        #expect(seconds < 3 * 1.5, "took \(seconds) s")
+        let steady = log.progress.dropFirst(6).dropLast()
+        #expect(steady.allSatisfy { $0.bytesPerSecond < 2_000_000 * 1.1 }, "\(steady.map(\.bytesPerSecond))")
+    }
+
     struct RecordShape: Decodable {
         struct Range: Decodable {
             var start: Int

@@ -28,6 +28,8 @@ package struct EngineOptions: Sendable {
     package var checkpointInterval: Double = 1
     /// Restarts from zero (the file changed on the server) before giving up.
     package var maxRestarts = 3
+    /// Bytes per second for the whole download (shared by its connections); nil for no limit.
+    package var maxBytesPerSecond: Int64?
 
     package init() {}
 }
@@ -162,6 +164,7 @@ package final class FileDownloader: Sendable {
             request.connectTimeout = options.connectTimeout
             request.idleTimeout = options.idleTimeout
             request.caFile = options.caFile
+            request.maxReceiveRate = options.maxBytesPerSecond
             let task = transport.start(request, handler: attempt)
             let result = await withTaskCancellationHandler {
                 await task.finished()

@@ -91,7 +91,7 @@ package final class SegmentedDownloader: Sendable {
             planner: SegmentPlanner(
                 total: total, completed: completed, connections: segmentOptions.connections,
                 minSplit: segmentOptions.minSplit),
-            options: options, transport: transport, onEvent: onEvent)
+            options: options, transport: transport, connections: segmentOptions.connections, onEvent: onEvent)
         let record = ResumeRecord(
             url: ResumeRecord.redacted(url), finalURL: ResumeRecord.redacted(probe.finalURL), etag: probe.etag,
             lastModified: probe.lastModified, totalLength: total)
@@ -181,13 +181,15 @@ private final class SegmentedRun: @unchecked Sendable {
     let options: EngineOptions
     let transport: any HTTPTransport
     let onEvent: @Sendable (DownloadEngineEvent) -> Void
+    let connections: Int
     private let state: Locked<(planner: SegmentPlanner, meter: ProgressMeter, lastEvent: Double, failures: Int)>
 
     init(
         url: URL, headers: HTTPHeaders, total: Int64, probe: SegmentedDownloader.Probe, partial: PartialFile,
-        planner: SegmentPlanner, options: EngineOptions, transport: any HTTPTransport,
+        planner: SegmentPlanner, options: EngineOptions, transport: any HTTPTransport, connections: Int,
         onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void
     ) {
+        self.connections = connections
         self.url = url
         self.headers = headers
         self.total = total
@@ -321,6 +323,8 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         request.connectTimeout = run.options.connectTimeout
         request.idleTimeout = run.options.idleTimeout
         request.caFile = run.options.caFile
+        // The download's limit is shared by its connections.
+        request.maxReceiveRate = run.options.maxBytesPerSecond.map { max(1, $0 / Int64(run.connections)) }
         let task = run.transport.start(request, handler: self)
         let result = await withTaskCancellationHandler {
             await task.finished()

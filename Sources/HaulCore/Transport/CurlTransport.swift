@@ -72,13 +72,22 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
                 return c
             }
             for command in batch { handle(command) }
+            // Transfers paused by their rate limit continue when their time comes.
+            let now = monotonicSeconds()
+            for (easy, t) in active where t.paceUntil.map({ $0 <= now }) == true {
+                t.paceUntil = nil
+                _ = haul_easy_pause(easy, Int32(HAUL_CURLPAUSE_CONT))
+            }
             _ = haul_multi_perform(multi, &running)
             var easy: UnsafeMutableRawPointer?
             var code: Int32 = 0
             while haul_multi_info_read_done(multi, &easy, &code) == 1, let e = easy {
                 finish(e, code: code)
             }
-            _ = haul_multi_poll(multi, 1000, &numfds)
+            let nextPace = active.values.compactMap(\.paceUntil).min()
+            let wait =
+                nextPace.map { max(0, min(1000, Int32((($0 - monotonicSeconds()) * 1000).rounded(.up)))) } ?? 1000
+            _ = haul_multi_poll(multi, wait, &numfds)
         }
     }
 
@@ -138,6 +147,11 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
     private var aborted = false
     fileprivate var paused = false
     private var bodyBytes: Int64 = 0
+    /// Rate limiting: a token bucket that may go into debt by one chunk; while in debt the
+    /// transfer is paused (no socket reads) until `paceUntil`.
+    fileprivate var paceUntil: Double?
+    private var tokens: Double = 0
+    private var lastRefill: Double?
 
     init(request: TransportRequest, handler: any TransportHandler, transport: CurlTransport) {
         self.request = request
@@ -289,6 +303,17 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
 
     fileprivate func onBody(_ data: UnsafeRawBufferPointer) -> Int {
         if !responseDelivered && !deliverResponse() { return 0 }
+        if let rate = request.maxReceiveRate.map(Double.init), rate > 0 {
+            let now = monotonicSeconds()
+            let burst = rate / 4  // at most a quarter second of bytes at once
+            tokens = min(burst, tokens + rate * (now - (lastRefill ?? now)))
+            lastRefill = now
+            if tokens < 0 {
+                paceUntil = now + -tokens / rate
+                return Int(HAUL_CURL_WRITEFUNC_PAUSE)  // delivered again when unpaused
+            }
+            tokens -= Double(data.count)
+        }
         switch handler.transportDidReceive(body: data) {
         case .proceed:
             bodyBytes += Int64(data.count)

@@ -14,6 +14,8 @@ package struct TransportRequest: Sendable {
     package var caFile: String?
     /// Ask for gzip/deflate and decode it (off for file downloads: the bytes on disk are what was sent).
     package var decodeContent = false
+    /// The most bytes per second to receive (the transfer pauses while over budget); nil for no limit.
+    package var maxReceiveRate: Int64?
     /// A body to send (uploads), read on demand on the transport's thread.
     package var body: (any RequestBodySource)?
 
