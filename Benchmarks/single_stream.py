@@ -8,34 +8,11 @@ checks every output's SHA-256 against the source. Not part of `swift test`.
 
 usage: Benchmarks/single_stream.py [--size 1024] [--runs 3] [--haul .build/release/haul]
 """
-import argparse, hashlib, os, shutil, socket, statistics, subprocess, sys, tempfile, time
+import argparse, os, shutil, statistics, subprocess, sys
 
-def ensure_nginx():
-    if shutil.which("nginx") or os.path.exists("/usr/sbin/nginx"):
-        return "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else shutil.which("nginx")
-    subprocess.run(["apt-get", "update", "-qq"], check=True)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "nginx-light"], check=True,
-                   env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
-    return "/usr/sbin/nginx"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import Nginx, measure, sha256
 
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-def measure(cmd):
-    start = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.monotonic() - start
-    if status != 0:
-        sys.exit(f"{cmd[0]} failed with status {status}")
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
 
 def main():
     ap = argparse.ArgumentParser()
@@ -43,28 +20,14 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--haul", default=".build/release/haul")
     a = ap.parse_args()
-    nginx = ensure_nginx()
-    work = tempfile.mkdtemp(prefix="haul-bench-")
-    os.chmod(work, 0o755)  # nginx workers run as another user
-    root = os.path.join(work, "www"); os.makedirs(root)
-    src = os.path.join(root, "file.bin")
-    with open(src, "wb") as f:
-        chunk = os.urandom(1 << 20)
-        for i in range(a.size):
-            f.write(chunk[i % 7:] + chunk[:i % 7])
-    want = sha256(src)
-    port = free_port()
-    conf = os.path.join(work, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write(f"""daemon off; worker_processes 1; pid {work}/nginx.pid; error_log {work}/error.log;
-events {{ worker_connections 1024; }}
-http {{ access_log off; sendfile on; tcp_nopush on;
-  server {{ listen 127.0.0.1:{port}; root {root}; }} }}
-""")
-    server = subprocess.Popen([nginx, "-c", conf, "-p", work])
-    time.sleep(0.5)
-    url = f"http://127.0.0.1:{port}/file.bin"
-    out = os.path.join(work, "out.bin")
+    server = Nginx({"file.bin": a.size})
+    url = server.url("file.bin")
+    want = server.sums["file.bin"]
+    # Write to a tmpfs when there is one with room, so disk writeback does not dominate the
+    # comparison (both clients write the same bytes either way).
+    shm = "/dev/shm"
+    roomy = os.path.isdir(shm) and shutil.disk_usage(shm).free > (a.size + 64) << 20
+    out = os.path.join(shm if roomy else server.work, f"haul-bench-{os.getpid()}.bin")
     clients = {
         "curl": ["curl", "-sf", "-o", out, url],
         "haul": [a.haul, "get", "-q", "--overwrite", "-o", out, url],
@@ -79,8 +42,10 @@ http {{ access_log off; sendfile on; tcp_nopush on;
                 if sha256(out) != want:
                     sys.exit(f"{name}: SHA-256 mismatch")
     finally:
-        server.terminate(); server.wait()
-        shutil.rmtree(work, ignore_errors=True)
+        server.stop()
+        for leftover in (out, out + ".haul", out + ".part"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
     med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in results.items()}
     print(f"{a.size} MiB from nginx on 127.0.0.1, 1 connection, median of {a.runs}; nproc={os.cpu_count()}")
     print(f"{'client':8} {'wall s':>8} {'cpu s':>8} {'rss MiB':>8}")

@@ -1,0 +1,79 @@
+"""Shared pieces of the benchmarks: a private nginx on 127.0.0.1, timing, checksums."""
+import hashlib, os, shutil, socket, subprocess, sys, tempfile, time
+
+
+def ensure(tool, package):
+    """The path of `tool`, installing Debian's `package` with apt-get when it is missing."""
+    for candidate in (shutil.which(tool), f"/usr/sbin/{tool}", f"/usr/bin/{tool}"):
+        if candidate and os.path.exists(candidate):
+            return candidate
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True, env=env)
+    return shutil.which(tool) or f"/usr/sbin/{tool}"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def measure(cmd, cwd=None):
+    """Runs cmd; returns (wall seconds, user+sys CPU seconds, peak RSS MiB)."""
+    start = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.monotonic() - start
+    if status != 0:
+        sys.exit(f"{cmd[0]} failed with status {status}")
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+
+
+class Nginx:
+    """nginx serving `files` (name -> size in MiB, random content) from a private directory,
+    optionally with a per-connection `limit_rate`."""
+
+    def __init__(self, files, limit_rate=None):
+        self.binary = ensure("nginx", "nginx-light")
+        self.work = tempfile.mkdtemp(prefix="haul-bench-")
+        os.chmod(self.work, 0o755)  # nginx workers run as another user
+        self.root = os.path.join(self.work, "www")
+        os.makedirs(self.root)
+        self.sums = {}
+        chunk = os.urandom(1 << 20)
+        for name, mib in files.items():
+            path = os.path.join(self.root, name)
+            with open(path, "wb") as f:
+                for i in range(mib):
+                    f.write(chunk[i % 7:] + chunk[:i % 7])
+            self.sums[name] = sha256(path)
+        self.port = free_port()
+        limit = f"limit_rate {limit_rate};" if limit_rate else ""
+        conf = os.path.join(self.work, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""daemon off; worker_processes 2; pid {self.work}/nginx.pid; error_log {self.work}/error.log;
+events {{ worker_connections 4096; }}
+http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
+  server {{ listen 127.0.0.1:{self.port}; root {self.root}; {limit} }} }}
+""")
+        self.process = subprocess.Popen([self.binary, "-c", conf, "-p", self.work])
+        time.sleep(0.5)
+
+    def url(self, name):
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait()
+        shutil.rmtree(self.work, ignore_errors=True)
