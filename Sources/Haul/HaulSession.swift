@@ -115,10 +115,13 @@ public final class HaulSession: Sendable {
     /// The session's settings.
     public let configuration: HaulConfiguration
     let transport: Result<any HTTPTransport, HaulError>
+    /// The budget every download of this session shares, when there is an overall limit.
+    let overallRate: RateBudget?
 
     /// Creates a session.
     public init(configuration: HaulConfiguration = HaulConfiguration()) {
         self.configuration = configuration
+        overallRate = configuration.maxOverallBytesPerSecond.map { RateBudget(bytesPerSecond: $0) }
         switch configuration.transport {
         case .curl:
             transport = CurlTransport.shared.map { $0 as any HTTPTransport }.mapError {
@@ -172,6 +175,7 @@ public final class HaulSession: Sendable {
         engineOptions.overwrite = options.overwrite
         engineOptions.sha256 = options.sha256
         engineOptions.maxBytesPerSecond = options.maxBytesPerSecond
+        engineOptions.sharedRate = overallRate
         let target: DownloadTarget
         var placement: (@Sendable (URL, DownloadStart) -> (URL, DestinationOptions))?
         switch destination {

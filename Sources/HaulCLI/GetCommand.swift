@@ -22,6 +22,7 @@ struct GetCommand {
         .init("-x", "--connections", value: true),
         .init("-k", "--min-split-size", value: true),
         .init("--limit-rate", value: true),
+        .init("--max-overall-rate", value: true),
         .init("-q", "--quiet"),
         .init("--json"),
     ]
@@ -52,6 +53,7 @@ struct GetCommand {
                                   when the server supports them
           -k, --min-split-size SIZE  smallest range to split off (default 1M)
               --limit-rate RATE   at most RATE bytes/s per download (suffixes K, M, G)
+              --max-overall-rate RATE   at most RATE bytes/s for all downloads together
           -q, --quiet             print nothing but errors
               --json              print one JSON event per line on stdout
 
@@ -102,6 +104,12 @@ struct GetCommand {
         case nil, "curl": c.transport = .curl
         case "urlsession": c.transport = .urlSession
         case let other?: throw UsageError("unknown --transport \(other) (curl or urlsession)")
+        }
+        if let raw = v.last("--max-overall-rate") {
+            guard let rate = Self.byteCount(raw), rate > 0 else {
+                throw UsageError("--max-overall-rate expects a rate like 500K or 2M, got '\(raw)'")
+            }
+            c.maxOverallBytesPerSecond = rate
         }
         configuration = c
         var o = DownloadOptions()

@@ -142,6 +142,27 @@ struct SegmentedTests {
         #expect(steady.allSatisfy { $0.bytesPerSecond < 2_000_000 * 1.1 }, "\(steady.map(\.bytesPerSecond))")
     }
 
+    @Test(
+        .disabled(
+            if: ProcessInfo.processInfo.environment["HAUL_TSAN"] != nil,
+            "speeds are not meaningful under ThreadSanitizer's slowdown"))
+    func overallLimitIsSharedByConcurrentDownloads() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession { $0.maxOverallBytesPerSecond = 2_000_000 }
+        let started = Date()
+        async let a = run(session, server.url("/a.bin?size=3000000"), to: .directory(dir.url))
+        async let b = run(session, server.url("/b.bin?size=3000000&seed=2"), to: .directory(dir.url))
+        let (ra, rb) = await (a, b)
+        let seconds = Date().timeIntervalSince(started)
+        #expect(ra.0.error == nil && rb.0.error == nil)
+        expectFile(dir.file("a.bin"), equals: TestContent.bytes(count: 3_000_000))
+        expectFile(dir.file("b.bin"), equals: TestContent.bytes(seed: 2, count: 3_000_000))
+        // 6 MB through a 2 MB/s budget: at least ~3 s, both sharing it.
+        #expect(seconds >= 3 * 0.9 && seconds < 3 * 1.5, "took \(seconds) s")
+    }
+
     struct RecordShape: Decodable {
         struct Range: Decodable {
             var start: Int

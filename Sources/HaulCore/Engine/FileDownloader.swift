@@ -30,6 +30,8 @@ package struct EngineOptions: Sendable {
     package var maxRestarts = 3
     /// Bytes per second for the whole download (shared by its connections); nil for no limit.
     package var maxBytesPerSecond: Int64?
+    /// A budget shared with other downloads (an overall limit).
+    package var sharedRate: RateBudget?
 
     package init() {}
 }
@@ -165,6 +167,7 @@ package final class FileDownloader: Sendable {
             request.idleTimeout = options.idleTimeout
             request.caFile = options.caFile
             request.maxReceiveRate = options.maxBytesPerSecond
+            request.sharedRate = options.sharedRate
             let task = transport.start(request, handler: attempt)
             let result = await withTaskCancellationHandler {
                 await task.finished()

@@ -325,6 +325,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         request.caFile = run.options.caFile
         // The download's limit is shared by its connections.
         request.maxReceiveRate = run.options.maxBytesPerSecond.map { max(1, $0 / Int64(run.connections)) }
+        request.sharedRate = run.options.sharedRate
         let task = run.transport.start(request, handler: self)
         let result = await withTaskCancellationHandler {
             await task.finished()

@@ -147,11 +147,10 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
     private var aborted = false
     fileprivate var paused = false
     private var bodyBytes: Int64 = 0
-    /// Rate limiting: a token bucket that may go into debt by one chunk; while in debt the
+    /// Rate limiting: token buckets that may go into debt by one chunk; while in debt the
     /// transfer is paused (no socket reads) until `paceUntil`.
     fileprivate var paceUntil: Double?
-    private var tokens: Double = 0
-    private var lastRefill: Double?
+    private lazy var own: RateBudget? = request.maxReceiveRate.map { RateBudget(bytesPerSecond: $0) }
 
     init(request: TransportRequest, handler: any TransportHandler, transport: CurlTransport) {
         self.request = request
@@ -303,16 +302,9 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
 
     fileprivate func onBody(_ data: UnsafeRawBufferPointer) -> Int {
         if !responseDelivered && !deliverResponse() { return 0 }
-        if let rate = request.maxReceiveRate.map(Double.init), rate > 0 {
-            let now = monotonicSeconds()
-            let burst = rate / 4  // at most a quarter second of bytes at once
-            tokens = min(burst, tokens + rate * (now - (lastRefill ?? now)))
-            lastRefill = now
-            if tokens < 0 {
-                paceUntil = now + -tokens / rate
-                return Int(HAUL_CURL_WRITEFUNC_PAUSE)  // delivered again when unpaused
-            }
-            tokens -= Double(data.count)
+        if let wait = own?.take(data.count) ?? request.sharedRate?.take(data.count) {
+            paceUntil = monotonicSeconds() + wait
+            return Int(HAUL_CURL_WRITEFUNC_PAUSE)  // delivered again when unpaused
         }
         switch handler.transportDidReceive(body: data) {
         case .proceed:

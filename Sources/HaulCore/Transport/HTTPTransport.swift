@@ -16,6 +16,9 @@ package struct TransportRequest: Sendable {
     package var decodeContent = false
     /// The most bytes per second to receive (the transfer pauses while over budget); nil for no limit.
     package var maxReceiveRate: Int64?
+    /// A budget shared with other transfers (an overall limit for a whole run), on top of
+    /// `maxReceiveRate`.
+    package var sharedRate: RateBudget?
     /// A body to send (uploads), read on demand on the transport's thread.
     package var body: (any RequestBodySource)?
 
@@ -140,5 +143,29 @@ extension TransportError {
         }
         error.isTransient = [.connect, .connectTimeout, .idleTimeout, .connectionLost].contains(kind)
         return error
+    }
+}
+
+/// A token bucket shared by several transfers: `take` spends bytes (going into debt by at most
+/// one chunk) and says how long to pause while in debt. Thread-safe.
+package final class RateBudget: Sendable {
+    private let state: Locked<(tokens: Double, last: Double?)>
+    /// Bytes per second.
+    package let rate: Double
+
+    package init(bytesPerSecond: Int64) {
+        rate = Double(max(1, bytesPerSecond))
+        state = Locked((0, nil))
+    }
+
+    /// Spends `count` bytes now, or returns the seconds to wait before trying again.
+    package func take(_ count: Int, at now: Double = monotonicSeconds()) -> Double? {
+        state.withLock { s in
+            s.tokens = min(rate / 4, s.tokens + rate * (now - (s.last ?? now)))
+            s.last = now
+            if s.tokens < 0 { return -s.tokens / rate }
+            s.tokens -= Double(count)
+            return nil
+        }
     }
 }
