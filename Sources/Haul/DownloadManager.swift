@@ -109,6 +109,7 @@ public final class DownloadManager: Sendable {
         var items: [UUID: Item] = [:]
         var tasks: [UUID: DownloadTask] = [:]
         var progressHandlers: [UUID: @Sendable (TransferProgress) -> Void] = [:]
+        var options: [UUID: DownloadOptions] = [:]
         var completionHandlers: [UUID: @Sendable (Result<DownloadResult, HaulError>) -> Void] = [:]
         var sequence = 0
         var subscribers: [Int: AsyncStream<[Item]>.Continuation] = [:]
@@ -151,17 +152,19 @@ public final class DownloadManager: Sendable {
     ///   - url: What to download.
     ///   - target: A file, or a directory for the server-suggested name.
     ///   - priority: Higher runs first.
+    ///   - options: Connections, rate limit, overwrite and so on (kept in memory only).
     ///   - progress: Called with progress (rate-limited), on a background thread.
     ///   - completion: Called once with the outcome, on a background thread.
     /// - Returns: The item's id.
     @discardableResult
     public func add(
-        _ url: URL, to target: Target, priority: Int = 0,
+        _ url: URL, to target: Target, priority: Int = 0, options: DownloadOptions = DownloadOptions(),
         progress: (@Sendable (TransferProgress) -> Void)? = nil,
         completion: (@Sendable (Result<DownloadResult, HaulError>) -> Void)? = nil
     ) -> UUID {
         let id = UUID()
         inner.withLock { s in
+            s.options[id] = options
             s.sequence += 1
             s.items[id] = Item(
                 id: id, url: url, target: target, priority: priority, state: .queued, sequence: s.sequence)
@@ -306,7 +309,8 @@ public final class DownloadManager: Sendable {
                 perHost[host, default: 0] += 1
                 running += 1
                 s.items[item.id]!.state = .running
-                let task = session.downloadTask(with: item.url, to: item.target.destination)
+                let task = session.downloadTask(
+                    with: item.url, to: item.target.destination, options: s.options[item.id] ?? DownloadOptions())
                 s.tasks[item.id] = task
                 starts.append((item.id, task))
             }

@@ -23,12 +23,15 @@ struct GetCommand {
         .init("-k", "--min-split-size", value: true),
         .init("--limit-rate", value: true),
         .init("--max-overall-rate", value: true),
+        .init("-j", "--max-concurrent", value: true),
+        .init("-i", "--input-file", value: true),
         .init("-q", "--quiet"),
         .init("--json"),
     ]
 
     static let help = """
         usage: haul get URL... [-o FILE | -d DIR] [options]
+               haul get -i LIST [-j N] [options]
 
         Downloads each URL, resuming a partial download of the same URL (a rerun continues).
         Without -o the file is named by the server (Content-Disposition) or the URL, in DIR
@@ -54,6 +57,9 @@ struct GetCommand {
           -k, --min-split-size SIZE  smallest range to split off (default 1M)
               --limit-rate RATE   at most RATE bytes/s per download (suffixes K, M, G)
               --max-overall-rate RATE   at most RATE bytes/s for all downloads together
+          -j, --max-concurrent N  run N downloads at once (default 1: one after another)
+          -i, --input-file LIST   URLs from LIST, one per line; lines starting with a space may
+                                  set ' out=NAME' or ' dir=DIR' for the URL above (like aria2)
           -q, --quiet             print nothing but errors
               --json              print one JSON event per line on stdout
 
@@ -62,6 +68,10 @@ struct GetCommand {
         """
 
     let urls: [URL]
+    /// `out=`/`dir=` from an input file, by URL.
+    let perURL: [URL: (out: String?, dir: String?)]
+    /// Downloads at once (`-j`).
+    let jobs: Int
     let destination: DownloadDestination
     let configuration: HaulConfiguration
     let options: DownloadOptions
@@ -69,16 +79,23 @@ struct GetCommand {
 
     init(_ args: [String]) throws(UsageError) {
         let (v, positionals) = try Arguments.parse(args, options: GetCommand.options)
-        guard !positionals.isEmpty else { throw UsageError("get needs a URL (see haul help get)") }
+        var entries = positionals.map { (raw: $0, out: String?.none, dir: String?.none) }
+        if let list = v.last("--input-file") { entries += try Self.readList(list) }
+        guard !entries.isEmpty else { throw UsageError("get needs a URL (see haul help get)") }
         var urls: [URL] = []
-        for raw in positionals {
+        var targets: [URL: (out: String?, dir: String?)] = [:]
+        for entry in entries {
+            let raw = entry.raw
             guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(),
                 ["http", "https"].contains(scheme),
                 url.host?.isEmpty == false
             else { throw UsageError("invalid URL '\(raw)' (only http:// and https:// URLs)") }
             urls.append(url)
+            if entry.out != nil || entry.dir != nil { targets[url] = (entry.out, entry.dir) }
         }
         self.urls = urls
+        self.perURL = targets
+        jobs = try v.integer("--max-concurrent", min: 1) ?? 1
         if v.flag("--output") && v.flag("--dir") { throw UsageError("use either -o or -d, not both") }
         if v.flag("--continue") && v.flag("--no-continue") { throw UsageError("use either -c or --no-continue") }
         if v.flag("--json") && v.flag("--quiet") { throw UsageError("use either -q or --json") }
@@ -162,8 +179,47 @@ struct GetCommand {
         return Int64(upper)
     }
 
-    /// Runs every download in turn; returns the exit code of the first failure, else 0.
+    /// Reads an aria2-style list: a URL per line, options for it on the following indented
+    /// lines (` out=NAME`, ` dir=DIR`); `#` starts a comment.
+    static func readList(_ path: String) throws(UsageError) -> [(raw: String, out: String?, dir: String?)] {
+        guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read -i \(path)") }
+        var entries: [(raw: String, out: String?, dir: String?)] = []
+        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        for (number, line) in lines.enumerated() {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            if line.first == " " || line.first == "\t" {
+                guard !entries.isEmpty, let eq = trimmed.firstIndex(of: "=") else {
+                    throw UsageError("\(path):\(number + 1): expected ' out=NAME' or ' dir=DIR' after a URL")
+                }
+                let key = trimmed[..<eq]
+                let value = String(trimmed[trimmed.index(after: eq)...])
+                switch key {
+                case "out": entries[entries.count - 1].out = value
+                case "dir": entries[entries.count - 1].dir = value
+                default: throw UsageError("\(path):\(number + 1): unknown option '\(key)' (out or dir)")
+                }
+            } else {
+                entries.append((trimmed, nil, nil))
+            }
+        }
+        return entries
+    }
+
+    /// Where one URL goes: its list options, else `-o`/`-d`.
+    func target(for url: URL) -> DownloadDestination {
+        guard let own = perURL[url] else { return destination }
+        var dir = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+        if case .directory(let d) = destination { dir = d }
+        if let d = own.dir { dir = URL(fileURLWithPath: d) }
+        if let out = own.out { return .file(dir.appendingPathComponent(out)) }
+        return .directory(dir)
+    }
+
+    /// Runs every download in turn (or `-j` at once); returns the exit code of the first
+    /// failure, else 0.
     func run(interrupts: Interrupts) async -> ExitCode {
+        if jobs > 1 { return await runQueue(interrupts: interrupts) }
         let session = HaulSession(configuration: configuration)
         var worst = ExitCode.success
         for url in urls {
@@ -176,7 +232,7 @@ struct GetCommand {
 
     private func download(_ url: URL, session: HaulSession, interrupts: Interrupts) async -> ExitCode {
         let output = self.output
-        let destination = self.destination
+        let destination = target(for: url)
         let options = self.options
         let shown = ResumeRecord.redacted(url)
         let name = Locked(url.lastPathComponent)

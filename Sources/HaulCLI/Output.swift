@@ -15,6 +15,7 @@ final class Output: Sendable {
     let mode: Mode
     let isTerminal: Bool
     private let state = Locked<(lineShown: Bool, lastPlain: Double, spinner: Int, started: Double)>((false, 0, 0, 0))
+    private let block = Locked(0)  // lines of the multi-download display on screen
 
     init(mode: Mode) {
         self.mode = mode
@@ -117,6 +118,39 @@ final class Output: Sendable {
             return s.lineShown
         }
         if shown { Output.emit("\r\u{1B}[2K", to: 2) }
+    }
+
+    /// Several progress lines (one per download and a total): redrawn in place on a terminal,
+    /// the total as a plain line every 5 s otherwise, nothing when quiet or in JSON mode.
+    func progressBlock(_ lines: [String]) {
+        guard mode == .human, !lines.isEmpty else { return }
+        if isTerminal {
+            let previous = block.withLock { b -> Int in
+                defer { b = lines.count }
+                return b
+            }
+            var text = previous > 0 ? "\u{1B}[\(previous)A" : ""
+            for line in lines { text += "\r\u{1B}[2K" + line + "\n" }
+            text += "\u{1B}[J"
+            Output.emit(text, to: 2)
+        } else {
+            let now = Date().timeIntervalSince1970
+            let due = state.withLock { s -> Bool in
+                guard now - s.lastPlain >= 5 else { return false }
+                s.lastPlain = now
+                return true
+            }
+            if due { Output.emit(lines.last! + "\n", to: 2) }
+        }
+    }
+
+    /// Removes the multi-download display.
+    func clearBlock() {
+        let previous = block.withLock { b -> Int in
+            defer { b = 0 }
+            return b
+        }
+        if isTerminal && previous > 0 { Output.emit("\u{1B}[\(previous)A\u{1B}[J", to: 2) }
     }
 
     static func progressLine(_ p: TransferProgress, name: String, spinner: Int) -> String {

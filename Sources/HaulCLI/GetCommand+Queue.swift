@@ -1,0 +1,84 @@
+import Foundation
+import Haul
+import HaulCore
+
+extension GetCommand {
+    /// `-j N`: the URLs go through a ``DownloadManager`` with N downloads at once (and at most N
+    /// to one host); the terminal shows a line per running download and a total line.
+    func runQueue(interrupts: Interrupts) async -> ExitCode {
+        var configuration = DownloadManager.Configuration()
+        configuration.maxConcurrentDownloads = jobs
+        configuration.maxConnectionsPerHost = jobs
+        configuration.persistence = .ephemeral
+        configuration.session = self.configuration
+        let manager = DownloadManager(configuration: configuration)
+        let output = self.output
+        let codes = Locked<[ExitCode]>([])
+        var ids: [UUID: Int] = [:]
+        for (index, url) in urls.enumerated() {
+            let number = index + 1
+            let target: DownloadManager.Target
+            switch self.target(for: url) {
+            case .file(let f): target = .file(f)
+            case .directory(let d): target = .directory(d)
+            case .custom: target = .directory(URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
+            }
+            let id = manager.add(
+                url, to: target, options: options,
+                completion: { result in
+                    switch result {
+                    case .success(let r):
+                        output.json("done", [("id", number), ("path", r.fileURL.path), ("bytes", r.bytes)])
+                        output.note("saved \(r.fileURL.path)")
+                        codes.withLock { $0.append(.success) }
+                    case .failure(let e):
+                        let code = ExitCode(e)
+                        output.json(
+                            "error",
+                            [
+                                ("id", number), ("code", e.code.description), ("message", e.message),
+                                ("exit", code.rawValue),
+                            ])
+                        output.error(e.message)
+                        codes.withLock { $0.append(code) }
+                    }
+                })
+            ids[id] = number
+        }
+        let numbers = ids
+        let interrupted = Locked(false)
+        let token = interrupts.onInterrupt {
+            interrupted.set(true)
+            Task { await manager.shutdown() }
+        }
+        defer { interrupts.remove(token) }
+        let renderer = Task {
+            while !Task.isCancelled {
+                let running = manager.items.filter { $0.state == .running }
+                let lines = running.map { item -> String in
+                    let name = item.fileURL?.lastPathComponent ?? item.url.lastPathComponent
+                    return Output.progressLine(
+                        item.progress ?? TransferProgress(completedBytes: 0, totalBytes: nil),
+                        name: "#\(numbers[item.id] ?? 0) \(name)",
+                        spinner: 0)
+                }
+                let done = manager.items.filter { $0.state == .completed }.count
+                output.progressBlock(
+                    lines + [
+                        Output.progressLine(
+                            manager.aggregateProgress, name: "total (\(done)/\(numbers.count) done)", spinner: 0)
+                    ])
+                try? await Task.sleep(nanoseconds: 100_000_000)
+            }
+        }
+        await manager.waitUntilIdle()
+        renderer.cancel()
+        _ = await renderer.value
+        output.clearBlock()
+        if interrupted.get() {
+            output.note("interrupted; partial downloads kept. Run the same command again to resume.")
+            return .interrupted
+        }
+        return codes.get().first { $0 != .success } ?? .success
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import HaulTestSupport
+import Testing
+
+@Suite("haul get -j / -i: several downloads at once", .serialized)
+struct QueueTests {
+    @Test func runsAtMostJAtOnceAndSavesEverything() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let urls = (1...6).map { server.url("/q\($0).bin?size=300000&rate=1000000&seed=\($0)").absoluteString }
+        let r = try await CLI.run(["get", "-q", "-j", "3", "-d", dir.path] + urls)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(server.maxConcurrentRequests() == 3)
+        for i in 1...6 { expectFile(dir.file("q\(i).bin"), equals: TestContent.bytes(seed: i, count: 300_000)) }
+    }
+
+    @Test func inputFileWithPerURLOptions() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let list = """
+            # a comment
+            \(server.url("/a.bin?size=1000").absoluteString)
+              out=renamed.bin
+            \(server.url("/b.bin?size=2000").absoluteString)
+              dir=\(dir.file("sub"))
+
+            \(server.url("/c.bin?size=3000").absoluteString)
+            """
+        #expect(FileManager.default.createFile(atPath: dir.file("list.txt"), contents: Data(list.utf8)))
+        let r = try await CLI.run(["get", "-q", "-j", "2", "-d", dir.path, "-i", dir.file("list.txt")])
+        #expect(r.status == 0, "\(r.stderr)")
+        expectFile(dir.file("renamed.bin"), equals: TestContent.bytes(count: 1000))
+        expectFile(dir.file("sub/b.bin"), equals: TestContent.bytes(count: 2000))
+        expectFile(dir.file("c.bin"), equals: TestContent.bytes(count: 3000))
+    }
+
+    @Test func jsonEventsCarryAnIdAndAFailureSetsTheExitCode() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let r = try await CLI.run([
+            "get", "--json", "-j", "2", "-d", dir.path, server.url("/ok.bin?size=100").absoluteString,
+            server.url("/missing?status=404").absoluteString,
+        ])
+        #expect(r.status == 4)
+        let events = r.stdout.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+        }
+        #expect(events.contains { $0["event"] as? String == "done" && $0["id"] as? Int == 1 })
+        #expect(events.contains { $0["event"] as? String == "error" && $0["id"] as? Int == 2 })
+    }
+
+    @Test func badListIsAUsageError() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        #expect(FileManager.default.createFile(atPath: dir.file("l"), contents: Data("  out=x\n".utf8)))
+        let r = try await CLI.run(["get", "-i", dir.file("l")])
+        #expect(r.status == 2 && r.stderr.contains("l:1"), "\(r.stderr)")
+    }
+}
