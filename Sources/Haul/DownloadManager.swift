@@ -116,6 +116,37 @@ public final class DownloadManager: Sendable {
         var nextSubscriber = 0
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
         var shutDown = false
+        // Kept in step with the items so that scheduling never scans or sorts the whole list.
+        var counts: [Item.State: Int] = [:]
+        var runningByHost: [String: Int] = [:]
+        /// Queued items in run order: higher priority first, then the order added.
+        var pending: [UUID] = []
+
+        var isIdle: Bool { counts[.queued, default: 0] == 0 && counts[.running, default: 0] == 0 }
+
+        mutating func insert(_ item: Item) {
+            items[item.id] = item
+            counts[item.state, default: 0] += 1
+            if item.state == .running { runningByHost[DownloadManager.hostKey(item.url), default: 0] += 1 }
+            if item.state == .queued { enqueue(item.id) }
+        }
+
+        mutating func set(_ id: UUID, _ state: Item.State) {
+            guard let item = items[id], item.state != state else { return }
+            counts[item.state, default: 0] -= 1
+            counts[state, default: 0] += 1
+            let host = DownloadManager.hostKey(item.url)
+            if item.state == .running { runningByHost[host, default: 0] -= 1 }
+            if state == .running { runningByHost[host, default: 0] += 1 }
+            items[id]!.state = state
+            if state == .queued { enqueue(id) }
+        }
+
+        private mutating func enqueue(_ id: UUID) {
+            let priority = items[id]!.priority
+            let at = pending.firstIndex { items[$0].map { $0.priority < priority } ?? false } ?? pending.count
+            pending.insert(id, at: at)
+        }
     }
 
     /// The manager's settings.
@@ -166,8 +197,8 @@ public final class DownloadManager: Sendable {
         inner.withLock { s in
             s.options[id] = options
             s.sequence += 1
-            s.items[id] = Item(
-                id: id, url: url, target: target, priority: priority, state: .queued, sequence: s.sequence)
+            s.insert(
+                Item(id: id, url: url, target: target, priority: priority, state: .queued, sequence: s.sequence))
             if let progress { s.progressHandlers[id] = progress }
             if let completion { s.completionHandlers[id] = completion }
         }
@@ -226,7 +257,7 @@ public final class DownloadManager: Sendable {
     public func pause(_ id: UUID) {
         let task = inner.withLock { s -> DownloadTask? in
             guard let item = s.items[id], item.state == .queued || item.state == .running else { return nil }
-            s.items[id]!.state = .paused
+            s.set(id, .paused)
             return s.tasks.removeValue(forKey: id)
         }
         task?.suspend()
@@ -238,7 +269,7 @@ public final class DownloadManager: Sendable {
     public func resume(_ id: UUID) {
         inner.withLock { s in
             guard let item = s.items[id], item.state == .paused || item.state == .failed else { return }
-            s.items[id]!.state = .queued
+            s.set(id, .queued)
             s.items[id]!.error = nil
         }
         changed(persist: true)
@@ -250,7 +281,7 @@ public final class DownloadManager: Sendable {
         let task = inner.withLock { s -> DownloadTask? in
             guard let item = s.items[id], item.state != .completed, item.state != .failed else { return nil }
             if item.state != .running {
-                s.items[id]!.state = .failed
+                s.set(id, .failed)
                 s.items[id]!.error = HaulError(.cancelled, "cancelled")
             }
             return s.tasks[id]
@@ -264,7 +295,7 @@ public final class DownloadManager: Sendable {
     public func waitUntilIdle() async {
         await withCheckedContinuation { c in
             let idle = inner.withLock { s -> Bool in
-                if Self.isIdle(s) { return true }
+                if s.isIdle { return true }
                 s.idleWaiters.append(c)
                 return false
             }
@@ -285,34 +316,31 @@ public final class DownloadManager: Sendable {
 
     // MARK: - Scheduling
 
-    private static func isIdle(_ s: Inner) -> Bool {
-        !s.items.values.contains { $0.state == .queued || $0.state == .running }
-    }
-
-    private static func hostKey(_ url: URL) -> String {
+    fileprivate static func hostKey(_ url: URL) -> String {
         "\(url.scheme ?? "")://\(url.host ?? ""):\(url.port ?? (url.scheme == "https" ? 443 : 80))"
     }
 
     private func schedule() {
         let starts = inner.withLock { s -> [(UUID, DownloadTask)] in
             guard !s.shutDown else { return [] }
-            var running = s.items.values.filter { $0.state == .running }.count
-            var perHost: [String: Int] = [:]
-            for item in s.items.values where item.state == .running { perHost[Self.hostKey(item.url), default: 0] += 1 }
             var starts: [(UUID, DownloadTask)] = []
-            let queued = s.items.values.filter { $0.state == .queued }.sorted {
-                ($0.priority, -$0.sequence) > ($1.priority, -$1.sequence)
-            }
-            for item in queued where running < configuration.maxConcurrentDownloads {
-                let host = Self.hostKey(item.url)
-                guard perHost[host, default: 0] < configuration.maxConnectionsPerHost else { continue }
-                perHost[host, default: 0] += 1
-                running += 1
-                s.items[item.id]!.state = .running
+            var index = 0
+            while index < s.pending.count, s.counts[.running, default: 0] < configuration.maxConcurrentDownloads {
+                let id = s.pending[index]
+                guard let item = s.items[id], item.state == .queued else {
+                    s.pending.remove(at: index)  // paused, cancelled or started elsewhere
+                    continue
+                }
+                guard s.runningByHost[Self.hostKey(item.url), default: 0] < configuration.maxConnectionsPerHost else {
+                    index += 1
+                    continue
+                }
+                s.pending.remove(at: index)
+                s.set(id, .running)
                 let task = session.downloadTask(
-                    with: item.url, to: item.target.destination, options: s.options[item.id] ?? DownloadOptions())
-                s.tasks[item.id] = task
-                starts.append((item.id, task))
+                    with: item.url, to: item.target.destination, options: s.options[id] ?? DownloadOptions())
+                s.tasks[id] = task
+                starts.append((id, task))
             }
             return starts
         }
@@ -349,12 +377,12 @@ public final class DownloadManager: Sendable {
             let result: Result<DownloadResult, HaulError>
             switch outcome {
             case .success(let url):
-                s.items[id]!.state = .completed
+                s.set(id, .completed)
                 s.items[id]!.fileURL = url
                 let bytes = s.items[id]!.progress?.completedBytes ?? 0
                 result = .success(DownloadResult(fileURL: url, bytes: bytes, alreadyComplete: false))
             case .failure(let error):
-                s.items[id]!.state = .failed
+                s.set(id, .failed)
                 s.items[id]!.error = error
                 result = .failure(error)
             }
@@ -367,17 +395,23 @@ public final class DownloadManager: Sendable {
     }
 
     private func changed(persist: Bool) {
+        let saving = persist && stateFile != nil
         let (subscribers, waiters, snapshot) = inner.withLock {
             s -> ([AsyncStream<[Item]>.Continuation], [CheckedContinuation<Void, Never>], [Item]) in
             var waiters: [CheckedContinuation<Void, Never>] = []
-            if Self.isIdle(s) {
+            if !s.idleWaiters.isEmpty, s.isIdle {
                 waiters = s.idleWaiters
                 s.idleWaiters = []
             }
-            return (Array(s.subscribers.values), waiters, s.items.values.sorted { $0.sequence < $1.sequence })
+            // The sorted list is built only when someone needs it (a thousand small downloads
+            // change state thousands of times).
+            let needed = saving || !s.subscribers.isEmpty
+            return (
+                Array(s.subscribers.values), waiters, needed ? s.items.values.sorted { $0.sequence < $1.sequence } : []
+            )
         }
         for sub in subscribers { sub.yield(snapshot) }
-        if persist { save(snapshot) }
+        if saving { save(snapshot) }
         for w in waiters { w.resume() }
     }
 
@@ -406,12 +440,13 @@ public final class DownloadManager: Sendable {
             let stored = try? JSONDecoder().decode(Stored.self, from: Data(bytes)), stored.version == 1
         else { return }
         inner.withLock { s in
-            for item in stored.items {
+            for item in stored.items.sorted(by: { $0.sequence < $1.sequence }) {
                 guard let url = URL(string: item.url) else { continue }
                 let state: Item.State = item.state == .running ? .queued : item.state
-                s.items[item.id] = Item(
-                    id: item.id, url: url, target: item.target, priority: item.priority, state: state,
-                    fileURL: item.fileURL, sequence: item.sequence)
+                s.insert(
+                    Item(
+                        id: item.id, url: url, target: item.target, priority: item.priority, state: state,
+                        fileURL: item.fileURL, sequence: item.sequence))
                 s.sequence = max(s.sequence, item.sequence)
             }
         }

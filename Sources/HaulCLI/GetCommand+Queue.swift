@@ -53,7 +53,7 @@ extension GetCommand {
         }
         defer { interrupts.remove(token) }
         let renderer = Task {
-            while !Task.isCancelled {
+            while !Task.isCancelled && output.mode == .human {
                 let running = manager.items.filter { $0.state == .running }
                 let lines = running.map { item -> String in
                     let name = item.fileURL?.lastPathComponent ?? item.url.lastPathComponent

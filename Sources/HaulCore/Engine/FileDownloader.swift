@@ -269,7 +269,7 @@ package final class FileDownloader: Sendable {
     private func findRecord(in dir: String) -> String? {
         guard options.resume else { return nil }
         let wanted = ResumeRecord.redacted(url)
-        for name in Sys.listDirectory(dir).sorted() where name.hasSuffix(ResumeRecord.fileExtension) {
+        for name in Sys.listDirectory(dir, suffix: ResumeRecord.fileExtension).sorted() {
             let dest = dir + "/" + String(name.dropLast(ResumeRecord.fileExtension.count))
             if let bytes = try? Sys.readSmallFile(dest + ResumeRecord.fileExtension),
                 let record = ResumeRecord.decode(bytes), record.url == wanted
@@ -391,9 +391,19 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         }
         let file = partial ?? PartialFile(destination: destination)
         partial = file
+        let hadRecord = machine.record != nil
         try file.open(at: offset)
         machine.accept(offset: offset, validators: validators, url: downloader.url, finalURL: response.url)
-        try checkpoint()
+        if hadRecord {
+            // The record on disk describes other bytes now (a resume, or a restart from zero):
+            // replace it before writing anything.
+            try checkpoint()
+        } else {
+            // A fresh download gets its first record at the first checkpoint (or when it fails or
+            // is cancelled): a partial without a record is never trusted, and small files finish
+            // without any record I/O.
+            lastCheckpoint = monotonicSeconds()
+        }
         downloader.emit(
             .started(
                 status: response.status, url: response.url, destination: destination, offset: offset,

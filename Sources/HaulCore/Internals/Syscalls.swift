@@ -212,16 +212,23 @@ package enum Sys {
         fsyncDirectory(parentDirectory(of: path))
     }
 
-    /// Names in a directory (not `.`/`..`).
-    package static func listDirectory(_ path: String) -> [String] {
+    /// Names in a directory (not `.`/`..`), optionally only those ending in `suffix` (compared
+    /// on the raw bytes, so a large directory costs no String per entry).
+    package static func listDirectory(_ path: String, suffix: String = "") -> [String] {
         guard let dir = opendir(path) else { return [] }
         defer { closedir(dir) }
+        let tail = Array(suffix.utf8)
         var names: [String] = []
         while let entry = readdir(dir) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            let name: String? = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { raw in
+                    let length = strlen(raw)
+                    guard length >= tail.count else { return nil }
+                    let matches = tail.isEmpty || memcmp(raw + (length - tail.count), tail, tail.count) == 0
+                    return matches ? String(cString: raw) : nil
+                }
             }
-            if name != "." && name != ".." { names.append(name) }
+            if let name, name != ".", name != ".." { names.append(name) }
         }
         return names
     }

@@ -111,7 +111,7 @@ package final class PartialFile {
     }
 
     /// Syncs and renames the partial into place, then removes the record. A crash in between
-    /// leaves the finished file and a stale record, which the next run finds complete.
+    /// leaves the finished file and a stale record, which the next run finds complete and removes.
     package func commit(replacing: Bool) throws(HaulError) {
         if fd >= 0 {
             do { try Sys.fsync(fd) } catch { throw .fileSystem(error, "sync", path: partPath) }
@@ -125,7 +125,10 @@ package final class PartialFile {
         do { try Sys.rename(partPath, destination) } catch {
             throw .fileSystem(error, "rename into", path: destination)
         }
-        Sys.fsyncDirectory(Sys.parentDirectory(of: destination))
+        // No directory fsync here: the data was synced before the rename, so whichever name
+        // survives a power loss holds complete bytes, and losing the rename only brings back the
+        // partial (with its record, if it had one): an older consistent state. That halves the
+        // syncs of a thousand small downloads.
         try? Sys.unlink(recordPath)
     }
 }

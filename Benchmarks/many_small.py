@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Many small files: haul -j16 vs aria2c -j16 vs curl --parallel --parallel-max 16.
+
+1000 files of 16 KiB from a local nginx (installed with apt-get if missing, as is aria2).
+Medians of --runs; every output's SHA-256 checked. Not part of `swift test`.
+
+usage: Benchmarks/many_small.py [--files 1000] [--kib 16] [--jobs 16] [--runs 3]
+"""
+import argparse, os, shutil, statistics, sys, tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import Nginx, ensure, measure, sha256
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument("--kib", type=int, default=16)
+    ap.add_argument("--jobs", type=int, default=16)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--haul", default=".build/release/haul")
+    ap.add_argument("--out-dir", help="where the files go (default: a temporary directory on disk; "
+                    "/dev/shm shows the cost without fsync)")
+    a = ap.parse_args()
+    aria2 = ensure("aria2c", "aria2")
+    server = Nginx({})
+    chunk = os.urandom(a.kib * 1024)
+    names = [f"f{i:04d}.bin" for i in range(a.files)]
+    sums = {}
+    for i, name in enumerate(names):
+        data = chunk[i % 97:] + chunk[:i % 97]
+        with open(os.path.join(server.root, name), "wb") as f:
+            f.write(data)
+        sums[name] = sha256(os.path.join(server.root, name))
+    work = tempfile.mkdtemp(prefix="haul-bench-many-")
+    out = os.path.join(a.out_dir, f"haul-bench-many-{os.getpid()}") if a.out_dir else os.path.join(work, "out")
+    urls = os.path.join(work, "urls.txt")
+    with open(urls, "w") as f:
+        f.write("".join(server.url(n) + "\n" for n in names))
+    curl_config = os.path.join(work, "curl.cfg")
+    with open(curl_config, "w") as f:
+        for n in names:
+            f.write(f'url = "{server.url(n)}"\noutput = "{os.path.join(out, n)}"\n')
+    j = str(a.jobs)
+    clients = {
+        "curl": ["curl", "-s", "--parallel", "--parallel-max", j, "-K", curl_config],
+        "aria2c": [aria2, "-q", "-j", j, "--allow-overwrite=true", "--file-allocation=none", "-d", out, "-i", urls],
+        "haul": [os.path.abspath(a.haul), "get", "-q", "-j", j, "-d", out, "-i", urls],
+    }
+    results = {k: [] for k in clients}
+    try:
+        for _ in range(a.runs):
+            for name, cmd in clients.items():
+                shutil.rmtree(out, ignore_errors=True)
+                os.makedirs(out)
+                results[name].append(measure(cmd))
+                for n in names:
+                    if sha256(os.path.join(out, n)) != sums[n]:
+                        sys.exit(f"{name}: {n} differs")
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+    med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in results.items()}
+    print(f"{a.files} files of {a.kib} KiB, {a.jobs} in parallel, median of {a.runs}; nproc={os.cpu_count()}")
+    print(f"{'client':8} {'wall s':>8} {'cpu s':>8} {'rss MiB':>8}")
+    for k, (w, c, r) in med.items():
+        print(f"{k:8} {w:8.2f} {c:8.2f} {r:8.1f}")
+    h = med["haul"][0]
+    print(f"haul/aria2c wall {h / med['aria2c'][0]:.2f}x, haul/curl wall {h / med['curl'][0]:.2f}x; all SHA-256 ok")
+
+
+if __name__ == "__main__":
+    main()
