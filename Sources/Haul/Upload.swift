@@ -13,6 +13,7 @@ public struct MultipartForm: Sendable {
     enum Source: Sendable {
         case path(String, size: Int64)
         case data(Data)
+        case stream(SegmentedBody.StreamReader)
     }
 
     struct Part: Sendable {
@@ -65,11 +66,26 @@ public struct MultipartForm: Sendable {
                 source: .data(data)))
     }
 
+    /// Adds a file read from a stream of unknown length; the body is then sent chunked, and
+    /// only once (an upload with a stream is not retried).
+    public mutating func addFile(name: String, stream: InputStream, filename: String, contentType: String? = nil) {
+        let reader = SegmentedBody.StreamReader { buffer in
+            if stream.streamStatus == .notOpen { stream.open() }
+            let n = stream.read(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), maxLength: buffer.count)
+            if n <= 0 { stream.close() }
+            return n
+        }
+        append(
+            Part(
+                name: name, filename: filename, contentType: contentType ?? Self.guessContentType(filename),
+                source: .stream(reader)))
+    }
+
     /// `multipart/form-data; boundary=…`
     public var contentType: String { "multipart/form-data; boundary=\(boundary)" }
 
-    /// The exact body length.
-    public var contentLength: Int64 { SegmentedBody(segments).length ?? 0 }
+    /// The exact body length, nil when a stream part has none (the body is then sent chunked).
+    public var contentLength: Int64? { SegmentedBody(segments).length }
 
     private mutating func append(_ part: Part) {
         parts.append(part)
@@ -96,6 +112,7 @@ public struct MultipartForm: Sendable {
             switch part.source {
             case .data(let d): out.append(.bytes(Array(d)))
             case .path(let path, let size): out.append(.file(path: path, size: size))
+            case .stream(let reader): out.append(.stream(reader))
             }
             out.append(.bytes(Array("\r\n".utf8)))
         }
@@ -145,6 +162,12 @@ public enum UploadEvent: Sendable {
     case retrying(attempt: Int, error: HaulError, delay: Double)
 }
 
+/// Receives an upload's events (the delegate style of ``HaulSession/upload(fileAt:to:method:delegate:)``).
+public protocol UploadDelegate: AnyObject, Sendable {
+    /// Progress or a retry.
+    func upload(didReceive event: UploadEvent)
+}
+
 /// The server's answer to an upload.
 public struct UploadResponse: Sendable {
     /// Status and headers.
@@ -185,6 +208,25 @@ extension HaulSession {
         return try await send(
             SegmentedBody([.file(path: path, size: size)]), to: url, method: method.rawValue, headers: all,
             events: events)
+    }
+
+    /// The delegate form of ``upload(_:to:headers:events:)``.
+    public func upload(
+        _ form: MultipartForm, to url: URL, delegate: any UploadDelegate
+    ) async throws(HaulError)
+        -> UploadResponse
+    {
+        try await upload(form, to: url) { [weak delegate] in delegate?.upload(didReceive: $0) }
+    }
+
+    /// The delegate form of ``upload(fileAt:to:method:contentType:headers:events:)``.
+    public func upload(
+        fileAt fileURL: URL, to url: URL, method: UploadMethod = .put, delegate: any UploadDelegate
+    )
+        async throws(HaulError) -> UploadResponse
+    {
+        try await upload(fileAt: fileURL, to: url, method: method) { [weak delegate] in delegate?.upload(didReceive: $0)
+        }
     }
 
     /// The completion-handler form of ``upload(_:to:headers:events:)``.

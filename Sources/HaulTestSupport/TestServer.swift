@@ -268,7 +268,8 @@ public final class TestServer: @unchecked Sendable {
                 fd, status: status, headers: [("Content-Length", "\(body.count)"), ("Connection", "close")], body: body)
             return false
         }
-        guard let length = Int(r.header("Content-Length") ?? "") else {
+        let chunked = r.header("Transfer-Encoding")?.lowercased().contains("chunked") == true
+        guard let length = chunked ? Int.max : Int(r.header("Content-Length") ?? "") else {
             _ = send(fd, status: 411, headers: [("Content-Length", "0"), ("Connection", "close")], body: [])
             return false
         }
@@ -285,11 +286,17 @@ public final class TestServer: @unchecked Sendable {
         let parser = mode == "multipart" ? boundary.map { MultipartParser(boundary: $0) } : nil
         var hasher = SHA256()
         var received = 0
-        let ok = consume(fd, min(length, dropAfter ?? length), &buffer, rate: q["rate"].flatMap(Int.init)) { bytes in
+        let sink: (ArraySlice<UInt8>) -> Void = { bytes in
             received += bytes.count
             if let parser { parser.feed(bytes) } else if mode == "raw" { bytes.withUnsafeBytes { hasher.update($0) } }
         }
-        if !ok || received < length { return false }  // dropped (on purpose or by the client)
+        if chunked {
+            guard consumeChunked(fd, &buffer, into: sink) else { return false }
+        } else {
+            let ok = consume(
+                fd, min(length, dropAfter ?? length), &buffer, rate: q["rate"].flatMap(Int.init), into: sink)
+            if !ok || received < length { return false }  // dropped (on purpose or by the client)
+        }
         let report = UploadReport(
             path: r.path, method: r.method, parts: parser?.parts ?? [], size: received,
             sha256: mode == "raw" ? hasher.hexDigest() : nil)
@@ -301,6 +308,36 @@ public final class TestServer: @unchecked Sendable {
         return send(
             fd, status: 200, headers: [("Content-Type", "application/json"), ("Content-Length", "\(body.count)")],
             body: body)
+    }
+
+    /// Reads a chunked request body (RFC 9112 7.1), handing the data to `sink`.
+    private func consumeChunked(_ fd: Int32, _ buffer: inout [UInt8], into sink: (ArraySlice<UInt8>) -> Void) -> Bool {
+        while true {
+            guard let line = readLine(fd, &buffer),
+                let size = Int(line.split(separator: ";").first.map(String.init) ?? "", radix: 16), size >= 0
+            else { return false }
+            if size == 0 {
+                while let trailer = readLine(fd, &buffer), !trailer.isEmpty {}
+                return true
+            }
+            guard consume(fd, size, &buffer, into: sink), readLine(fd, &buffer) == "" else { return false }
+        }
+    }
+
+    private func readLine(_ fd: Int32, _ buffer: inout [UInt8]) -> String? {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let i = buffer.firstIndex(of: 10) {
+                let line = String(decoding: buffer[..<i], as: UTF8.self).trimmingCharacters(
+                    in: CharacterSet(charactersIn: "\r"))
+                buffer.removeFirst(i + 1)
+                return line
+            }
+            if buffer.count > 8192 { return nil }
+            let n = recv(fd, &chunk, chunk.count, 0)
+            if n <= 0 { return nil }
+            buffer += chunk[0..<n]
+        }
     }
 
     private func readHead(_ fd: Int32, _ buffer: inout [UInt8]) -> ([UInt8], [UInt8])? {

@@ -31,7 +31,7 @@ struct UploadTests {
         }
         #expect(reply.response.statusCode == 200)
         let report = try #require(server.uploads.first)
-        #expect(report.size == Int(form.contentLength))
+        #expect(report.size == Int(form.contentLength ?? -1))
         #expect(report.parts.map(\.name) == ["title", "photo", "empty", "note %22quoted%22"])
         #expect(report.parts.map(\.filename) == [nil, "photo.png", "empty.txt", "naïve %22café%22.txt"])
         #expect(report.parts.map(\.contentType) == [nil, "image/png", "text/plain", "text/plain"])
@@ -94,6 +94,54 @@ struct UploadTests {
             fileAt: dir.url.appendingPathComponent("big.bin"), to: server.url("/limited?upload=raw&status=413"),
             method: .post)
         #expect(reply.response.statusCode == 413)
+    }
+
+    @Test func streamPartOfUnknownLengthIsSentChunked() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let content = TestContent.bytes(seed: 8, count: 250_000)
+        var form = MultipartForm()
+        form.addField(name: "kind", value: "stream")
+        form.addFile(name: "blob", stream: InputStream(data: Data(content)), filename: "blob.bin")
+        #expect(form.contentLength == nil)
+        let reply = try await testSession().upload(form, to: server.url("/chunked?upload=multipart"))
+        #expect(reply.response.statusCode == 200)
+        #expect(server.requests(path: "/chunked").first?.header("Transfer-Encoding") == "chunked")
+        let parts = try #require(server.uploads.first).parts
+        #expect(parts.map(\.name) == ["kind", "blob"])
+        #expect(parts[1].size == 250_000 && parts[1].sha256 == sha(content))
+    }
+
+    final class Recorder: UploadDelegate, @unchecked Sendable {
+        let lock = NSLock()
+        var last: TransferProgress?
+        func upload(didReceive event: UploadEvent) {
+            if case .progress(let p) = event { lock.withLock { last = p } }
+        }
+    }
+
+    @Test func delegateStyleAndCancellation() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        #expect(FileManager.default.createFile(atPath: dir.file("d.bin"), contents: Data(count: 300_000)))
+        let recorder = Recorder()
+        let reply = try await testSession().upload(
+            fileAt: dir.url.appendingPathComponent("d.bin"), to: server.url("/d?upload=raw"), delegate: recorder)
+        #expect(reply.response.statusCode == 200)
+        #expect(recorder.lock.withLock { recorder.last?.completedBytes } == 300_000)
+
+        #expect(FileManager.default.createFile(atPath: dir.file("slow.bin"), contents: Data(count: 5_000_000)))
+        let session = testSession()
+        let task = Task {
+            try await session.upload(
+                fileAt: dir.url.appendingPathComponent("slow.bin"), to: server.url("/slow?upload=raw&rate=500000"))
+        }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        task.cancel()
+        let error = await #expect(throws: HaulError.self) { try await task.value }
+        #expect(error?.code == .cancelled)
+        #expect(server.uploads.isEmpty || server.uploads.allSatisfy { $0.path != "/slow" })
     }
 
     @Test func missingFileIsAClearError() async throws {

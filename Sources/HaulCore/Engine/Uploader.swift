@@ -12,12 +12,26 @@ package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
     package enum Segment: Sendable {
         case bytes([UInt8])
         case file(path: String, size: Int64)
+        /// Bytes of unknown length from a reader (0 at the end); read once, so not retried.
+        case stream(StreamReader)
 
-        var size: Int64 {
+        var size: Int64? {
             switch self {
             case .bytes(let b): Int64(b.count)
             case .file(_, let size): size
+            case .stream: nil
             }
+        }
+    }
+
+    /// Wraps a one-shot source of bytes (an `InputStream`, say).
+    package final class StreamReader: @unchecked Sendable {
+        private let read: (UnsafeMutableRawBufferPointer) -> Int
+        fileprivate var started = false
+        package init(_ read: @escaping (UnsafeMutableRawBufferPointer) -> Int) { self.read = read }
+        fileprivate func next(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
+            started = true
+            return read(buffer)
         }
     }
 
@@ -33,7 +47,7 @@ package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
 
     package init(_ segments: [Segment]) {
         self.segments = segments
-        length = segments.reduce(0) { $0 + $1.size }
+        length = segments.reduce(Int64(0)) { total, segment in total.flatMap { t in segment.size.map { t + $0 } } }
     }
 
     deinit { closeFile() }
@@ -51,7 +65,19 @@ package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
     private func readNext(into buffer: UnsafeMutableRawBufferPointer) throws(HaulError) -> Int {
         while index < segments.count {
             let segment = segments[index]
-            let remaining = segment.size - offset
+            if case .stream(let reader) = segment {
+                let n = reader.next(buffer)
+                if n < 0 { throw HaulError(.fileSystem, "reading the upload stream failed") }
+                if n == 0 {
+                    index += 1
+                    offset = 0
+                    continue
+                }
+                sent += Int64(n)
+                onProgress?(sent)
+                return n
+            }
+            let remaining = segment.size! - offset
             if remaining <= 0 {
                 closeFile()
                 index += 1
@@ -66,6 +92,7 @@ package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
                     buffer.baseAddress!.copyMemory(from: src.baseAddress! + Int(offset), byteCount: want)
                 }
                 n = want
+            case .stream: return 0  // handled above
             case .file(let path, _):
                 if fd < 0 {
                     do { fd = try Sys.open(path, O_RDONLY) } catch { throw .fileSystem(error, "open", path: path) }
@@ -86,6 +113,9 @@ package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
     }
 
     package func rewind() throws(HaulError) {
+        for case .stream(let reader) in segments where reader.started {
+            throw HaulError(.usage, "the upload stream was already read; it cannot be sent again")
+        }
         failure = nil
         closeFile()
         index = 0
