@@ -6,11 +6,7 @@ import Testing
 
 @Suite("haul upload, run as a process", .serialized)
 struct UploadCommandTests {
-    func sha(_ bytes: [UInt8]) -> String {
-        var h = HaulCore.SHA256()
-        h.update(bytes)
-        return h.hexDigest()
-    }
+    func sha(_ bytes: [UInt8]) -> String { HaulCore.SHA256.hexDigest(of: bytes) }
 
     @Test func curlStyleFormFieldsAndFiles() async throws {
         let server = try TestServer()

@@ -352,10 +352,8 @@ struct DownloadTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        var h = HaulCore.SHA256()
-        h.update(TestContent.bytes(count: 70000))
         var good = DownloadOptions()
-        good.sha256 = h.hexDigest()
+        good.sha256 = HaulCore.SHA256.hexDigest(of: TestContent.bytes(count: 70000))
         let (ok, _) = await run(
             testSession(), server.url("/sum?size=70000"), to: .file(dir.url.appendingPathComponent("ok")), options: good
         )

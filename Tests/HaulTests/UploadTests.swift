@@ -7,11 +7,7 @@ import Testing
 
 @Suite("Uploads: multipart and raw bodies streamed from disk")
 struct UploadTests {
-    func sha(_ bytes: [UInt8]) -> String {
-        var h = HaulCore.SHA256()
-        h.update(bytes)
-        return h.hexDigest()
-    }
+    func sha(_ bytes: [UInt8]) -> String { HaulCore.SHA256.hexDigest(of: bytes) }
 
     @Test func multipartPartsArriveByteExact() async throws {
         let server = try TestServer()

@@ -106,6 +106,13 @@ package struct SHA256: Sendable {
         }
     }
 
+    /// The hex SHA-256 of some bytes.
+    package static func hexDigest<C: Collection>(of bytes: C) -> String where C.Element == UInt8 {
+        var hasher = SHA256()
+        hasher.update(bytes)
+        return hasher.hexDigest()
+    }
+
     /// The hex SHA-256 of a file, read in 1 MiB blocks.
     package static func hexDigest(ofFile path: String) throws(Errno) -> String {
         let fd = try Sys.open(path, O_RDONLY)
