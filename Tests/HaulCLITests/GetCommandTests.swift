@@ -75,14 +75,14 @@ struct GetCommandTests {
     }
 
     @Test func refusedConnectionExitsWith3() async throws {
-        let server = try TestServer()
-        let url = server.url("/x")
-        server.shutdown()
+        let refusing = try RefusingPort()
+        let url = refusing.url("/x")
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let r = try await CLI.run(["get", "-d", dir.path, url.absoluteString])
         #expect(r.status == 3)
         #expect(r.stderr.contains("cannot connect to 127.0.0.1"))
+        withExtendedLifetime(refusing) {}
     }
 
     @Test func existingFileIsRefusedWithExit5AndNamesOverwrite() async throws {

@@ -125,11 +125,9 @@ struct TransportConformanceTests {
 
     @Test(arguments: TransportKind.allCases)
     func refusedConnection(kind: TransportKind) async throws {
-        let server = try TestServer()
-        let url = server.url("/gone")
-        server.shutdown()
-        try await Task.sleep(nanoseconds: 100_000_000)
-        let (_, result) = try await fetch(kind, url)
+        let refusing = try RefusingPort()
+        let (_, result) = try await fetch(kind, refusing.url("/gone"))
+        withExtendedLifetime(refusing) {}
         guard case .failure(let error) = result else {
             Issue.record("a closed port must fail")
             return
