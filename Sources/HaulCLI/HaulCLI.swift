@@ -18,6 +18,7 @@ struct HaulCLI {
         commands:
           get URL... [-o FILE | -d DIR]   download (rerun the same command to resume)
           upload URL (-F FIELD... | -T FILE)  multipart form or raw file upload
+          net [--watch] [--json]          network state: interfaces, kinds, default route
           demo                            a 256 MiB download from a built-in local server, with
                                           injected connection drops, a pause and resume, and a
                                           SHA-256 check
@@ -55,6 +56,8 @@ struct HaulCLI {
                 }
                 let upload = try UploadCommand(rest)
                 return await upload.run(interrupts: Interrupts())
+            case "net":
+                return try await NetCommand(rest).run()
             case "demo":
                 let demo = try DemoCommand(rest)
                 return await demo.run(interrupts: Interrupts())
@@ -63,6 +66,7 @@ struct HaulCLI {
                 case "get": Output.emit(GetCommand.help + "\n", to: 1)
                 case "demo": Output.emit(DemoCommand.help + "\n", to: 1)
                 case "upload": Output.emit(UploadCommand.help + "\n", to: 1)
+                case "net": Output.emit(NetCommand.help + "\n", to: 1)
                 default: Output.emit(help + "\n", to: 1)
                 }
                 return .success

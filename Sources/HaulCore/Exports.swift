@@ -1,2 +1,3 @@
-// HaulCore's public surface is only the value types the Haul module re-exports: HaulError and
-// TransferProgress. Everything else is `package`: see docs/public-api.md.
+// HaulCore's public surface is only the value types the Haul module re-exports: HaulError,
+// TransferProgress, NetworkPath, NetworkInterfaceInfo and InterfaceKind. Everything else is
+// `package`: see docs/public-api.md.

@@ -249,6 +249,17 @@ struct GetCommandTests {
         #expect(r.stdout.contains(says), "\(r.stdout)")
     }
 
+    @Test func netPrintsTheStateAndJSON() async throws {
+        let r = try await CLI.run(["net"])
+        #expect(r.status == 0)
+        #expect(r.stdout.hasPrefix("satisfied: ") || r.stdout.hasPrefix("unsatisfied: "), "\(r.stdout)")
+        #expect(r.stdout.contains("loopback"))
+        let j = try await CLI.run(["net", "--json"])
+        let object = try #require(
+            (try? JSONSerialization.jsonObject(with: Data(j.stdout.utf8))) as? [String: Any])
+        #expect(["satisfied", "unsatisfied"].contains(object["status"] as? String ?? ""))
+    }
+
     @Test func versionAndHelp() async throws {
         let v = try await CLI.run(["version"])
         #expect(v.status == 0 && v.stdout.hasPrefix("haul 0.1.0 (libcurl/"))
