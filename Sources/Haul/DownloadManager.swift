@@ -35,6 +35,16 @@ public final class DownloadManager: Sendable {
         public var stateDirectory: URL?
         /// The session settings every download uses.
         public var session = HaulConfiguration()
+        /// Watches the network when set (e.g. a ``NetworkMonitor``): downloads stop, keeping their
+        /// bytes, while the path is unsatisfied or not allowed, and continue when it comes back.
+        public var network: (any NetworkPathSource)?
+        /// Whether cellular paths may be used (default true).
+        public var allowsCellularAccess = true
+        /// Whether expensive (cellular or metered) paths may be used (default true).
+        public var allowsExpensiveNetworkAccess = true
+        /// Wait for a usable path instead of failing (default true; false fails the running and
+        /// queued downloads when the path goes away).
+        public var waitsForConnectivity = true
         /// Where ``DownloadManager/add(_:priority:progress:completion:)`` puts a URL (default: the
         /// server-suggested name in ``HaulSession/defaultDownloadDirectory``).
         public var destination: @Sendable (URL) -> Target = { _ in .directory(HaulSession.defaultDownloadDirectory) }
@@ -70,6 +80,9 @@ public final class DownloadManager: Sendable {
             case completed
             /// Failed or cancelled; see ``Item/error``.
             case failed
+            /// Stopped (bytes kept) because the network is gone or not allowed; it continues by
+            /// itself when the path allows it again.
+            case waitingForNetwork
         }
         /// Stable identity (also across restarts).
         public let id: UUID
@@ -116,13 +129,18 @@ public final class DownloadManager: Sendable {
         var nextSubscriber = 0
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
         var shutDown = false
+        var networkAllowed = true
+        var watcher: Task<Void, Never>?
         // Kept in step with the items so that scheduling never scans or sorts the whole list.
         var counts: [Item.State: Int] = [:]
         var runningByHost: [String: Int] = [:]
         /// Queued items in run order: higher priority first, then the order added.
         var pending: [UUID] = []
 
-        var isIdle: Bool { counts[.queued, default: 0] == 0 && counts[.running, default: 0] == 0 }
+        var isIdle: Bool {
+            counts[.queued, default: 0] == 0 && counts[.running, default: 0] == 0
+                && counts[.waitingForNetwork, default: 0] == 0
+        }
 
         mutating func insert(_ item: Item) {
             items[item.id] = item
@@ -161,6 +179,60 @@ public final class DownloadManager: Sendable {
         self.configuration = configuration
         session = HaulSession(configuration: configuration.session)
         if configuration.persistence == .default { load() }
+        schedule()
+        if let network = configuration.network {
+            let watcher = Task { [weak self] in
+                for await path in network.paths {
+                    guard let self else { return }
+                    self.networkChanged(path)
+                }
+            }
+            inner.withLock { $0.watcher = watcher }
+        }
+    }
+
+    deinit { inner.withLock { $0.watcher?.cancel() } }
+
+    /// Whether this configuration may use `path`.
+    func allows(_ path: NetworkPath) -> Bool {
+        guard path.status == .satisfied, let primary = path.primary else { return false }
+        if primary.kind == .cellular && !configuration.allowsCellularAccess { return false }
+        if path.isExpensive && !configuration.allowsExpensiveNetworkAccess { return false }
+        return true
+    }
+
+    private func networkChanged(_ path: NetworkPath) {
+        let allowed = allows(path)
+        let (stop, failNow) = inner.withLock { s -> ([DownloadTask], [UUID]) in
+            guard s.networkAllowed != allowed else { return ([], []) }
+            s.networkAllowed = allowed
+            if allowed {
+                for (id, item) in s.items where item.state == .waitingForNetwork { s.set(id, .queued) }
+                return ([], [])
+            }
+            if !configuration.waitsForConnectivity {
+                return ([], s.items.values.filter { $0.state == .queued || $0.state == .running }.map(\.id))
+            }
+            var tasks: [DownloadTask] = []
+            for (id, item) in s.items where item.state == .running || item.state == .queued {
+                s.set(id, .waitingForNetwork)
+                if let task = s.tasks.removeValue(forKey: id) { tasks.append(task) }
+            }
+            return (tasks, [])
+        }
+        for task in stop { task.suspend() }  // keeps the bytes and the record
+        for id in failNow {
+            let task = inner.withLock { $0.tasks[id] }
+            if let task {
+                task.cancel()
+            } else {
+                inner.withLock { s in
+                    s.set(id, .failed)
+                    s.items[id]!.error = HaulError(.network, "no usable network path")
+                }
+            }
+        }
+        changed(persist: true)
         schedule()
     }
 
@@ -256,7 +328,9 @@ public final class DownloadManager: Sendable {
     /// Pauses an item, keeping its bytes (a running transfer stops).
     public func pause(_ id: UUID) {
         let task = inner.withLock { s -> DownloadTask? in
-            guard let item = s.items[id], item.state == .queued || item.state == .running else { return nil }
+            guard let item = s.items[id], [.queued, .running, .waitingForNetwork].contains(item.state) else {
+                return nil
+            }
             s.set(id, .paused)
             return s.tasks.removeValue(forKey: id)
         }
@@ -308,6 +382,7 @@ public final class DownloadManager: Sendable {
     public func shutdown() async {
         let tasks = inner.withLock { s -> [DownloadTask] in
             s.shutDown = true
+            s.watcher?.cancel()
             return Array(s.tasks.values)
         }
         for task in tasks { _ = await task.cancelProducingResumeData() }
@@ -322,7 +397,7 @@ public final class DownloadManager: Sendable {
 
     private func schedule() {
         let starts = inner.withLock { s -> [(UUID, DownloadTask)] in
-            guard !s.shutDown else { return [] }
+            guard !s.shutDown, s.networkAllowed else { return [] }
             var starts: [(UUID, DownloadTask)] = []
             var index = 0
             while index < s.pending.count, s.counts[.running, default: 0] < configuration.maxConcurrentDownloads {
@@ -442,7 +517,7 @@ public final class DownloadManager: Sendable {
         inner.withLock { s in
             for item in stored.items.sorted(by: { $0.sequence < $1.sequence }) {
                 guard let url = URL(string: item.url) else { continue }
-                let state: Item.State = item.state == .running ? .queued : item.state
+                let state: Item.State = [.running, .waitingForNetwork].contains(item.state) ? .queued : item.state
                 s.insert(
                     Item(
                         id: item.id, url: url, target: item.target, priority: item.priority, state: state,

@@ -13,7 +13,7 @@ import HaulCore
 /// Changes are found by re-reading the state every `interval` seconds (the fallback of
 /// docs/network.md; rtnetlink events are the next step), and each distinct path is delivered
 /// once.
-public final class NetworkMonitor: Sendable {
+public final class NetworkMonitor: NetworkPathSource, Sendable {
     /// Interface names treated as expensive (metered), on top of cellular ones.
     public let meteredInterfaces: Set<String>
     /// Seconds between two looks.
@@ -48,4 +48,11 @@ public final class NetworkMonitor: Sendable {
             continuation.onTermination = { _ in task.cancel() }
         }
     }
+}
+
+/// Something that reports network paths: the current one first, then each change.
+/// ``NetworkMonitor`` is the real one; tests and apps can supply their own.
+public protocol NetworkPathSource: Sendable {
+    /// The current path, then every change.
+    var paths: AsyncStream<NetworkPath> { get }
 }
