@@ -198,18 +198,12 @@ extension HaulSession {
         HTTPResponse, ByteStream
     ) {
         let transport = try transport.get()
-        var headers = HTTPHeaders()
-        for (name, value) in configuration.additionalHeaders.sorted(by: { $0.key < $1.key }) {
-            headers.add(name, value)
-        }
-        for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) { headers.replace(name, value) }
-        var chain = RedirectChain(url: request.url, headers: headers, maxRedirects: configuration.maxRedirects)
+        var chain = RedirectChain(
+            url: request.url, headers: headers(adding: request.headers), maxRedirects: configuration.maxRedirects)
         while true {
-            var t = TransportRequest(url: chain.current)
-            t.headers = chain.headers
-            t.connectTimeout = configuration.timeout.connect
-            t.idleTimeout = configuration.timeout.idle
-            t.caFile = configuration.trustedCertificatesFile
+            var t = TransportRequest(
+                url: chain.current, headers: chain.headers, connectTimeout: configuration.timeout.connect,
+                idleTimeout: configuration.timeout.idle, caFile: configuration.trustedCertificatesFile)
             t.decodeContent = true
             let body = BodyStream(window: max(1, window))
             switch await body.start(t, on: transport) {
@@ -244,6 +238,16 @@ extension HaulSession {
                 delegate.stream(didFailWith: error as? HaulError ?? HaulError(.network, "\(error)"))
             }
         }
+    }
+
+    /// The configuration's headers with `extra` on top (sorted, so requests are reproducible).
+    func headers(adding extra: [String: String]) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        for (name, value) in configuration.additionalHeaders.sorted(by: { $0.key < $1.key }) {
+            headers.add(name, value)
+        }
+        for (name, value) in extra.sorted(by: { $0.key < $1.key }) { headers.replace(name, value) }
+        return headers
     }
 
     var retryPolicy: RetryPolicy {

@@ -157,15 +157,8 @@ public final class HaulSession: Sendable {
     ) async throws(HaulError) -> DownloadResult {
         let transport = try transport.get()
         var engineOptions = EngineOptions()
-        for (name, value) in configuration.additionalHeaders.sorted(by: { $0.key < $1.key }) {
-            engineOptions.headers.add(name, value)
-        }
-        for (name, value) in options.headers.sorted(by: { $0.key < $1.key }) {
-            engineOptions.headers.replace(name, value)
-        }
-        engineOptions.retry = RetryPolicy(
-            maxRetries: configuration.retry.maxRetries, baseDelay: configuration.retry.initialDelay,
-            maxDelay: configuration.retry.maxDelay, maxRetryAfter: configuration.retry.maxRetryAfter)
+        engineOptions.headers = headers(adding: options.headers)
+        engineOptions.retry = retryPolicy
         engineOptions.connectTimeout = configuration.timeout.connect
         engineOptions.idleTimeout = configuration.timeout.idle
         engineOptions.maxRedirects = configuration.maxRedirects

@@ -262,10 +262,7 @@ extension HaulSession {
         let transport = try transport.get()
         var options = UploadOptions()
         options.method = method
-        for (name, value) in configuration.additionalHeaders.sorted(by: { $0.key < $1.key }) {
-            options.headers.add(name, value)
-        }
-        for (name, value) in headers.sorted(by: { $0.key < $1.key }) { options.headers.replace(name, value) }
+        options.headers = self.headers(adding: headers)
         options.retry = retryPolicy
         options.connectTimeout = configuration.timeout.connect
         options.idleTimeout = configuration.timeout.idle

@@ -88,6 +88,14 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The message, for logs and terminals.
     public var description: String { message }
 
+    /// A destination that exists and is not a partial download: refused, naming --overwrite.
+    package static func destinationExists(_ path: String, size: Int64, serverSize: Int64?) -> HaulError {
+        HaulError(
+            .destinationExists,
+            "\(path) exists (\(size) bytes\(serverSize.map { ", server has \($0)" } ?? "")); use --overwrite to replace it",
+            path: path)
+    }
+
     package static func fileSystem(_ errno: Errno, _ operation: String, path: String) -> HaulError {
         if errno.isDiskFull {
             return HaulError(

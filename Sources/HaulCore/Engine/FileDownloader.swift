@@ -36,6 +36,14 @@ package struct EngineOptions: Sendable {
     package init() {}
 }
 
+extension EngineOptions {
+    /// A request to `url` with these options' timeouts and CA file.
+    package func request(_ url: URL, headers: HTTPHeaders) -> TransportRequest {
+        TransportRequest(
+            url: url, headers: headers, connectTimeout: connectTimeout, idleTimeout: idleTimeout, caFile: caFile)
+    }
+}
+
 /// What the engine reports while it works.
 package enum DownloadEngineEvent: Sendable {
     case started(status: Int, url: URL, destination: String, offset: Int64, totalBytes: Int64?)
@@ -160,12 +168,8 @@ package final class FileDownloader: Sendable {
         var chain = RedirectChain(url: url, headers: options.headers, maxRedirects: options.maxRedirects)
         while true {
             let current = chain.current
-            var request = TransportRequest(url: current)
-            request.headers = chain.headers
+            var request = options.request(current, headers: chain.headers)
             for (name, value) in attempt.machine.resumeHeaders() { request.headers.replace(name, value) }
-            request.connectTimeout = options.connectTimeout
-            request.idleTimeout = options.idleTimeout
-            request.caFile = options.caFile
             request.maxReceiveRate = options.maxBytesPerSecond
             request.sharedRate = options.sharedRate
             let task = transport.start(request, handler: attempt)
@@ -287,14 +291,7 @@ package final class FileDownloader: Sendable {
             partial.discard()
             return ResumeStateMachine(record: nil)
         }
-        guard let record = try partial.loadRecord() else { return ResumeStateMachine(record: nil) }
-        if record.url != ResumeRecord.redacted(url) {
-            throw HaulError(
-                .destinationExists,
-                "\(partial.partPath) is a partial download of \(record.url); use --no-continue to discard it",
-                path: destination)
-        }
-        return ResumeStateMachine(record: record)
+        return ResumeStateMachine(record: try partial.loadRecord(of: url))
     }
 
     private func checkCancelled(_ destination: String?) throws(HaulError) {
@@ -384,10 +381,7 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
                 action = nil
                 return false
             }
-            throw HaulError(
-                .destinationExists,
-                "\(destination) exists (\(size) bytes\(validators.totalLength.map { ", server has \($0)" } ?? "")); use --overwrite to replace it",
-                path: destination)
+            throw .destinationExists(destination, size: size, serverSize: validators.totalLength)
         }
         let file = partial ?? PartialFile(destination: destination)
         partial = file

@@ -56,13 +56,7 @@ package final class SegmentedDownloader: Sendable {
         }
         let partial = PartialFile(destination: destination)
         var completed: [ByteRange] = []
-        if options.resume, let record = try partial.loadRecord() {
-            guard record.url == ResumeRecord.redacted(url) else {
-                throw HaulError(
-                    .destinationExists,
-                    "\(partial.partPath) is a partial download of \(record.url); use --no-continue to discard it",
-                    path: destination)
-            }
+        if options.resume, let record = try partial.loadRecord(of: url) {
             let same =
                 record.totalLength == total
                 && (record.etag != nil ? record.etag == probe.etag : record.lastModified == probe.lastModified)
@@ -80,10 +74,7 @@ package final class SegmentedDownloader: Sendable {
         }
         if completed.isEmpty, !options.overwrite, let size = (try? Sys.fileSize(destination)) ?? nil {
             if size == total { return DownloadOutcome(path: destination, bytes: size, alreadyComplete: true) }
-            throw HaulError(
-                .destinationExists,
-                "\(destination) exists (\(size) bytes, server has \(total)); use --overwrite to replace it",
-                path: destination)
+            throw .destinationExists(destination, size: size, serverSize: total)
         }
         try partial.openPreallocated(total: total)
         let run = SegmentedRun(
@@ -133,12 +124,8 @@ package final class SegmentedDownloader: Sendable {
     private func probe() async -> Probe? {
         var chain = RedirectChain(url: url, headers: options.headers, maxRedirects: options.maxRedirects)
         while true {
-            var request = TransportRequest(url: chain.current)
-            request.headers = chain.headers
+            var request = options.request(chain.current, headers: chain.headers)
             request.headers.replace("Range", "bytes=0-0")
-            request.connectTimeout = options.connectTimeout
-            request.idleTimeout = options.idleTimeout
-            request.caFile = options.caFile
             let head = HeadOnly()
             _ = await transport.start(request, handler: head).finished()
             guard let response = head.response else { return nil }
@@ -312,17 +299,13 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         let end = run.end(of: segment.id)
         guard cursor < end else { return .success(()) }
         requestedEnd = end
-        var request = TransportRequest(url: run.url)
-        request.headers = run.headers
+        var request = run.options.request(run.url, headers: run.headers)
         request.headers.replace("Range", "bytes=\(cursor)-\(end - 1)")
         if let etag = run.probe.etag {
             request.headers.replace("If-Range", etag)
         } else if let lastModified = run.probe.lastModified {
             request.headers.replace("If-Range", lastModified)
         }
-        request.connectTimeout = run.options.connectTimeout
-        request.idleTimeout = run.options.idleTimeout
-        request.caFile = run.options.caFile
         // The download's limit is shared by its connections.
         request.maxReceiveRate = run.options.maxBytesPerSecond.map { max(1, $0 / Int64(run.connections)) }
         request.sharedRate = run.options.sharedRate
@@ -358,7 +341,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         if response.status == 200 {
             problem = "server sent the whole file for a range request"
         } else if response.status != 206 {
-            if [408, 429, 500, 502, 503, 504].contains(response.status) {
+            if HTTPStatus.isTransient(response.status) {
                 failure = HaulError(
                     .httpStatus, "HTTP \(response.status) \(HTTPStatus.reason(response.status)) for a range",
                     httpStatus: response.status,

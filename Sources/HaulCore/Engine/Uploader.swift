@@ -202,13 +202,11 @@ package final class Uploader: Sendable {
         while true {
             try body.rewind()
             let collector = ResponseCollector(limit: options.maxResponseBytes)
-            var request = TransportRequest(url: url)
+            var request = TransportRequest(
+                url: url, headers: options.headers, connectTimeout: options.connectTimeout,
+                idleTimeout: options.idleTimeout, caFile: options.caFile)
             request.method = options.method
-            request.headers = options.headers
             request.body = body
-            request.connectTimeout = options.connectTimeout
-            request.idleTimeout = options.idleTimeout
-            request.caFile = options.caFile
             let task = transport.start(request, handler: collector)
             let result = await withTaskCancellationHandler {
                 await task.finished()

@@ -101,7 +101,7 @@ package struct ResumeStateMachine: Sendable {
             }
             if offset > 0 { return .restart(reason: "server rejected the range bytes=\(offset)- (416)") }
             return .fail(statusError(status, url, headers))
-        case 408, 429, 500, 502, 503, 504:
+        case _ where HTTPStatus.isTransient(status):
             return .retry(statusError(status, url, headers))
         case 400...599:
             return .fail(statusError(status, url, headers))
@@ -157,6 +157,9 @@ package struct ResumeStateMachine: Sendable {
 
 /// Reason phrases for messages.
 package enum HTTPStatus {
+    /// Statuses worth retrying: 408, 429, 500, 502, 503, 504.
+    package static func isTransient(_ status: Int) -> Bool { [408, 429, 500, 502, 503, 504].contains(status) }
+
     package static func reason(_ status: Int) -> String {
         switch status {
         case 400: "Bad Request"

@@ -1,3 +1,5 @@
+import Foundation
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -30,6 +32,19 @@ package final class PartialFile {
         do { partSize = try Sys.fileSize(partPath) } catch { throw .fileSystem(error, "stat", path: partPath) }
         // A partial that is gone or shorter than the record says cannot be trusted.
         guard let partSize, partSize >= record.contiguousBytes else { return nil }
+        return record
+    }
+
+    /// ``loadRecord()``, refusing a partial that belongs to another URL (it is never overwritten
+    /// without `--no-continue`).
+    package func loadRecord(of url: URL) throws(HaulError) -> ResumeRecord? {
+        guard let record = try loadRecord() else { return nil }
+        guard record.url == ResumeRecord.redacted(url) else {
+            throw HaulError(
+                .destinationExists,
+                "\(partPath) is a partial download of \(record.url); use --no-continue to discard it",
+                path: destination)
+        }
         return record
     }
 

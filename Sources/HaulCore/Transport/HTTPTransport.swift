@@ -23,6 +23,15 @@ package struct TransportRequest: Sendable {
     package var body: (any RequestBodySource)?
 
     package init(url: URL) { self.url = url }
+
+    /// A request with the settings every engine passes along.
+    package init(url: URL, headers: HTTPHeaders, connectTimeout: Double, idleTimeout: Double, caFile: String?) {
+        self.url = url
+        self.headers = headers
+        self.connectTimeout = connectTimeout
+        self.idleTimeout = idleTimeout
+        self.caFile = caFile
+    }
 }
 
 /// A request body produced on demand, so uploads stream from disk instead of memory.
