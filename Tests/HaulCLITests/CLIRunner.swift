@@ -86,16 +86,6 @@ final class LockedData: @unchecked Sendable {
 
 func contents(_ path: String) -> [UInt8] { FileManager.default.contents(atPath: path).map { Array($0) } ?? [] }
 
-/// Waits (bounded) until `condition` holds.
-func waitUntil(timeout: Double = 20, _ condition: () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if condition() { return true }
-        try? await Task.sleep(nanoseconds: 20_000_000)
-    }
-    return condition()
-}
-
 /// Records an issue unless the file holds exactly `expected` (without printing megabytes).
 func expectFile(_ path: String, equals expected: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
     if let difference = TestContent.difference(file: path, expected: expected) {

@@ -146,7 +146,8 @@ struct GetCommandTests {
         defer { cleanUp(server, dir) }
         let args = ["get", "-d", dir.path, server.url("/int.bin?size=6000000&rate=3000000").absoluteString]
         let (p, out, err) = try CLI.start(args)
-        #expect(await waitUntil { (ResumeRecord.decode(contents(dir.file("int.bin.haul")))?.contiguousBytes ?? 0) > 0 })
+        #expect(
+            await eventually { (ResumeRecord.decode(contents(dir.file("int.bin.haul")))?.contiguousBytes ?? 0) > 0 })
         kill(p.processIdentifier, SIGINT)
         let r = await CLI.finish(p, out, err)
         #expect(r.status == 130)
@@ -173,7 +174,7 @@ struct GetCommandTests {
             // Kill as soon as the record claims more than it did at the previous kill.
             let threshold = checkpointed() + 1
             let (p, out, err) = try CLI.start(args)
-            #expect(await waitUntil { checkpointed() >= threshold })
+            #expect(await eventually { checkpointed() >= threshold })
             kill(p.processIdentifier, SIGKILL)
             _ = await CLI.finish(p, out, err)
             saved.append(try #require(ResumeRecord.decode(contents(dir.file("k9.bin.haul")))).contiguousBytes)
@@ -202,7 +203,7 @@ struct GetCommandTests {
         ]
         func written() -> [ByteRange] { ResumeRecord.decode(contents(dir.file("seg9.bin.haul")))?.ranges ?? [] }
         let (p, out, err) = try CLI.start(args)
-        #expect(await waitUntil { written().count == 4 && written().allSatisfy { $0.count > 0 } })
+        #expect(await eventually { written().count == 4 && written().allSatisfy { $0.count > 0 } })
         kill(p.processIdentifier, SIGKILL)
         _ = await CLI.finish(p, out, err)
         let saved = written()

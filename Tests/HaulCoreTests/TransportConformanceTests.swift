@@ -159,9 +159,7 @@ struct TransportConformanceTests {
         var request = TransportRequest(url: server.url("/p.bin?size=8000000&seed=5"))
         request.idleTimeout = 30
         let task = try kind.make().start(request, handler: c)
-        let deadline = Date().addingTimeInterval(10)
-        while !c.paused && Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
-        #expect(c.paused)
+        #expect(await eventually(timeout: 10) { c.paused })
         let atPause = c.count
         try await Task.sleep(nanoseconds: 500_000_000)
         #expect(c.count == atPause, "no bytes may arrive while paused")

@@ -82,10 +82,7 @@ struct DownloadManagerTests {
         let manager = DownloadManager(configuration: configuration())
         let keep = manager.add(server.url("/keep?size=2000000&rate=2000000"), to: .directory(dir.url))
         let drop = manager.add(server.url("/drop?size=2000000&rate=2000000"), to: .directory(dir.url))
-        let deadline = Date().addingTimeInterval(10)
-        while (manager.item(keep)?.progress?.completedBytes ?? 0) < 200_000 && Date() < deadline {
-            try await Task.sleep(nanoseconds: 20_000_000)
-        }
+        #expect(await eventually(timeout: 10) { (manager.item(keep)?.progress?.completedBytes ?? 0) >= 200_000 })
         manager.pause(keep)
         manager.cancel(drop)
         try await Task.sleep(nanoseconds: 300_000_000)
@@ -110,10 +107,7 @@ struct DownloadManagerTests {
         }
         let first = DownloadManager(configuration: persistent)
         let id = first.add(server.url("/p1.bin?size=3000000&rate=3000000"), to: .directory(dir.url), priority: 3)
-        let deadline = Date().addingTimeInterval(10)
-        while (first.item(id)?.progress?.completedBytes ?? 0) < 300_000 && Date() < deadline {
-            try await Task.sleep(nanoseconds: 20_000_000)
-        }
+        #expect(await eventually(timeout: 10) { (first.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
         await first.shutdown()
         #expect(FileManager.default.fileExists(atPath: state.file("downloads.json")))
 

@@ -11,12 +11,6 @@ struct DownloadTaskTests {
         ((try? FileManager.default.attributesOfItem(atPath: dest.path + ".part"))?[.size] as? Int64) ?? -1
     }
 
-    func waitFor(_ condition: () -> Bool) async throws {
-        let deadline = Date().addingTimeInterval(20)
-        while !condition() && Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
-        #expect(condition())
-    }
-
     @Test func suspendReallyStopsTheTransferAndResumeContinuesAtTheSameOffset() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
@@ -26,7 +20,7 @@ struct DownloadTaskTests {
         #expect(task.state == .suspended)
         task.resume()
         #expect(task.state == .running)
-        try await waitFor { (task.progress?.completedBytes ?? 0) > 500_000 }
+        #expect(await eventually { (task.progress?.completedBytes ?? 0) > 500_000 })
         task.suspend()
         #expect(task.state == .suspended)
         try await Task.sleep(nanoseconds: 300_000_000)  // the transfer winds down
@@ -71,7 +65,7 @@ struct DownloadTaskTests {
         let dest = dir.url.appendingPathComponent("c.bin")
         let task = testSession().downloadTask(with: server.url("/c.bin?size=6000000&rate=3000000"), to: .file(dest))
         task.resume()
-        try await waitFor { (task.progress?.completedBytes ?? 0) > 300_000 }
+        #expect(await eventually { (task.progress?.completedBytes ?? 0) > 300_000 })
         task.cancel()
         await #expect(throws: HaulError.self) { try await task.finished() }
         #expect(task.error?.code == .cancelled)
@@ -87,7 +81,7 @@ struct DownloadTaskTests {
         let url = server.url("/rd.bin?size=6000000&rate=3000000")
         let task = testSession().downloadTask(with: url, to: .file(dest))
         task.resume()
-        try await waitFor { (task.progress?.completedBytes ?? 0) > 500_000 }
+        #expect(await eventually { (task.progress?.completedBytes ?? 0) > 500_000 })
         let data = try #require(await task.cancelProducingResumeData())
         #expect(task.error?.code == .cancelled)
         #expect(data.bytesOnDisk > 0 && data.destination.path == dest.path)
@@ -109,7 +103,7 @@ struct DownloadTaskTests {
         let url = server.url("/stale.bin?size=3000000&rate=3000000&change=1")
         let task = testSession().downloadTask(with: url, to: .file(dest))
         task.resume()
-        try await waitFor { (task.progress?.completedBytes ?? 0) > 300_000 }
+        #expect(await eventually { (task.progress?.completedBytes ?? 0) > 300_000 })
         let data = try #require(await task.cancelProducingResumeData())
         let fresh = testSession().downloadTask(withResumeData: data)
         let events = EventLog()
@@ -142,7 +136,7 @@ struct DownloadTaskTests {
         }
         try await Task.sleep(nanoseconds: 50_000_000)  // let the subscriber attach
         task.resume()
-        try await waitFor { (task.progress?.completedBytes ?? 0) > 300_000 }
+        #expect(await eventually { (task.progress?.completedBytes ?? 0) > 300_000 })
         task.suspend()
         try await Task.sleep(nanoseconds: 200_000_000)
         task.resume()

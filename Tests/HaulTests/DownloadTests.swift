@@ -305,10 +305,10 @@ struct DownloadTests {
         let url = server.url("/cancel.bin?size=6000000&rate=3000000")
         let session = testSession()
         let task = Task { try await session.download(from: url, to: .file(dest)) }
-        let deadline = Date().addingTimeInterval(10)
-        while (ResumeRecord.decode(bytes(at: dest.path + ".haul"))?.contiguousBytes ?? 0) == 0 && Date() < deadline {
-            try await Task.sleep(nanoseconds: 50_000_000)
-        }
+        #expect(
+            await eventually(timeout: 10) {
+                (ResumeRecord.decode(bytes(at: dest.path + ".haul"))?.contiguousBytes ?? 0) > 0
+            })
         task.cancel()
         let error = await #expect(throws: HaulError.self) { try await task.value }
         #expect(error?.code == .cancelled)

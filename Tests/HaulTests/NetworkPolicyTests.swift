@@ -26,26 +26,27 @@ final class FakeNetwork: NetworkPathSource, @unchecked Sendable {
 
 @Suite("The manager follows the network")
 struct NetworkPolicyTests {
-    func wait(_ condition: () -> Bool) async throws {
-        let deadline = Date().addingTimeInterval(10)
-        while !condition() && Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
-        #expect(condition())
+    /// An ephemeral manager that watches `network`.
+    func manager(
+        _ network: FakeNetwork, _ adjust: (inout DownloadManager.Configuration) -> Void = { _ in }
+    ) -> DownloadManager {
+        var c = DownloadManager.Configuration()
+        c.persistence = .ephemeral
+        c.network = network
+        adjust(&c)
+        return DownloadManager(configuration: c)
     }
-
     @Test func downloadsWaitWhileOfflineAndContinueFromTheirBytes() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let network = FakeNetwork()
-        var c = DownloadManager.Configuration()
-        c.persistence = .ephemeral
-        c.network = network
         network.send(.wifi)
-        let manager = DownloadManager(configuration: c)
+        let manager = manager(network)
         let id = manager.add(server.url("/net.bin?size=4000000&rate=2000000"), to: .directory(dir.url))
-        try await wait { (manager.item(id)?.progress?.completedBytes ?? 0) > 300_000 }
+        #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) > 300_000 })
         network.send(nil)
-        try await wait { manager.item(id)?.state == .waitingForNetwork }
+        #expect(await eventually(timeout: 10) { manager.item(id)?.state == .waitingForNetwork })
         try await Task.sleep(nanoseconds: 300_000_000)
         let requests = server.requests.count
         try await Task.sleep(nanoseconds: 500_000_000)
@@ -62,11 +63,7 @@ struct NetworkPolicyTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let network = FakeNetwork()
-        var c = DownloadManager.Configuration()
-        c.persistence = .ephemeral
-        c.network = network
-        c.allowsCellularAccess = false
-        let manager = DownloadManager(configuration: c)
+        let manager = manager(network) { $0.allowsCellularAccess = false }
         network.send(.cellular)
         try await Task.sleep(nanoseconds: 100_000_000)
         manager.add(server.url("/cell.bin?size=1000"), to: .directory(dir.url))
@@ -82,14 +79,10 @@ struct NetworkPolicyTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let network = FakeNetwork()
-        var c = DownloadManager.Configuration()
-        c.persistence = .ephemeral
-        c.network = network
-        c.waitsForConnectivity = false
-        let manager = DownloadManager(configuration: c)
+        let manager = manager(network) { $0.waitsForConnectivity = false }
         network.send(.wired)
         let id = manager.add(server.url("/nowait.bin?size=4000000&rate=1000000"), to: .directory(dir.url))
-        try await wait { manager.item(id)?.state == .running }
+        #expect(await eventually(timeout: 10) { manager.item(id)?.state == .running })
         network.send(nil)
         await manager.waitUntilIdle()
         #expect(manager.item(id)?.state == .failed)
