@@ -42,6 +42,9 @@ public final class DownloadManager: Sendable {
         public var allowsCellularAccess = true
         /// Whether expensive (cellular or metered) paths may be used (default true).
         public var allowsExpensiveNetworkAccess = true
+        /// Whether downloads from loopback hosts (`localhost`, 127.0.0.0/8, `::1`) wait for the
+        /// network too (default false: a local server needs no default route).
+        public var appliesNetworkPolicyToLoopback = false
         /// Wait for a usable path instead of failing (default true; false fails the running and
         /// queued downloads when the path goes away).
         public var waitsForConnectivity = true
@@ -169,6 +172,8 @@ public final class DownloadManager: Sendable {
 
     /// The manager's settings.
     public let configuration: Configuration
+    /// Transfers of this manager on the wire now (the network activity indicator).
+    public var activity: NetworkActivity { session.activity }
     private let session: HaulSession
     private let inner = Locked(Inner())
     private let saving = Locked(())
@@ -195,45 +200,74 @@ public final class DownloadManager: Sendable {
 
     /// Whether this configuration may use `path`.
     func allows(_ path: NetworkPath) -> Bool {
+        Self.allows(
+            path, cellular: configuration.allowsCellularAccess, expensive: configuration.allowsExpensiveNetworkAccess)
+    }
+
+    /// Whether a satisfied `path` is allowed with these settings.
+    package static func allows(_ path: NetworkPath, cellular: Bool, expensive: Bool) -> Bool {
         guard path.status == .satisfied, let primary = path.primary else { return false }
-        if primary.kind == .cellular && !configuration.allowsCellularAccess { return false }
-        if path.isExpensive && !configuration.allowsExpensiveNetworkAccess { return false }
+        if primary.kind == .cellular && !cellular { return false }
+        if path.isExpensive && !expensive { return false }
         return true
+    }
+
+    /// Whether `url` needs the network path: loopback hosts (`localhost`, 127.0.0.0/8, `::1`)
+    /// do not, so the policy never holds a download from this machine.
+    private func needsNetwork(_ url: URL) -> Bool {
+        configuration.appliesNetworkPolicyToLoopback || Self.needsNetwork(url)
+    }
+
+    /// Whether a non-loopback host is named by `url`.
+    package static func needsNetwork(_ url: URL) -> Bool {
+        let host = (url.host ?? "").lowercased()
+        return
+            !(host == "localhost" || host.hasSuffix(".localhost") || host.hasPrefix("127.") || host == "::1"
+            || host == "[::1]")
     }
 
     private func networkChanged(_ path: NetworkPath) {
         let allowed = allows(path)
-        let (stop, failNow) = inner.withLock { s -> ([DownloadTask], [UUID]) in
+        typealias Completion = @Sendable (Result<DownloadResult, HaulError>) -> Void
+        let (stop, failed) = inner.withLock { s -> ([DownloadTask], [(Completion?, HaulError)]) in
             guard s.networkAllowed != allowed else { return ([], []) }
             s.networkAllowed = allowed
             if allowed {
                 for (id, item) in s.items where item.state == .waitingForNetwork { s.set(id, .queued) }
                 return ([], [])
             }
-            if !configuration.waitsForConnectivity {
-                return ([], s.items.values.filter { $0.state == .queued || $0.state == .running }.map(\.id))
-            }
+            let affected = s.items.values.filter {
+                ($0.state == .queued || $0.state == .running) && needsNetwork($0.url)
+            }.map(\.id)
             var tasks: [DownloadTask] = []
-            for (id, item) in s.items where item.state == .running || item.state == .queued {
-                s.set(id, .waitingForNetwork)
+            var failed: [(Completion?, HaulError)] = []
+            for id in affected {
                 if let task = s.tasks.removeValue(forKey: id) { tasks.append(task) }
-            }
-            return (tasks, [])
-        }
-        for task in stop { task.suspend() }  // keeps the bytes and the record
-        for id in failNow {
-            let task = inner.withLock { $0.tasks[id] }
-            if let task {
-                task.cancel()
-            } else {
-                inner.withLock { s in
+                if configuration.waitsForConnectivity {
+                    s.set(id, .waitingForNetwork)
+                } else {
+                    let error = Self.noPath(path)
                     s.set(id, .failed)
-                    s.items[id]!.error = HaulError(.network, "no usable network path")
+                    s.items[id]!.error = error
+                    failed.append((s.completionHandlers.removeValue(forKey: id), error))
                 }
             }
+            return (tasks, failed)
         }
+        // Both keep the partial file and its record: waiting ones continue from them later,
+        // failed ones when the caller resumes them (or a later run does).
+        if configuration.waitsForConnectivity {
+            for task in stop { task.suspend() }
+        } else {
+            for task in stop { Task { _ = await task.cancelProducingResumeData() } }
+        }
+        for (completion, error) in failed { completion?(.failure(error)) }
         changed(persist: true)
         schedule()
+    }
+
+    package static func noPath(_ path: NetworkPath) -> HaulError {
+        HaulError(.networkUnavailable, "no usable network: \(path.reason ?? "the path is not allowed")")
     }
 
     /// The state file, when persisting.
@@ -397,13 +431,22 @@ public final class DownloadManager: Sendable {
 
     private func schedule() {
         let starts = inner.withLock { s -> [(UUID, DownloadTask)] in
-            guard !s.shutDown, s.networkAllowed else { return [] }
+            guard !s.shutDown else { return [] }
             var starts: [(UUID, DownloadTask)] = []
             var index = 0
             while index < s.pending.count, s.counts[.running, default: 0] < configuration.maxConcurrentDownloads {
                 let id = s.pending[index]
                 guard let item = s.items[id], item.state == .queued else {
                     s.pending.remove(at: index)  // paused, cancelled or started elsewhere
+                    continue
+                }
+                if !s.networkAllowed && needsNetwork(item.url) {
+                    // Queued while the path went away: it waits with the others.
+                    s.pending.remove(at: index)
+                    s.set(id, configuration.waitsForConnectivity ? .waitingForNetwork : .failed)
+                    if !configuration.waitsForConnectivity {
+                        s.items[id]!.error = HaulError(.networkUnavailable, "no usable network path")
+                    }
                     continue
                 }
                 guard s.runningByHost[Self.hostKey(item.url), default: 0] < configuration.maxConnectionsPerHost else {
@@ -445,9 +488,16 @@ public final class DownloadManager: Sendable {
     }
 
     private func finish(_ id: UUID, _ outcome: Result<URL, HaulError>) {
-        let (completion, result) = inner.withLock {
-            s -> ((@Sendable (Result<DownloadResult, HaulError>) -> Void)?, Result<DownloadResult, HaulError>?) in
-            guard s.items[id]?.state == .running, !s.shutDown else { return (nil, nil) }
+        // A connection that died with the network can report before the path change does: ask
+        // the source for the path now (only for failures that a network loss explains).
+        var pathNow: NetworkPath?
+        if case .failure(let error) = outcome, error.isTransient, configuration.waitsForConnectivity {
+            pathNow = configuration.network?.pathNow
+        }
+        let lostNetwork = pathNow.map { !allows($0) } ?? false
+        let (completion, result, recheck) = inner.withLock {
+            s -> ((@Sendable (Result<DownloadResult, HaulError>) -> Void)?, Result<DownloadResult, HaulError>?, Bool) in
+            guard s.items[id]?.state == .running, !s.shutDown else { return (nil, nil, false) }
             s.tasks[id] = nil
             let result: Result<DownloadResult, HaulError>
             switch outcome {
@@ -456,17 +506,43 @@ public final class DownloadManager: Sendable {
                 s.items[id]!.fileURL = url
                 let bytes = s.items[id]!.progress?.completedBytes ?? 0
                 result = .success(DownloadResult(fileURL: url, bytes: bytes, alreadyComplete: false))
+            case .failure(let error)
+            where error.isTransient && configuration.waitsForConnectivity && needsNetwork(s.items[id]!.url)
+                && (!s.networkAllowed || lostNetwork):
+                // The connection died with the network: wait for it instead of failing (a new
+                // task with a fresh retry budget continues from the saved bytes).
+                s.set(id, .waitingForNetwork)
+                return (nil, nil, s.networkAllowed)
             case .failure(let error):
                 s.set(id, .failed)
                 s.items[id]!.error = error
                 result = .failure(error)
             }
-            return (s.completionHandlers.removeValue(forKey: id), result)
+            return (s.completionHandlers.removeValue(forKey: id), result, false)
         }
-        guard let result else { return }
-        completion?(result)
+        if let result { completion?(result) }
+        if recheck, let pathNow {
+            networkChanged(pathNow)  // the others stop too
+            watchForReturn()
+        }
         changed(persist: true)
         schedule()
+    }
+
+    /// After a failure showed the path gone before the source said so: look every second until
+    /// it is back, since the source may never report a change it saw only in passing.
+    private func watchForReturn() {
+        guard let network = configuration.network else { return }
+        Task { [weak self] in
+            for _ in 0..<86_400 {
+                try? await Task.sleep(nanoseconds: 1_000_000_000)
+                guard let self, !self.inner.withLock({ $0.shutDown || $0.networkAllowed }) else { return }
+                if let path = network.pathNow, self.allows(path) {
+                    self.networkChanged(path)
+                    return
+                }
+            }
+        }
     }
 
     private func changed(persist: Bool) {

@@ -48,6 +48,10 @@ public struct DownloadOptions: Sendable, Equatable {
     /// A token bucket per transfer pauses it (no socket reads) while over budget; nothing
     /// busy-waits. Not supported by the URLSession transport.
     public var maxBytesPerSecond: Int64?
+    /// Before connecting, resolve the host and check that the system has a route to it; a host
+    /// without one fails at once with ``HaulError/Code/unreachableHost`` (no connect timeout, no
+    /// retries). Skipped when a proxy environment variable applies. Default false.
+    public var checksReachability = false
     /// Creates the defaults.
     public init() {}
 }
@@ -117,19 +121,24 @@ public final class HaulSession: Sendable {
     let transport: Result<any HTTPTransport, HaulError>
     /// The budget every download of this session shares, when there is an overall limit.
     let overallRate: RateBudget?
+    /// Transfers of this session on the wire now (also counted in ``NetworkActivity/shared``).
+    public let activity = NetworkActivity(parent: .shared)
 
     /// Creates a session.
     public init(configuration: HaulConfiguration = HaulConfiguration()) {
         self.configuration = configuration
         overallRate = configuration.maxOverallBytesPerSecond.map { RateBudget(bytesPerSecond: $0) }
+        let base: Result<any HTTPTransport, HaulError>
         switch configuration.transport {
         case .curl:
-            transport = CurlTransport.shared.map { $0 as any HTTPTransport }.mapError {
+            base = CurlTransport.shared.map { $0 as any HTTPTransport }.mapError {
                 HaulError(.network, "libcurl is not available: \($0.message)")
             }
         case .urlSession:
-            transport = .success(URLSessionTransport())
+            base = .success(URLSessionTransport())
         }
+        let activity = self.activity
+        transport = base.map { CountingTransport($0) { activity.change(by: $0) } }
     }
 
     /// Downloads `url` into `destination`, resuming a partial download of the same URL.
@@ -156,6 +165,7 @@ public final class HaulSession: Sendable {
         events: @escaping @Sendable (DownloadEvent) -> Void
     ) async throws(HaulError) -> DownloadResult {
         let transport = try transport.get()
+        if options.checksReachability, let unreachable = Reachability.check(url) { throw unreachable }
         var engineOptions = EngineOptions()
         engineOptions.headers = headers(adding: options.headers)
         engineOptions.retry = retryPolicy

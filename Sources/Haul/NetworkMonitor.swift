@@ -10,13 +10,13 @@ import HaulCore
 /// for await path in monitor.paths { … }   // each change once
 /// ```
 ///
-/// Changes are found by re-reading the state every `interval` seconds (the fallback of
-/// docs/network.md; rtnetlink events are the next step), and each distinct path is delivered
-/// once.
+/// Changes arrive as events from an rtnetlink socket (links, addresses, routes): each burst of
+/// kernel messages makes the monitor re-read the state once, and each distinct path is
+/// delivered once. Where netlink is unavailable it re-reads every `interval` seconds instead.
 public final class NetworkMonitor: NetworkPathSource, Sendable {
     /// Interface names treated as expensive (metered), on top of cellular ones.
     public let meteredInterfaces: Set<String>
-    /// Seconds between two looks.
+    /// Seconds between two looks when netlink events are unavailable.
     public let interval: Double
 
     /// Creates a monitor.
@@ -28,19 +28,33 @@ public final class NetworkMonitor: NetworkPathSource, Sendable {
     /// The path now.
     public var currentPath: NetworkPath { NetworkProbe.path(metered: meteredInterfaces) }
 
+    /// ``currentPath``.
+    public var pathNow: NetworkPath? { currentPath }
+
     /// The current path, then every change.
     public var paths: AsyncStream<NetworkPath> {
         let metered = meteredInterfaces
         let interval = interval
         return AsyncStream(bufferingPolicy: .bufferingNewest(8)) { continuation in
-            let task = Task {
-                var last: NetworkPath?
-                while !Task.isCancelled {
+            let last = Locked<NetworkPath?>(nil)
+            let look: @Sendable () -> Void = {
+                // Read and yield under the lock, so two looks cannot deliver out of order.
+                last.withLock { last in
                     let path = NetworkProbe.path(metered: metered)
                     if path != last {
                         continuation.yield(path)
                         last = path
                     }
+                }
+            }
+            if let events = RouteEvents(onChange: look) {
+                look()
+                continuation.onTermination = { _ in events.stop() }
+                return
+            }
+            let task = Task {
+                while !Task.isCancelled {
+                    look()
                     try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
                 }
                 continuation.finish()
@@ -55,4 +69,12 @@ public final class NetworkMonitor: NetworkPathSource, Sendable {
 public protocol NetworkPathSource: Sendable {
     /// The current path, then every change.
     var paths: AsyncStream<NetworkPath> { get }
+    /// The path now, read without waiting; nil when the source cannot tell (the default). A
+    /// manager asks when a transfer fails, since the failure can arrive before the change does.
+    var pathNow: NetworkPath? { get }
+}
+
+extension NetworkPathSource {
+    /// Unknown.
+    public var pathNow: NetworkPath? { nil }
 }

@@ -15,7 +15,9 @@ enum ExitCode: Int32 {
     init(_ error: HaulError) {
         switch error.code {
         case .usage, .invalidURL: self = .usage
-        case .network, .timeout, .tooManyRedirects, .incompleteBody, .invalidResponse: self = .network
+        case .network, .timeout, .tooManyRedirects, .incompleteBody, .invalidResponse, .unreachableHost,
+            .networkUnavailable:
+            self = .network
         case .httpStatus: self = .http
         case .fileSystem, .diskFull, .destinationExists: self = .fileSystem
         case .checksumMismatch, .serverChangedFile: self = .integrity

@@ -11,6 +11,9 @@ extension GetCommand {
         configuration.maxConnectionsPerHost = jobs
         configuration.persistence = .ephemeral
         configuration.session = self.configuration
+        configuration.network = network
+        configuration.waitsForConnectivity = waitsForNetwork
+        configuration.allowsCellularAccess = allowsCellular
         let manager = DownloadManager(configuration: configuration)
         let output = self.output
         let codes = Locked<[ExitCode]>([])
@@ -53,20 +56,29 @@ extension GetCommand {
         }
         defer { interrupts.remove(token) }
         let renderer = Task {
+            var frame = 0
             while !Task.isCancelled && output.mode == .human {
-                let running = manager.items.filter { $0.state == .running }
-                let lines = running.map { item -> String in
-                    let name = item.fileURL?.lastPathComponent ?? item.url.lastPathComponent
+                let items = manager.items
+                let lines = items.filter { $0.state == .running || $0.state == .waitingForNetwork }.map {
+                    item -> String in
+                    let name =
+                        "#\(numbers[item.id] ?? 0) \(item.fileURL?.lastPathComponent ?? item.url.lastPathComponent)"
+                    if item.state == .waitingForNetwork { return "waiting for network  \(name)" }
                     return Output.progressLine(
-                        item.progress ?? TransferProgress(completedBytes: 0, totalBytes: nil),
-                        name: "#\(numbers[item.id] ?? 0) \(name)",
-                        spinner: 0)
+                        item.progress ?? TransferProgress(completedBytes: 0, totalBytes: nil), name: name,
+                        spinner: frame)
                 }
-                let done = manager.items.filter { $0.state == .completed }.count
+                let done = items.filter { $0.state == .completed }.count
+                let active = manager.activity.activeTransfers
+                // The activity indicator: the spinner turns only while transfers are on the wire.
+                if active > 0 { frame += 1 }
+                let spinner = active > 0 ? Output.spinnerFrames[frame % 4] : " "
                 output.progressBlock(
                     lines + [
-                        Output.progressLine(
-                            manager.aggregateProgress, name: "total (\(done)/\(numbers.count) done)", spinner: 0)
+                        spinner + " "
+                            + Output.progressLine(
+                                manager.aggregateProgress,
+                                name: "total (\(done)/\(numbers.count) done, \(active) active)", spinner: frame)
                     ])
                 try? await Task.sleep(nanoseconds: 100_000_000)
             }

@@ -25,6 +25,9 @@ struct GetCommand {
         .init("--max-overall-rate", value: true),
         .init("-j", "--max-concurrent", value: true),
         .init("-i", "--input-file", value: true),
+        .init("--no-wait"),
+        .init("--no-cellular"),
+        .init("--check-host"),
         .init("-q", "--quiet"),
         .init("--json"),
     ]
@@ -60,6 +63,12 @@ struct GetCommand {
           -j, --max-concurrent N  run N downloads at once (default 1: one after another)
           -i, --input-file LIST   URLs from LIST, one per line; lines starting with a space may
                                   set ' out=NAME' or ' dir=DIR' for the URL above (like aria2)
+              --no-wait           fail (exit 3, partial kept) instead of waiting when there is
+                                  no network path (no default route); by default a download
+                                  pauses with "waiting for network" and continues when it returns
+              --no-cellular       treat a cellular path as no network
+              --check-host        resolve the host and check for a route before connecting:
+                                  an unreachable host fails at once (exit 3)
           -q, --quiet             print nothing but errors
               --json              print one JSON event per line on stdout
 
@@ -76,6 +85,10 @@ struct GetCommand {
     let configuration: HaulConfiguration
     let options: DownloadOptions
     let output: Output
+    /// `--no-wait`, `--no-cellular`, and the source of network paths (nil: never wait).
+    let waitsForNetwork: Bool
+    let allowsCellular: Bool
+    var network: (any NetworkPathSource)? = NetworkMonitor()
 
     init(_ args: [String]) throws(UsageError) {
         let (v, positionals) = try Arguments.parse(args, options: GetCommand.options)
@@ -165,7 +178,10 @@ struct GetCommand {
             }
             o.maxBytesPerSecond = rate
         }
+        o.checksReachability = v.flag("--check-host")
         options = o
+        waitsForNetwork = !v.flag("--no-wait")
+        allowsCellular = !v.flag("--no-cellular")
         output = Output(mode: v.flag("--json") ? .json : v.flag("--quiet") ? .quiet : .human)
     }
 
@@ -238,44 +254,46 @@ struct GetCommand {
         let name = Locked(url.lastPathComponent)
         let started = Date()
         let lastBytes = Locked<Int64>(0)
-        let task = Task { () async throws(HaulError) -> DownloadResult in
-            try await session.download(from: url, to: destination, options: options) { event in
-                switch event {
-                case .started(let s):
-                    name.set(s.destination.lastPathComponent)
-                    lastBytes.set(s.offset)
-                    output.json(
-                        "start",
-                        [
-                            ("url", shown), ("destination", s.destination.path), ("status", s.status),
-                            ("offset", s.offset), ("total", s.totalBytes),
-                        ])
-                    if s.offset > 0 {
-                        output.note("resuming \(s.destination.lastPathComponent) at \(Output.bytes(s.offset))")
-                    }
-                case .progress(let p):
-                    lastBytes.set(p.completedBytes)
-                    output.progress(p, name: name.get())
-                case .retrying(let attempt, let error, let delay):
-                    output.json(
-                        "retry",
-                        [
-                            ("attempt", attempt), ("delay", delay), ("code", error.code.description),
-                            ("message", error.message),
-                        ])
-                    output.note("\(error.message); retry \(attempt) in \(String(format: "%.1f", delay)) s")
-                case .restarted(let reason):
-                    output.json("restart", [("reason", reason)])
-                    output.note("starting over: \(reason)")
-                case .suspended, .resumed, .completed, .failed:
-                    break  // task events; the outcome is reported below
+        let partial = Locked<String?>(nil)
+        let task = session.downloadTask(with: url, to: destination, options: options)
+        task.onEvent { event in
+            switch event {
+            case .started(let s):
+                name.set(s.destination.lastPathComponent)
+                partial.set(s.destination.path + ".part")
+                lastBytes.set(s.offset)
+                output.json(
+                    "start",
+                    [
+                        ("url", shown), ("destination", s.destination.path), ("status", s.status),
+                        ("offset", s.offset), ("total", s.totalBytes),
+                    ])
+                if s.offset > 0 {
+                    output.note("resuming \(s.destination.lastPathComponent) at \(Output.bytes(s.offset))")
                 }
+            case .progress(let p):
+                lastBytes.set(p.completedBytes)
+                output.progress(p, name: name.get())
+            case .retrying(let attempt, let error, let delay):
+                output.json(
+                    "retry",
+                    [
+                        ("attempt", attempt), ("delay", delay), ("code", error.code.description),
+                        ("message", error.message),
+                    ])
+                output.note("\(error.message); retry \(attempt) in \(String(format: "%.1f", delay)) s")
+            case .restarted(let reason):
+                output.json("restart", [("reason", reason)])
+                output.note("starting over: \(reason)")
+            case .suspended, .resumed, .completed, .failed:
+                break  // task events; the outcome is reported below
             }
         }
-        let token = interrupts.onInterrupt { task.cancel() }
+        let gate = NetworkGate(source: network, waits: waitsForNetwork, allowsCellular: allowsCellular, output: output)
+        let token = interrupts.onInterrupt { Task { _ = await task.cancelProducingResumeData() } }
         defer { interrupts.remove(token) }
         do {
-            let result = try await task.value
+            let result = try await gate.run(task, url: url)
             output.clearLine()
             output.json(
                 "done",
@@ -300,7 +318,7 @@ struct GetCommand {
                 ])
             if error.code == .cancelled {
                 output.clearLine()
-                if let part = error.path {
+                if let part = error.path ?? partial.get() {
                     output.note(
                         "interrupted; kept \(Output.bytes(lastBytes.get())) in \(part). Run the same command again to resume."
                     )

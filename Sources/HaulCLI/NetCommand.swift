@@ -30,7 +30,10 @@ struct NetCommand {
             print(render(monitor.currentPath))
             return .success
         }
-        for await path in monitor.paths { print(render(path)) }
+        for await path in monitor.paths {
+            // Unbuffered: a pipe must see each change when it happens.
+            Output.emit(render(path) + "\n", to: 1)
+        }
         return .success
     }
 

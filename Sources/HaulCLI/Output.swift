@@ -153,6 +153,8 @@ final class Output: Sendable {
         if isTerminal && previous > 0 { Output.emit("\u{1B}[\(previous)A\u{1B}[J", to: 2) }
     }
 
+    static let spinnerFrames = ["|", "/", "-", "\\"]
+
     static func progressLine(_ p: TransferProgress, name: String, spinner: Int) -> String {
         let speed = "\(bytes(Int64(p.smoothedBytesPerSecond)))/s"
         if let total = p.totalBytes, let fraction = p.fraction {
@@ -160,8 +162,7 @@ final class Output: Sendable {
             let eta = p.estimatedTimeRemaining.map { "ETA " + duration($0) } ?? "ETA --:--"
             return "\(percent) \(bytes(p.completedBytes))/\(bytes(total))  \(speed)  \(eta)  \(name)"
         }
-        let frames = ["|", "/", "-", "\\"]
-        return "\(frames[spinner % 4]) \(bytes(p.completedBytes))  \(speed)  \(name)"
+        return "\(spinnerFrames[spinner % 4]) \(bytes(p.completedBytes))  \(speed)  \(name)"
     }
 
     static func bytes(_ n: Int64) -> String {

@@ -16,7 +16,7 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
         enum Base: String, Sendable {
             case invalidURL, httpStatus, network, timeout, tooManyRedirects, fileSystem, diskFull
             case checksumMismatch, cancelled, serverChangedFile, destinationExists, tlsFailure
-            case incompleteBody, invalidResponse, responseTooLarge, usage
+            case incompleteBody, invalidResponse, responseTooLarge, usage, unreachableHost, networkUnavailable
         }
         let base: Base
 
@@ -52,6 +52,12 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let responseTooLarge = Code(base: .responseTooLarge)
         /// The request itself was invalid (conflicting options, bad header syntax).
         public static let usage = Code(base: .usage)
+        /// The host name does not resolve, or the system has no route to any of its addresses
+        /// (checked before connecting when ``DownloadOptions`` asks for it).
+        public static let unreachableHost = Code(base: .unreachableHost)
+        /// No usable network path (no default route, or only a path the policy does not allow),
+        /// and the caller asked not to wait for one.
+        public static let networkUnavailable = Code(base: .networkUnavailable)
 
         /// The code's name, e.g. `httpStatus`.
         public var description: String { base.rawValue }

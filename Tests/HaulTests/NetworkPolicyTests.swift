@@ -9,19 +9,28 @@ import Testing
 final class FakeNetwork: NetworkPathSource, @unchecked Sendable {
     let paths: AsyncStream<NetworkPath>
     private let continuation: AsyncStream<NetworkPath>.Continuation
+    private let current = Locked<NetworkPath?>(nil)
 
     init() { (paths, continuation) = AsyncStream.makeStream(of: NetworkPath.self) }
 
-    func send(_ kind: InterfaceKind?) {
+    var pathNow: NetworkPath? { current.get() }
+
+    static func path(_ kind: InterfaceKind?) -> NetworkPath {
         guard let kind else {
-            continuation.yield(
-                NetworkPath(status: .unsatisfied, interfaces: [], primary: nil, isExpensive: false, reason: "test"))
-            return
+            return NetworkPath(status: .unsatisfied, interfaces: [], primary: nil, isExpensive: false, reason: "test")
         }
         let i = NetworkInterfaceInfo(name: "if0", kind: kind, isUp: true, addresses: [])
-        continuation.yield(
-            NetworkPath(status: .satisfied, interfaces: [i], primary: i, isExpensive: kind == .cellular, reason: nil))
+        return NetworkPath(status: .satisfied, interfaces: [i], primary: i, isExpensive: kind == .cellular, reason: nil)
     }
+
+    /// Changes the path and reports the change.
+    func send(_ kind: InterfaceKind?) {
+        current.set(Self.path(kind))
+        continuation.yield(Self.path(kind))
+    }
+
+    /// Changes the path without reporting it (a change the source has not delivered yet).
+    func changeQuietly(_ kind: InterfaceKind?) { current.set(Self.path(kind)) }
 }
 
 @Suite("The manager follows the network")
@@ -33,6 +42,7 @@ struct NetworkPolicyTests {
         var c = DownloadManager.Configuration()
         c.persistence = .ephemeral
         c.network = network
+        c.appliesNetworkPolicyToLoopback = true  // the test server is on 127.0.0.1
         adjust(&c)
         return DownloadManager(configuration: c)
     }
@@ -79,12 +89,62 @@ struct NetworkPolicyTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let network = FakeNetwork()
-        let manager = manager(network) { $0.waitsForConnectivity = false }
+        let manager = manager(network) {
+            $0.waitsForConnectivity = false
+            $0.maxConcurrentDownloads = 1  // the second one stays queued
+        }
         network.send(.wired)
         let id = manager.add(server.url("/nowait.bin?size=4000000&rate=1000000"), to: .directory(dir.url))
-        #expect(await eventually(timeout: 10) { manager.item(id)?.state == .running })
+        #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) > 100_000 })
+        let reported = Locked<HaulError?>(nil)
+        let queued = manager.add(
+            server.url("/nowait2.bin?size=1000"), to: .directory(dir.url),
+            completion: { if case .failure(let e) = $0 { reported.set(e) } })
         network.send(nil)
         await manager.waitUntilIdle()
         #expect(manager.item(id)?.state == .failed)
+        #expect(manager.item(id)?.error?.code == .networkUnavailable)
+        #expect(manager.item(id)?.error?.message == "no usable network: test")
+        #expect(await eventually(timeout: 5) { reported.get()?.code == .networkUnavailable }, "its completion is told")
+        #expect(manager.item(queued)?.state == .failed)
+        // The bytes stay for a later resume.
+        #expect(await eventually(timeout: 5) { FileManager.default.fileExists(atPath: dir.file("nowait.bin.part")) })
+    }
+
+    @Test func loopbackDownloadsAreNotHeldByDefault() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let network = FakeNetwork()
+        let manager = manager(network) { $0.appliesNetworkPolicyToLoopback = false }
+        network.send(nil)
+        try await Task.sleep(nanoseconds: 100_000_000)
+        let id = manager.add(server.url("/local.bin?size=5000"), to: .directory(dir.url))
+        await manager.waitUntilIdle()
+        #expect(manager.item(id)?.state == .completed)
+        expectFile(dir.file("local.bin"), equals: TestContent.bytes(count: 5000))
+    }
+
+    @Test func aFailureThatArrivesBeforeThePathChangeWaitsInsteadOfFailing() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let network = FakeNetwork()
+        network.send(.wifi)
+        // No retries: the dropped connection reaches the manager as a failure at once.
+        let manager = manager(network) { $0.session.retry.maxRetries = 0 }
+        let other = manager.add(server.url("/other.bin?size=4000000&rate=1000000"), to: .directory(dir.url))
+        network.changeQuietly(nil)  // the path is gone, and the source has not said so yet
+        let id = manager.add(server.url("/dies.bin?size=3000000&drop=1000000&drops=1"), to: .directory(dir.url))
+        #expect(await eventually(timeout: 10) { manager.item(id)?.state == .waitingForNetwork })
+        #expect(manager.item(id)?.error == nil)
+        // The others stop too, as if the source had reported the change.
+        #expect(await eventually(timeout: 10) { manager.item(other)?.state == .waitingForNetwork })
+        network.changeQuietly(.wifi)  // back, again without a report: the manager looks by itself
+        await manager.waitUntilIdle()
+        #expect(manager.item(id)?.state == .completed)
+        expectFile(dir.file("dies.bin"), equals: TestContent.bytes(count: 3_000_000))
+        #expect((server.requests(path: "/dies.bin").last?.rangeStart ?? 0) > 0, "continued from its bytes")
+        expectFile(dir.file("other.bin"), equals: TestContent.bytes(count: 4_000_000))
     }
 }
