@@ -75,10 +75,22 @@ public final class TestServer: @unchecked Sendable {
         var maxInFlightTotal = 0
     }
 
-    /// Starts listening on `host`:0 (a free port).
-    public init(host: String = "127.0.0.1") throws {
+    /// Starts listening on `host`:0 (a free port); with `networkNamespace` (a name from
+    /// `ip netns`), the listening socket lives in that namespace (see ``NetworkNamespace``).
+    public init(host: String = "127.0.0.1", networkNamespace: String? = nil) throws {
         signal(SIGPIPE, SIG_IGN)
         self.host = host
+        let (fd, port) =
+            try networkNamespace.map { name in try NetworkNamespace.inside(name) { try Self.makeListener(on: host) } }
+            ?? Self.makeListener(on: host)
+        self.port = port
+        listenFD = fd
+        let thread = Thread { [self] in acceptLoop() }
+        thread.name = "haul.testserver.accept"
+        thread.start()
+    }
+
+    private static func makeListener(on host: String) throws -> (Int32, Int) {
         #if os(Linux)
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
@@ -105,11 +117,7 @@ public final class TestServer: @unchecked Sendable {
         _ = withUnsafeMutablePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
         }
-        port = Int(UInt16(bigEndian: addr.sin_port))
-        listenFD = fd
-        let thread = Thread { [self] in acceptLoop() }
-        thread.name = "haul.testserver.accept"
-        thread.start()
+        return (fd, Int(UInt16(bigEndian: addr.sin_port)))
     }
 
     deinit { shutdown() }

@@ -127,3 +127,35 @@ struct NetworkProbeTests {
         #expect(path.interfaces.contains { $0.kind == .loopback })
     }
 }
+
+@Suite("Host reachability")
+struct ReachabilityTests {
+    @Test func aLoopbackHostIsReachable() {
+        #expect(Reachability.check(URL(string: "http://127.0.0.1:9/x")!, environment: [:]) == nil)
+        #expect(Reachability.check(URL(string: "http://localhost:9/x")!, environment: [:]) == nil)
+    }
+
+    @Test func aHostThatDoesNotResolveIsUnreachableWithTheResolversWords() {
+        // Not an address (999 > 255), and a name no resolver has (the .invalid-style answer).
+        let error = Reachability.check(URL(string: "http://999.1.1.1:9/x")!, environment: [:])
+        #expect(error?.code == .unreachableHost)
+        #expect(
+            error?.message.hasPrefix("unreachable host: cannot resolve 999.1.1.1 (") == true,
+            "\(String(describing: error))")
+    }
+
+    @Test(arguments: [
+        (["http_proxy": "http://p:3128"], "http://far.example/x", true),
+        (["HTTP_PROXY": "http://p:3128"], "http://far.example/x", false),  // curl ignores it (httpoxy)
+        (["https_proxy": "http://p:3128"], "http://far.example/x", false),
+        (["HTTPS_PROXY": "http://p:3128"], "https://far.example/x", true),
+        (["all_proxy": "socks5://p"], "https://far.example/x", true),
+        (["http_proxy": "http://p:3128", "no_proxy": "example"], "http://far.example/x", false),
+        (["http_proxy": "http://p:3128", "no_proxy": ".example"], "http://far.example/x", false),
+        (["http_proxy": "http://p:3128", "no_proxy": "*"], "http://far.example/x", false),
+        (["http_proxy": "http://p:3128", "no_proxy": "other.org"], "http://far.example/x", true),
+    ])
+    func theCheckIsSkippedWhenCurlWouldUseAProxy(environment: [String: String], url: String, applies: Bool) {
+        #expect(Reachability.proxyApplies(to: URL(string: url)!, environment: environment) == applies)
+    }
+}

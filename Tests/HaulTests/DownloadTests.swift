@@ -21,6 +21,22 @@ struct DownloadTests {
         #expect(zip(log.progress, log.progress.dropFirst()).allSatisfy { $0.completedBytes <= $1.completedBytes })
     }
 
+    @Test func checksReachabilityFailsAnUnresolvableHostAtOnceWithoutRetries() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        var options = DownloadOptions()
+        options.checksReachability = true
+        let retries = Locked(0)
+        let error = await #expect(throws: HaulError.self) {
+            try await HaulSession().download(
+                from: URL(string: "http://999.1.1.1:9/x.bin")!, to: .directory(dir.url), options: options
+            ) { if case .retrying = $0 { retries.withLock { $0 += 1 } } }
+        }
+        #expect(error?.code == .unreachableHost)
+        #expect(retries.get() == 0)
+        #expect(dir.contents().isEmpty)
+    }
+
     @Test func droppedConnectionResumesFromTheBytesOnDisk() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -135,9 +135,10 @@ struct SegmentedTests {
         #expect(result.error == nil)
         expectFile(dest.path, equals: TestContent.bytes(count: 6_000_000))
         // 6 MB at 2 MB/s take three seconds: never more than 10% faster (the limit holds), and
-        // not starved either (a loaded machine may be somewhat slower).
+        // not starved either. Alone it takes 3.15-3.17 s; beside the whole suite on two cores
+        // one run took 4.5 s, so the bound against starvation is twice the ideal.
         #expect(seconds >= 3 * 0.9, "took \(seconds) s")
-        #expect(seconds < 3 * 1.5, "took \(seconds) s")
+        #expect(seconds < 3 * 2, "took \(seconds) s")
         let steady = log.progress.dropFirst(6).dropLast()
         #expect(steady.allSatisfy { $0.bytesPerSecond < 2_000_000 * 1.1 }, "\(steady.map(\.bytesPerSecond))")
     }
