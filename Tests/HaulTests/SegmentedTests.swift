@@ -100,12 +100,16 @@ struct SegmentedTests {
         let session = testSession()
         let opts = options()
         let task = Task { try await session.download(from: url, to: .file(dest), options: opts) }
-        try await Task.sleep(nanoseconds: 1_500_000_000)
+        func record() -> RecordShape? {
+            try? JSONDecoder().decode(
+                RecordShape.self, from: Data(contentsOf: URL(fileURLWithPath: dest.path + ".haul")))
+        }
+        // Stop once a checkpoint shows bytes in all four ranges (a fixed sleep was too short
+        // under ThreadSanitizer).
+        #expect(await eventually(timeout: 30) { record()?.ranges.count == 4 })
         task.cancel()
         _ = await task.result
-        let record = try #require(
-            try? JSONDecoder().decode(
-                RecordShape.self, from: Data(contentsOf: URL(fileURLWithPath: dest.path + ".haul"))))
+        let record = try #require(record())
         #expect(record.ranges.count == 4, "\(record.ranges)")
         let before = server.requests(path: "/gaps.bin").count
         let (result, _) = await run(session, url, to: .file(dest), options: opts)
