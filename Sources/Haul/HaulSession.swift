@@ -44,6 +44,11 @@ public struct DownloadOptions: Sendable, Equatable {
     public var connections = 1
     /// No range is split below this many bytes (default 1 MiB).
     public var minSplitSize: Int64 = 1 << 20
+    /// With several connections, one slower than this many bytes/s over 3 s is replaced by a new
+    /// connection for the rest of its range (nil: no floor). A connection much slower than the
+    /// others (under a quarter of their median) is replaced anyway, unless a rate limit paces
+    /// them; a range that stays slow over the retry budget's worth of replacements fails.
+    public var lowestSpeedLimit: Int64?
     /// The most bytes per second for this download, shared by its connections (nil: no limit).
     /// A token bucket per transfer pauses it (no socket reads) while over budget; nothing
     /// busy-waits. Not supported by the URLSession transport.
@@ -215,7 +220,9 @@ public final class HaulSession: Sendable {
         if options.connections > 1 {
             outcome = try await SegmentedDownloader(
                 url: url, target: target, options: engineOptions,
-                segments: SegmentOptions(connections: options.connections, minSplit: options.minSplitSize),
+                segments: SegmentOptions(
+                    connections: options.connections, minSplit: options.minSplitSize,
+                    lowestSpeed: options.lowestSpeedLimit),
                 transport: transport, onEvent: downloader.onEvent
             ).run()
         } else {

@@ -22,6 +22,7 @@ struct GetCommand {
         .init("-x", "--connections", value: true),
         .init("-k", "--min-split-size", value: true),
         .init("--limit-rate", value: true),
+        .init("--lowest-speed-limit", value: true),
         .init("--max-overall-rate", value: true),
         .init("-j", "--max-concurrent", value: true),
         .init("-i", "--input-file", value: true),
@@ -59,6 +60,8 @@ struct GetCommand {
                                   when the server supports them
           -k, --min-split-size SIZE  smallest range to split off (default 1M)
               --limit-rate RATE   at most RATE bytes/s per download (suffixes K, M, G)
+              --lowest-speed-limit RATE   with -x, replace a connection slower than RATE
+                                  over 3 s (a much slower one is replaced anyway)
               --max-overall-rate RATE   at most RATE bytes/s for all downloads together
           -j, --max-concurrent N  run N downloads at once (default 1: one after another)
           -i, --input-file LIST   URLs from LIST, one per line; lines starting with a space may
@@ -171,6 +174,12 @@ struct GetCommand {
                 throw UsageError("--min-split-size expects a size like 1M (at least 1K), got '\(raw)'")
             }
             o.minSplitSize = size
+        }
+        if let raw = v.last("--lowest-speed-limit") {
+            guard let rate = Self.byteCount(raw), rate > 0 else {
+                throw UsageError("--lowest-speed-limit expects a rate like 10K, got '\(raw)'")
+            }
+            o.lowestSpeedLimit = rate
         }
         if let raw = v.last("--limit-rate") {
             guard let rate = Self.byteCount(raw), rate > 0 else {

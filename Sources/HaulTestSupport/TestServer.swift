@@ -226,11 +226,19 @@ public final class TestServer: @unchecked Sendable {
                 s.inFlightTotal += 1
                 s.maxInFlightTotal = max(s.maxInFlightTotal, s.inFlightTotal)
             }
-            let keepAlive = respond(fd, request, hit: hit)
-            state.withLock { s in
-                s.inFlight[host, default: 0] -= 1
-                s.inFlightTotal -= 1
+            // A request stops counting just before its last bytes are written, so a client that
+            // has the whole response and sends the next request is never counted twice.
+            var counted = true
+            let done = {
+                guard counted else { return }
+                counted = false
+                self.state.withLock { s in
+                    s.inFlight[host, default: 0] -= 1
+                    s.inFlightTotal -= 1
+                }
             }
+            let keepAlive = respond(fd, request, hit: hit, beforeLastWrite: done)
+            done()
             if !keepAlive { return }
         }
     }
@@ -391,7 +399,7 @@ public final class TestServer: @unchecked Sendable {
     // MARK: - Routes
 
     /// Serves one request; returns whether the connection stays open.
-    private func respond(_ fd: Int32, _ r: RecordedRequest, hit: Int) -> Bool {
+    private func respond(_ fd: Int32, _ r: RecordedRequest, hit: Int, beforeLastWrite: () -> Void) -> Bool {
         let q = r.query
         func int(_ k: String) -> Int? { q[k].flatMap { Int($0) } }
         func flag(_ k: String) -> Bool { q[k] == "1" || q[k] == "true" }
@@ -447,11 +455,12 @@ public final class TestServer: @unchecked Sendable {
 
         // Range, honoured unless ranges=0; If-Range compared strongly unless ifrange=0.
         var start = 0
+        var stop = claimed  // one past the last byte to send
         var partial = false
         // ranges=0: never honour Range; norange=K: stop honouring it from the K-th request on.
         let rangesOn = q["ranges"] != "0" && !(int("norange").map { hit >= $0 } ?? false)
         if rangesOn { headers.append(("Accept-Ranges", "bytes")) }
-        if rangesOn, let range = r.range, let first = parseRange(range, size: claimed) {
+        if rangesOn, let range = r.range, let (first, end) = parseRange(range, size: claimed) {
             var honour = true
             if let ifRange = r.ifRange, q["ifrange"] != "0" {
                 honour = ifRange.hasPrefix("W/") ? false : (ifRange == etag || ifRange == lastModified)
@@ -464,13 +473,14 @@ public final class TestServer: @unchecked Sendable {
                         body: [])
                 }
                 start = first
+                stop = min(end ?? claimed, claimed)
                 partial = true
             }
         }
         let chunked = flag("chunked")
-        if partial { headers.append(("Content-Range", "bytes \(start)-\(claimed - 1)/\(claimed)")) }
+        if partial { headers.append(("Content-Range", "bytes \(start)-\(stop - 1)/\(claimed)")) }
         if !chunked {
-            headers.append(("Content-Length", String(claimed - start)))
+            headers.append(("Content-Length", String(stop - start)))
         } else {
             headers.append(("Transfer-Encoding", "chunked"))
         }
@@ -489,14 +499,17 @@ public final class TestServer: @unchecked Sendable {
             if let stalls = int("stalls"), hit >= stalls { return nil }
             return n
         }()
-        let rate = int("rate")
+        // `slowat=OFFSET&slowrate=B`: a range starting exactly at OFFSET drips at B bytes/s (one
+        // slow connection among fast ones; a replacement asks from a later offset).
+        let rate = (partial && int("slowat") == start ? int("slowrate") : nil) ?? int("rate")
         var offset = start
         var sent = 0
         let chunkSize = rate.map { max(1, min(65_536, $0 / 20)) } ?? 65_536
         var chunk = [UInt8](repeating: 0, count: chunkSize)
         let began = Date()
-        while offset < actualSize {
-            var n = min(chunkSize, actualSize - offset)
+        let last = min(actualSize, stop)
+        while offset < last {
+            var n = min(chunkSize, last - offset)
             if let d = dropAfter { n = min(n, d - sent) }
             if let s = stallAfter { n = min(n, s - sent) }
             if n <= 0 { break }
@@ -511,6 +524,7 @@ public final class TestServer: @unchecked Sendable {
                     )
                 }
             }
+            if offset + n >= last && !chunked && stop <= actualSize { beforeLastWrite() }
             let ok = chunked ? writeChunk(fd, chunk, n) : writeAll(fd, chunk, n)
             if !ok { return false }
             offset += n
@@ -522,12 +536,12 @@ public final class TestServer: @unchecked Sendable {
                 if due > elapsed { Thread.sleep(forTimeInterval: due - elapsed) }
             }
         }
-        if let d = dropAfter, sent >= d, offset < actualSize { return false }  // drop: close mid-body
-        if let s = stallAfter, sent >= s, offset < actualSize {
+        if let d = dropAfter, sent >= d, offset < last { return false }  // drop: close mid-body
+        if let s = stallAfter, sent >= s, offset < last {
             stall(fd)
             return false
         }
-        if claimed > actualSize { return false }  // lied about the length: close early
+        if stop > actualSize { return false }  // lied about the length: close early
         if chunked { return writeAll(fd, Array("0\r\n\r\n".utf8), 5) }
         return true
     }
@@ -548,12 +562,16 @@ public final class TestServer: @unchecked Sendable {
         }
     }
 
-    private func parseRange(_ value: String, size: Int) -> Int? {
+    /// `bytes=a-b`, `bytes=a-` or `bytes=-n`: the first byte and, when given, one past the last.
+    private func parseRange(_ value: String, size: Int) -> (first: Int, end: Int?)? {
         guard value.hasPrefix("bytes="), !value.contains(",") else { return nil }
         let spec = value.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
         guard spec.count == 2 else { return nil }
-        if spec[0].isEmpty, let suffix = Int(spec[1]) { return max(0, size - suffix) }
-        return Int(spec[0])
+        if spec[0].isEmpty, let suffix = Int(spec[1]) { return (max(0, size - suffix), nil) }
+        guard let first = Int(spec[0]) else { return nil }
+        if spec[1].isEmpty { return (first, nil) }
+        guard let last = Int(spec[1]), last >= first else { return nil }
+        return (first, last + 1)
     }
 
     private func stall(_ fd: Int32) {

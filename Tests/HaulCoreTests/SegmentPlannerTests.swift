@@ -58,3 +58,58 @@ struct SegmentPlannerTests {
         #expect(p.isComplete && p.writtenRanges == [ByteRange(0, 4_000)])
     }
 }
+
+@Suite("Slow connection detection")
+struct SlowConnectionDetectorTests {
+    /// Feeds `speeds` (bytes/s per fetch) for `seconds` in quarter-second steps; returns the
+    /// verdicts of the last step.
+    func feed(
+        _ detector: inout SlowConnectionDetector, _ speeds: [Int: Int64], from start: Double = 0, seconds: Double,
+        remaining: Int64 = 100_000_000
+    ) -> [SlowConnectionDetector.Verdict] {
+        var verdicts: [SlowConnectionDetector.Verdict] = []
+        var t = start
+        while t <= start + seconds + 1e-9 {
+            let running = speeds.mapValues { (written: Int64(Double($0) * t), remaining: remaining) }
+            verdicts += detector.observe(running, at: t)
+            t += 0.25
+        }
+        return verdicts
+    }
+
+    @Test func aConnectionUnderAQuarterOfTheOthersIsNamedOnceItsWindowIsFull() {
+        var d = SlowConnectionDetector(window: 3)
+        let early = feed(&d, [1: 1_000_000, 2: 1_000_000, 3: 100_000], seconds: 2.5)
+        #expect(early.isEmpty, "not watched for a full window yet")
+        let verdicts = feed(&d, [1: 1_000_000, 2: 1_000_000, 3: 100_000], from: 2.75, seconds: 0.5)
+        #expect(verdicts.map(\.fetch) == [3])
+        #expect(verdicts.first?.reason == "much slower than the other connections")
+    }
+
+    @Test func evenSpeedsAndModeratelySlowerOnesAreLeftAlone() {
+        var d = SlowConnectionDetector(window: 3)
+        #expect(feed(&d, [1: 1_000_000, 2: 900_000, 3: 400_000], seconds: 6).isEmpty)
+    }
+
+    @Test func theOthersMayHaveFinishedRecently() {
+        var d = SlowConnectionDetector(window: 3)
+        _ = feed(&d, [1: 2_000_000, 2: 50_000], seconds: 1)  // 1 finishes after a second
+        let verdicts = feed(&d, [2: 50_000], from: 1.25, seconds: 2.5)
+        #expect(verdicts.map(\.fetch) == [2], "compared with the one that just finished")
+    }
+
+    @Test func aNearlyFinishedRangeIsNotReplaced() {
+        var d = SlowConnectionDetector(window: 3)
+        // 200 kB left at 100 kB/s: done within the next window anyway.
+        #expect(feed(&d, [1: 1_000_000, 2: 100_000], seconds: 4, remaining: 200_000).isEmpty)
+    }
+
+    @Test func theFloorAppliesEvenWhenAllAreEquallySlowAndTheRelativeRuleIsOff() {
+        var d = SlowConnectionDetector(window: 3, lowestSpeed: 200_000, relative: false)
+        let verdicts = feed(&d, [1: 100_000, 2: 100_000], seconds: 3)
+        #expect(Set(verdicts.map(\.fetch)) == [1, 2])
+        #expect(verdicts.allSatisfy { $0.reason == "below the lowest speed limit" })
+        var paced = SlowConnectionDetector(window: 3, relative: false)
+        #expect(feed(&paced, [1: 1_000_000, 2: 10_000], seconds: 5).isEmpty, "paced: no relative rule")
+    }
+}

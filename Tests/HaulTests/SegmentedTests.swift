@@ -22,8 +22,8 @@ struct SegmentedTests {
             testSession(), server.url("/seg.bin?size=\(size)&rate=4000000"), to: .file(dest), options: options())
         #expect(result.error == nil, "\(String(describing: result.error))")
         expectFile(dest.path, equals: TestContent.bytes(count: size))
-        #expect(server.maxConcurrentRequests() == 4)
         let ranges = server.requests(path: "/seg.bin").compactMap(\.range)
+        #expect(server.maxConcurrentRequests() == 4, "\(ranges) \(server.requests.map(\.connection))")
         #expect(ranges.first == "bytes=0-0")  // the probe
         #expect(
             Set(ranges.dropFirst().prefix(4)) == [
@@ -88,6 +88,50 @@ struct SegmentedTests {
         // The probe learned that ranges are not supported; one plain GET followed.
         let requests = server.requests(path: "/one.bin")
         #expect(requests.map(\.range) == ["bytes=0-0", nil])
+    }
+
+    @Test func aMuchSlowerConnectionIsReplacedAndTheFileIsExact() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("slow.bin")
+        let size = 8 << 20
+        // The range at 2 MiB drips at 20 kB/s (about 100 s for its 2 MiB, too little left to
+        // steal from); the others run at 2 MB/s.
+        let url = server.url("/slow.bin?size=\(size)&rate=2000000&slowat=2097152&slowrate=20000")
+        let download = Task { await run(testSession(), url, to: .file(dest), options: options()) }
+        let bounded = Task {
+            try await Task.sleep(nanoseconds: 60_000_000_000)  // bound the test, not a speed check
+            download.cancel()
+        }
+        let (result, log) = await download.value
+        bounded.cancel()
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: size))
+        let replaced = log.retries.filter { $0.1.message.contains("much slower than the other connections; replaced") }
+        #expect(replaced.count == 1, "\(log.retries.map(\.1.message))")
+        #expect(replaced.first?.2 == 0, "replaced at once, no backoff")
+        // The replacement asked for the rest of that range, from where the slow one stopped.
+        let starts = server.requests(path: "/slow.bin").compactMap(\.rangeStart)
+        #expect(starts.contains { $0 > 2_097_152 && $0 < 2_200_000 }, "\(starts)")
+    }
+
+    @Test func aConnectionBelowTheLowestSpeedLimitIsReplacedAndARangeThatStaysSlowFails() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("floor.bin")
+        var o = options(2)
+        o.lowestSpeedLimit = 200_000
+        // Every connection is at 100 kB/s: nothing is "much slower" than the others, but all
+        // are under the floor. Retries: 1, so the second replacement in a row fails.
+        let session = testSession { $0.retry.maxRetries = 1 }
+        let url = server.url("/floor.bin?size=4000000&rate=100000")
+        let (result, log) = await run(session, url, to: .file(dest), options: o)
+        #expect(result.error?.code == .network)
+        #expect(result.error?.message.contains("below the lowest speed limit (limit 200000 B/s); replaced") == true)
+        #expect(!log.retries.isEmpty)
+        #expect(fileExists(dest.path + ".part"), "the bytes stay for a later resume")
     }
 
     @Test func cancelledSegmentedDownloadResumesOnlyTheGaps() async throws {

@@ -6,9 +6,16 @@ package struct SegmentOptions: Sendable {
     package var connections: Int = 1
     /// No range is split below this size.
     package var minSplit: Int64 = 1 << 20
-    package init(connections: Int = 1, minSplit: Int64 = 1 << 20) {
+    /// A connection slower than this (bytes/s over `slowWindow`) is replaced (nil: no floor).
+    package var lowestSpeed: Int64?
+    /// Replace a connection much slower than the others (see ``SlowConnectionDetector``).
+    package var replacesSlowConnections = true
+    /// Seconds a connection is watched before its speed counts.
+    package var slowWindow: Double = 3
+    package init(connections: Int = 1, minSplit: Int64 = 1 << 20, lowestSpeed: Int64? = nil) {
         self.connections = connections
         self.minSplit = minSplit
+        self.lowestSpeed = lowestSpeed
     }
 }
 
@@ -82,7 +89,7 @@ package final class SegmentedDownloader: Sendable {
             planner: SegmentPlanner(
                 total: total, completed: completed, connections: segmentOptions.connections,
                 minSplit: segmentOptions.minSplit),
-            options: options, transport: transport, connections: segmentOptions.connections, onEvent: onEvent)
+            options: options, transport: transport, segments: segmentOptions, onEvent: onEvent)
         let record = ResumeRecord(
             url: ResumeRecord.redacted(url), finalURL: ResumeRecord.redacted(probe.finalURL), etag: probe.etag,
             lastModified: probe.lastModified, totalLength: total)
@@ -91,7 +98,7 @@ package final class SegmentedDownloader: Sendable {
                 status: 206, url: probe.finalURL, destination: destination, offset: run.completedBytes,
                 totalBytes: total))
         do {
-            try await run.execute(record: record, connections: segmentOptions.connections)
+            try await run.execute(record: record)
         } catch  where error.code == .serverChangedFile {
             // A range answer did not match: never mix versions. Start over on one connection.
             partial.discard()
@@ -169,14 +176,25 @@ private final class SegmentedRun: @unchecked Sendable {
     let transport: any HTTPTransport
     let onEvent: @Sendable (DownloadEngineEvent) -> Void
     let connections: Int
-    private let state: Locked<(planner: SegmentPlanner, meter: ProgressMeter, lastEvent: Double, failures: Int)>
+    let segments: SegmentOptions
+    private struct State {
+        var planner: SegmentPlanner
+        var meter = ProgressMeter()
+        var lastEvent = 0.0
+        var failures = 0
+        /// Running fetches by serial, for the slow-connection watchdog.
+        var fetches: [Int: SegmentFetch] = [:]
+        var nextFetch = 0
+    }
+    private let state: Locked<State>
 
     init(
         url: URL, headers: HTTPHeaders, total: Int64, probe: SegmentedDownloader.Probe, partial: PartialFile,
-        planner: SegmentPlanner, options: EngineOptions, transport: any HTTPTransport, connections: Int,
+        planner: SegmentPlanner, options: EngineOptions, transport: any HTTPTransport, segments: SegmentOptions,
         onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void
     ) {
-        self.connections = connections
+        self.connections = segments.connections
+        self.segments = segments
         self.url = url
         self.headers = headers
         self.total = total
@@ -185,12 +203,12 @@ private final class SegmentedRun: @unchecked Sendable {
         self.options = options
         self.transport = transport
         self.onEvent = onEvent
-        state = Locked((planner, ProgressMeter(), 0, 0))
+        state = Locked(State(planner: planner))
     }
 
     var completedBytes: Int64 { state.withLock { $0.planner.completedBytes } }
 
-    func execute(record: ResumeRecord, connections: Int) async throws(HaulError) {
+    func execute(record: ResumeRecord) async throws(HaulError) {
         try checkpoint(record)
         let outcome: Result<Void, HaulError> = await withTaskGroup(of: Result<Void, HaulError>.self) { group in
             group.addTask {
@@ -202,13 +220,21 @@ private final class SegmentedRun: @unchecked Sendable {
                 }
                 return .success(())
             }
+            let watching = segments.lowestSpeed != nil || segments.replacesSlowConnections
+            if watching {
+                group.addTask {
+                    await self.watchForSlowConnections()
+                    return .success(())
+                }
+            }
             for _ in 0..<connections {
                 group.addTask { await self.worker() }
             }
             var result: Result<Void, HaulError> = .success(())
             var workersLeft = connections
             while workersLeft > 0, let r = await group.next() {
-                // The checkpoint task only ends when cancelled; every other result is a worker's.
+                // The checkpoint and watchdog tasks only end when cancelled; every other result
+                // is a worker's.
                 workersLeft -= 1
                 if case .failure = r {
                     result = r
@@ -238,15 +264,35 @@ private final class SegmentedRun: @unchecked Sendable {
 
     /// Takes work until none is left, retrying a failed range from where it stopped.
     private func worker() async -> Result<Void, HaulError> {
+        var slowStreak = 0  // replacements in a row: a range that stays slow ends the download
         while !Task.isCancelled {
             guard let segment = state.withLock({ $0.planner.assign() }) else { return .success(()) }
             let fetch = SegmentFetch(run: self, segment: segment)
+            let serial = state.withLock { s -> Int in
+                s.nextFetch += 1
+                s.fetches[s.nextFetch] = fetch
+                return s.nextFetch
+            }
             let result = await fetch.perform()
-            state.withLock { $0.planner.release(segment.id) }
+            state.withLock {
+                $0.planner.release(segment.id)
+                $0.fetches[serial] = nil
+            }
             switch result {
             case .success:
+                slowStreak = 0
                 continue
+            case .failure(let error) where fetch.replaced:
+                // Replaced at once on a new connection; a range slow on every try fails.
+                slowStreak += 1
+                guard slowStreak <= options.retry.maxRetries else {
+                    var final = error
+                    final.isTransient = false
+                    return .failure(final)
+                }
+                onEvent(.retrying(attempt: slowStreak, error: error, delay: 0))
             case .failure(let error) where error.isTransient:
+                slowStreak = 0
                 let failures = state.withLock { s -> Int in
                     s.failures = fetch.wrote > 0 ? 1 : s.failures + 1
                     return s.failures
@@ -260,6 +306,36 @@ private final class SegmentedRun: @unchecked Sendable {
             }
         }
         return .success(())
+    }
+
+    /// Samples every running fetch a few times a second and replaces the slow ones (their
+    /// bytes stay written; the worker asks for the rest of the range on a new connection).
+    private func watchForSlowConnections() async {
+        // Paced connections (a rate limit) are slow on purpose: only an absolute floor applies.
+        let paced = options.maxBytesPerSecond != nil || options.sharedRate != nil
+        var detector = SlowConnectionDetector(
+            window: segments.slowWindow, lowestSpeed: segments.lowestSpeed,
+            relative: segments.replacesSlowConnections && !paced)
+        while !Task.isCancelled {
+            try? await Task.sleep(nanoseconds: 250_000_000)
+            let now = monotonicSeconds()
+            let running = state.withLock { s -> [Int: (SegmentFetch, Int64, Int64)] in
+                var out: [Int: (SegmentFetch, Int64, Int64)] = [:]
+                for (serial, fetch) in s.fetches {
+                    guard let segment = s.planner.segments.first(where: { $0.id == fetch.segment.id }) else { continue }
+                    out[serial] = (fetch, segment.cursor - fetch.segment.cursor, segment.remaining)
+                }
+                return out
+            }
+            let verdicts = detector.observe(running.mapValues { ($0.1, $0.2) }, at: now)
+            for verdict in verdicts {
+                guard let (fetch, _, _) = running[verdict.fetch] else { continue }
+                let limit = segments.lowestSpeed.map { " (limit \($0) B/s)" } ?? ""
+                fetch.replace(
+                    because: "connection for bytes \(fetch.segment.cursor)- at \(Int(verdict.speed)) B/s, "
+                        + verdict.reason + limit + "; replaced")
+            }
+        }
     }
 
     fileprivate func end(of id: Int) -> Int64 { state.withLock { $0.planner.end(of: id) ?? 0 } }
@@ -288,6 +364,18 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     var failure: HaulError?
     var reachedEnd = false
     var requestedEnd: Int64 = 0
+    /// Set by the watchdog; the transfer is cancelled and the range asked again elsewhere.
+    private let replacement = Locked<(reason: String?, task: (any TransportTask)?)>((nil, nil))
+    var replaced: Bool { replacement.withLock { $0.reason != nil } }
+
+    func replace(because reason: String) {
+        let task = replacement.withLock { r -> (any TransportTask)? in
+            guard r.reason == nil else { return nil }
+            r.reason = reason
+            return r.task
+        }
+        task?.cancel()
+    }
 
     init(run: SegmentedRun, segment: SegmentPlanner.Segment) {
         self.run = run
@@ -310,6 +398,11 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         request.maxReceiveRate = run.options.maxBytesPerSecond.map { max(1, $0 / Int64(run.connections)) }
         request.sharedRate = run.options.sharedRate
         let task = run.transport.start(request, handler: self)
+        let replacedEarly = replacement.withLock { r -> Bool in
+            r.task = task
+            return r.reason != nil
+        }
+        if replacedEarly { task.cancel() }
         let result = await withTaskCancellationHandler {
             await task.finished()
         } onCancel: {
@@ -317,6 +410,11 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         }
         if let failure { return .failure(failure) }
         if reachedEnd { return .success(()) }
+        if let reason = replacement.withLock({ $0.reason }) {
+            var e = HaulError(.network, reason)
+            e.isTransient = true
+            return .failure(e)
+        }
         switch result {
         case .success:
             if cursor < run.end(of: segment.id) {
