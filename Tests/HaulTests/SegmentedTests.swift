@@ -3,6 +3,8 @@ import Haul
 import HaulTestSupport
 import Testing
 
+@testable import HaulCore
+
 @Suite("Segmented downloads over several connections")
 struct SegmentedTests {
     func options(_ connections: Int = 4) -> DownloadOptions {
@@ -88,6 +90,24 @@ struct SegmentedTests {
         // The probe learned that ranges are not supported; one plain GET followed.
         let requests = server.requests(path: "/one.bin")
         #expect(requests.map(\.range) == ["bytes=0-0", nil])
+    }
+
+    @Test func theChecksumIsVerifiedOnSegmentedDownloadsToo() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let size = 4 << 20
+        let url = server.url("/sum.bin?size=\(size)&rate=4000000")
+        var o = options()
+        o.sha256 = String(repeating: "0", count: 64)
+        let (bad, _) = await run(testSession(), url, to: .file(dir.url.appendingPathComponent("bad.bin")), options: o)
+        #expect(bad.error?.code == .checksumMismatch, "\(String(describing: bad.error))")
+        #expect(dir.contents().isEmpty, "a mismatching file is deleted")
+        o.sha256 = SHA256.hexDigest(of: TestContent.bytes(count: size))
+        let (good, _) = await run(testSession(), url, to: .file(dir.url.appendingPathComponent("good.bin")), options: o)
+        #expect(good.error == nil)
+        #expect(server.maxConcurrentRequests() == 4, "it was segmented")
+        expectFile(dir.file("good.bin"), equals: TestContent.bytes(count: size))
     }
 
     @Test func aMuchSlowerConnectionIsReplacedAndTheFileIsExact() async throws {

@@ -240,19 +240,7 @@ package final class FileDownloader: Sendable {
         -> DownloadOutcome
     {
         guard let partial = attempt.partial else { throw HaulError(.invalidResponse, "no partial file") }
-        if let expected = options.sha256?.lowercased() {
-            partial.close()
-            let actual: String
-            do { actual = try SHA256.hexDigest(ofFile: partial.partPath) } catch {
-                throw .fileSystem(error, "read", path: partial.partPath)
-            }
-            if actual != expected {
-                partial.discard()
-                throw HaulError(
-                    .checksumMismatch, "SHA-256 of \(partial.destination) is \(actual), expected \(expected)",
-                    path: partial.destination)
-            }
-        }
+        try partial.verify(sha256: options.sha256)
         try partial.commit(replacing: options.overwrite)
         onEvent(
             .progress(

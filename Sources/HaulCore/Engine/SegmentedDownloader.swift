@@ -109,6 +109,7 @@ package final class SegmentedDownloader: Sendable {
                 url: url, target: .file(destination), options: fresh, transport: transport, onEvent: onEvent
             ).run()
         }
+        try partial.verify(sha256: options.sha256)
         try partial.commit(replacing: options.overwrite)
         onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)

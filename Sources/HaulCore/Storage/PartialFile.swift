@@ -146,4 +146,20 @@ package final class PartialFile {
         // syncs of a thousand small downloads.
         try? Sys.unlink(recordPath)
     }
+
+    /// Checks the finished partial against an expected SHA-256 (hex, any case); a mismatch
+    /// deletes it (and its record) and throws ``HaulError/Code/checksumMismatch``.
+    package func verify(sha256 expected: String?) throws(HaulError) {
+        guard let expected = expected?.lowercased() else { return }
+        close()
+        let actual: String
+        do { actual = try SHA256.hexDigest(ofFile: partPath) } catch {
+            throw .fileSystem(error, "read", path: partPath)
+        }
+        guard actual == expected else {
+            discard()
+            throw HaulError(
+                .checksumMismatch, "SHA-256 of \(destination) is \(actual), expected \(expected)", path: destination)
+        }
+    }
 }
