@@ -56,8 +56,9 @@ struct GetCommand {
               --checksum sha-256=HEX   verify the finished file (a mismatch deletes it)
               --cacert FILE       trust these extra CA certificates (PEM)
               --transport curl|urlsession   HTTP implementation (default curl)
-          -x, --connections N     connections per file, 1-16 (default 1): byte ranges in parallel
-                                  when the server supports them
+          -x, --connections N     connections per file, 1-16 (default 4): byte ranges in parallel
+                                  when the server supports them and the file is over 2x -k;
+                                  -x 1 for one plain request
           -k, --min-split-size SIZE  smallest range to split off (default 1M)
               --limit-rate RATE   at most RATE bytes/s per download (suffixes K, M, G)
               --lowest-speed-limit RATE   with -x, replace a connection slower than RATE
@@ -146,6 +147,7 @@ struct GetCommand {
         }
         configuration = c
         var o = DownloadOptions()
+        o.connections = 4  // like aria2's split; small files still take one request (docs/segmented.md)
         o.resume = !v.flag("--no-continue")
         o.overwrite = v.flag("--overwrite")
         for header in v["--header"] ?? [] {

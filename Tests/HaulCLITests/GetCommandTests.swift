@@ -17,6 +17,27 @@ struct GetCommandTests {
         #expect(dir.contents() == ["hello.bin"])
     }
 
+    @Test func byDefaultALargeFileUsesFourConnectionsAndASmallOneASingleRequest() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let big = 8 << 20
+        let r = try await CLI.run([
+            "get", "-q", "-d", dir.path, server.url("/big.bin?size=\(big)&rate=4000000").absoluteString,
+        ])
+        #expect(r.status == 0, "\(r.stderr)")
+        expectFile(dir.file("big.bin"), equals: TestContent.bytes(count: big))
+        #expect(server.maxConcurrentRequests() == 4, "server's view")
+        #expect(server.requests(path: "/big.bin").count == 4, "the probe's answer was the first range")
+        let small = try await CLI.run([
+            "get", "-q", "-d", dir.path, server.url("/small.bin?size=100000").absoluteString,
+        ])
+        #expect(small.status == 0, "\(small.stderr)")
+        expectFile(dir.file("small.bin"), equals: TestContent.bytes(count: 100_000))
+        #expect(server.requests(path: "/small.bin").map(\.range) == ["bytes=0-2097151"], "one request")
+        #expect(dir.contents() == ["big.bin", "small.bin"])
+    }
+
     @Test func severalURLsRunInTurnAndTheFirstFailureSetsTheExitCode() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
@@ -108,7 +129,8 @@ struct GetCommandTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let url = "http://user:secret@127.0.0.1:\(server.port)/j.bin?size=3000000&rate=6000000&drop=1000000&drops=1"
-        let r = try await CLI.run(["get", "--json", "--retry-delay", "0.05", "-d", dir.path, url])
+        // One connection: the retry makes a second `start` (segmented downloads retry a range).
+        let r = try await CLI.run(["get", "-x", "1", "--json", "--retry-delay", "0.05", "-d", dir.path, url])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.isEmpty)
         let events = r.stdout.split(separator: "\n").map {
@@ -129,12 +151,13 @@ struct GetCommandTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let url = server.url("/full.bin?size=4000000").absoluteString
-        let r = try await CLI.run(["get", "-d", dir.path, url], environment: ["HAUL_INJECT_ENOSPC_AFTER": "1500000"])
+        let r = try await CLI.run(
+            ["get", "-x", "1", "-d", dir.path, url], environment: ["HAUL_INJECT_ENOSPC_AFTER": "1500000"])
         #expect(r.status == 5)
         #expect(r.stderr.contains("disk full"))
         let record = try #require(ResumeRecord.decode(contents(dir.file("full.bin.haul"))))
         #expect(record.contiguousBytes > 0)
-        let again = try await CLI.run(["get", "-d", dir.path, url])
+        let again = try await CLI.run(["get", "-x", "1", "-d", dir.path, url])
         #expect(again.status == 0)
         expectFile(dir.file("full.bin"), equals: TestContent.bytes(count: 4_000_000))
         #expect(server.requests(path: "/full.bin").last?.rangeStart == Int(record.contiguousBytes))
@@ -144,7 +167,7 @@ struct GetCommandTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let args = ["get", "-d", dir.path, server.url("/int.bin?size=6000000&rate=3000000").absoluteString]
+        let args = ["get", "-x", "1", "-d", dir.path, server.url("/int.bin?size=6000000&rate=3000000").absoluteString]
         let (p, out, err) = try CLI.start(args)
         #expect(
             await eventually { (ResumeRecord.decode(contents(dir.file("int.bin.haul")))?.contiguousBytes ?? 0) > 0 })
@@ -167,7 +190,9 @@ struct GetCommandTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let size = 16_000_000
-        let args = ["get", "-q", "-d", dir.path, server.url("/k9.bin?size=\(size)&rate=4000000").absoluteString]
+        let args = [
+            "get", "-q", "-x", "1", "-d", dir.path, server.url("/k9.bin?size=\(size)&rate=4000000").absoluteString,
+        ]
         var saved: [Int64] = []
         func checkpointed() -> Int64 { ResumeRecord.decode(contents(dir.file("k9.bin.haul")))?.contiguousBytes ?? 0 }
         for _ in 0..<2 {
@@ -301,7 +326,7 @@ struct FullDiskTests {
             dir.remove()
         }
         let url = server.url("/big.bin?size=4000000").absoluteString
-        let full = try await CLI.run(["get", "-d", dir.path, url])
+        let full = try await CLI.run(["get", "-x", "1", "-d", dir.path, url])
         #expect(full.status == 5)
         let lastLine = full.stderr.split(separator: "\n").last.map(String.init) ?? ""
         #expect(lastLine.hasPrefix("haul: error: disk full"), "\(full.stderr)")
@@ -311,7 +336,7 @@ struct FullDiskTests {
         #expect(!FileManager.default.fileExists(atPath: dir.file("big.bin")))
 
         #expect(try await Self.mount(["-o", "remount,size=16m", dir.path]) == 0)
-        let again = try await CLI.run(["get", "-d", dir.path, url])
+        let again = try await CLI.run(["get", "-x", "1", "-d", dir.path, url])
         #expect(again.status == 0, "\(again.stderr)")
         expectFile(dir.file("big.bin"), equals: TestContent.bytes(count: 4_000_000))
         #expect(server.requests(path: "/big.bin").last?.rangeStart == Int(record.contiguousBytes))

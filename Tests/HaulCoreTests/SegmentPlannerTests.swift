@@ -9,8 +9,21 @@ struct SegmentPlannerTests {
         #expect(p.segments.map { [$0.start, $0.end] } == [[0, 2000], [2000, 4000], [4000, 6000], [6000, 8000]])
     }
 
+    @Test func theProbesAnswerIsTheFirstRangeAndTheRestIsSplitEvenly() {
+        let p = SegmentPlanner(total: 8_000, connections: 4, minSplit: 1_000, first: 2_000)
+        #expect(p.segments.map { [$0.start, $0.end] } == [[0, 2000], [2000, 4000], [4000, 6000], [6000, 8000]])
+        #expect(p.segments.map(\.active) == [true, false, false, false], "the first is already running")
+        // A resume (some bytes done) plans no such first range.
+        let resumed = SegmentPlanner(
+            total: 8_000, completed: [ByteRange(0, 500)], connections: 4, minSplit: 1_000, first: 2_000)
+        #expect(resumed.segments.first.map { [$0.start, $0.end, $0.cursor] } == [0, 500, 500])
+    }
+
     @Test func respectsTheMinimumSplitSize() {
-        #expect(SegmentPlanner(total: 3_000, connections: 8, minSplit: 1_000).segments.count == 2)
+        #expect(
+            SegmentPlanner(total: 3_000, connections: 8, minSplit: 1_000).segments.map { [$0.start, $0.end] } == [
+                [0, 1000], [1000, 2000], [2000, 3000],
+            ])
         #expect(SegmentPlanner(total: 1_500, connections: 8, minSplit: 1_000).segments.count == 1)
     }
 
@@ -96,6 +109,13 @@ struct SlowConnectionDetectorTests {
         _ = feed(&d, [1: 2_000_000, 2: 50_000], seconds: 1)  // 1 finishes after a second
         let verdicts = feed(&d, [2: 50_000], from: 1.25, seconds: 2.5)
         #expect(verdicts.map(\.fetch) == [2], "compared with the one that just finished")
+    }
+
+    @Test func aFastRangeSeenOnlyTwiceIsAReference() {
+        var d = SlowConnectionDetector(window: 3)
+        _ = feed(&d, [1: 4_000_000, 2: 20_000], seconds: 0.25)  // two samples of 1, then it ends
+        let verdicts = feed(&d, [2: 20_000], from: 0.5, seconds: 3)
+        #expect(verdicts.map(\.fetch) == [2])
     }
 
     @Test func aNearlyFinishedRangeIsNotReplaced() {

@@ -51,9 +51,9 @@ package final class SegmentedDownloader: Sendable {
 
     package func run() async throws(HaulError) -> DownloadOutcome {
         try FileDownloader.validate(url)
-        guard segmentOptions.connections > 1, let probe = await probe(), let total = probe.total,
-            total >= 2 * segmentOptions.minSplit
-        else { return try await single.run() }
+        guard segmentOptions.connections > 1, let probe = await probe() else { return try await single.run() }
+        let adopted = Locked(false)
+        defer { if !adopted.get() { probe.held?.task.cancel() } }
         let destination: String
         switch target {
         case .file(let path): destination = path
@@ -61,6 +61,8 @@ package final class SegmentedDownloader: Sendable {
             do { try Sys.makeDirectories(dir) } catch { throw .fileSystem(error, "create directory", path: dir) }
             destination = dir + "/" + SafeFileName.suggestedName(contentDisposition: probe.contentDisposition, url: url)
         }
+        if let whole = probe.wholeBody { return try store(whole, of: probe, at: destination) }
+        guard let total = probe.total, total >= 2 * segmentOptions.minSplit else { return try await single.run() }
         let partial = PartialFile(destination: destination)
         var completed: [ByteRange] = []
         if options.resume, let record = try partial.loadRecord(of: url) {
@@ -84,11 +86,14 @@ package final class SegmentedDownloader: Sendable {
             throw .destinationExists(destination, size: size, serverSize: total)
         }
         try partial.openPreallocated(total: total)
+        // A fresh download keeps the probe's answer as its first range (unless it is a resume
+        // probe's single byte).
+        let held = completed.isEmpty && probe.heldEnd >= segmentOptions.minSplit ? probe.held : nil
         let run = SegmentedRun(
             url: probe.finalURL, headers: probe.headers, total: total, probe: probe, partial: partial,
             planner: SegmentPlanner(
                 total: total, completed: completed, connections: segmentOptions.connections,
-                minSplit: segmentOptions.minSplit),
+                minSplit: segmentOptions.minSplit, first: held.map { _ in probe.heldEnd }),
             options: options, transport: transport, segments: segmentOptions, onEvent: onEvent)
         let record = ResumeRecord(
             url: ResumeRecord.redacted(url), finalURL: ResumeRecord.redacted(probe.finalURL), etag: probe.etag,
@@ -97,6 +102,10 @@ package final class SegmentedDownloader: Sendable {
             .started(
                 status: 206, url: probe.finalURL, destination: destination, offset: run.completedBytes,
                 totalBytes: total))
+        if let held {  // after `started`: its bytes flow from here on
+            run.adopt(held.task, from: held.fetch, end: probe.heldEnd)
+            adopted.set(true)
+        }
         do {
             try await run.execute(record: record)
         } catch  where error.code == .serverChangedFile {
@@ -120,50 +129,179 @@ package final class SegmentedDownloader: Sendable {
     struct Probe: Sendable {
         var finalURL: URL
         var headers: HTTPHeaders
+        var status: Int
         var total: Int64?
         var etag: String?
         var lastModified: String?
         var contentDisposition: String?
+        /// The whole file, when it was small enough to come with the probe's answer.
+        var wholeBody: [UInt8]?
+        /// For a larger file, the probe's answer (bytes `[0, heldEnd)`), paused after its head:
+        /// the first range, for the first connection to adopt. Cancelled if nobody does.
+        var held: (task: any TransportTask, fetch: ProbeFetch)?
+        var heldEnd: Int64 = 0
     }
 
-    /// `GET Range: bytes=0-0` (HEAD is often refused or wrong): size, range support, validators,
-    /// final URL. Nil when ranges are not supported or anything is off; the caller then uses one
-    /// connection.
+    /// The most a probe keeps: a file this small needs no split, so it arrives in the probe's
+    /// answer and that one request is the whole download.
+    /// When a partial download of this file is there to resume, its first range is probably
+    /// written already: then the probe asks for one byte, so nothing is fetched twice.
+    private var probeLimit: Int {
+        if options.resume, case .file(let path) = target,
+            (try? Sys.fileSize(path + ResumeRecord.fileExtension)) ?? nil != nil
+        {
+            return 1
+        }
+        return Int(min(2 * segmentOptions.minSplit, 8 << 20))
+    }
+
+    /// `GET Range: bytes=0-(limit-1)` (HEAD is often refused or wrong): size, range support,
+    /// validators, final URL. A file of at most `probeLimit` bytes comes whole (a 206 for all
+    /// of it, or a 200 from a server without ranges) and is kept; for a larger one the transfer
+    /// stops after the head. Nil when a larger file cannot be split (no ranges, no size) or
+    /// anything is off; the caller then uses one connection.
     private func probe() async -> Probe? {
+        let probeLimit = probeLimit
         var chain = RedirectChain(url: url, headers: options.headers, maxRedirects: options.maxRedirects)
         while true {
             var request = options.request(chain.current, headers: chain.headers)
-            request.headers.replace("Range", "bytes=0-0")
-            let head = HeadOnly()
-            _ = await transport.start(request, handler: head).finished()
-            guard let response = head.response else { return nil }
+            request.headers.replace("Range", "bytes=0-\(probeLimit - 1)")
+            // Its answer may become the first range: paced like one.
+            request.maxReceiveRate = options.maxBytesPerSecond.map { max(1, $0 / Int64(segmentOptions.connections)) }
+            request.sharedRate = options.sharedRate
+            let head = ProbeFetch(limit: probeLimit)
+            let task = transport.start(request, handler: head)
+            // Ends with the answer's end, or with its head when a larger file's first range is
+            // held for a connection.
+            let result = await head.headOrEnd(of: task)
+            guard let response = head.response else {
+                task.cancel()
+                return nil
+            }
             if [301, 302, 303, 307, 308].contains(response.status), let location = response.headers["Location"],
                 let next = URL(string: location, relativeTo: chain.current)?.absoluteURL
             {
+                task.cancel()
                 guard (try? chain.follow(to: next)) != nil else { return nil }
                 continue
+            }
+            let etag = response.headers["ETag"]
+            var probe = Probe(
+                finalURL: chain.current, headers: chain.headers, status: response.status, total: nil,
+                etag: etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }, lastModified: response.headers["Last-Modified"],
+                contentDisposition: response.headers["Content-Disposition"])
+            if case .success = result, !head.holding, let expected = head.expected, head.body.count == expected {
+                probe.total = expected
+                probe.wholeBody = head.body
+                return probe
             }
             guard response.status == 206,
                 let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange),
                 range.start == 0, let total = range.total
-            else { return nil }
-            let etag = response.headers["ETag"]
-            return Probe(
-                finalURL: chain.current, headers: chain.headers, total: total,
-                etag: etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }, lastModified: response.headers["Last-Modified"],
-                contentDisposition: response.headers["Content-Disposition"])
+            else {
+                task.cancel()
+                return nil
+            }
+            probe.total = total
+            if head.holding {
+                probe.held = (task, head)
+                probe.heldEnd = Int64(probeLimit)
+            }
+            return probe
         }
+    }
+
+    /// A small file that came whole with the probe: written, verified and put in place.
+    private func store(_ body: [UInt8], of probe: Probe, at destination: String) throws(HaulError) -> DownloadOutcome {
+        let total = Int64(body.count)
+        if !options.overwrite, let size = (try? Sys.fileSize(destination)) ?? nil {
+            if size == total { return DownloadOutcome(path: destination, bytes: size, alreadyComplete: true) }
+            throw .destinationExists(destination, size: size, serverSize: total)
+        }
+        let partial = PartialFile(destination: destination)
+        partial.discard()  // a leftover partial of this name: the whole file is here now
+        onEvent(
+            .started(
+                status: probe.status, url: probe.finalURL, destination: destination, offset: 0, totalBytes: total))
+        try partial.open(at: 0)
+        let failure = body.withUnsafeBytes { buffer -> HaulError? in
+            do throws(HaulError) {
+                try partial.write(buffer)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure { throw failure }
+        try partial.verify(sha256: options.sha256)
+        try partial.commit(replacing: options.overwrite)
+        onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
+        return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
     }
 }
 
-/// Takes the response head and stops.
-private final class HeadOnly: TransportHandler, @unchecked Sendable {
+/// The probe's handler: keeps the body of a small, complete answer; holds a larger file's
+/// first range (paused after the head) for a connection to adopt; otherwise stops after the head.
+final class ProbeFetch: TransportHandler, @unchecked Sendable {
+    let limit: Int
     var response: TransportResponse?
-    func transportDidReceive(response: TransportResponse) -> Bool {
-        self.response = response
-        return response.status == 206 && Int64(response.headers["Content-Length"] ?? "") ?? 2 <= 1
+    var body: [UInt8] = []
+    /// The body's length, when it is kept.
+    var expected: Int64?
+    /// A larger file's first `limit` bytes, waiting for ``adopt(_:)``.
+    var holding = false
+    private let head = OneShot<Void>()
+    private let target = Locked<(any TransportHandler)?>(nil)
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Waits for the end of the answer, or only for its head when it is held (then nil).
+    func headOrEnd(of task: any TransportTask) async -> Result<Void, TransportError>? {
+        let ended = Task {
+            let result = await task.finished()
+            head.fulfill(())  // no head at all (refused, say)
+            return result
+        }
+        await head.value()
+        if holding { return nil }  // the transfer goes on, paused, for a connection to adopt
+        return await ended.value
     }
-    func transportDidReceive(body: UnsafeRawBufferPointer) -> BodyDisposition { .proceed }
+
+    /// From now on the body goes to `handler` (a range fetch), from the first byte.
+    func adopt(_ handler: any TransportHandler) { target.set(handler) }
+
+    func transportDidReceive(response: TransportResponse) -> Bool {
+        defer { head.fulfill(()) }
+        self.response = response
+        let length = Int64(response.headers["Content-Length"] ?? "")
+        let encoded = (response.headers["Content-Encoding"] ?? "identity").lowercased() != "identity"
+        guard let length, !encoded else { return false }
+        let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange)
+        switch response.status {
+        case 206 where range?.start == 0 && range?.total == length && length <= limit:
+            break  // all of a small file
+        case 206 where range?.start == 0 && length == limit && (range?.total ?? 0) > Int64(limit):
+            holding = true  // the first range of a larger one
+            return true
+        case 200 where length <= limit:
+            break
+        default:
+            return false
+        }
+        expected = length
+        body.reserveCapacity(Int(length))
+        return true
+    }
+
+    func transportDidReceive(body chunk: UnsafeRawBufferPointer) -> BodyDisposition {
+        if holding {
+            guard let target = target.get() else { return .pause }  // delivered again on resume
+            return target.transportDidReceive(body: chunk)
+        }
+        guard body.count + chunk.count <= limit else { return .abort }
+        body.append(contentsOf: chunk)
+        return .proceed
+    }
 }
 
 /// One segmented transfer: the workers, the shared plan and the checkpoints.
@@ -186,6 +324,8 @@ private final class SegmentedRun: @unchecked Sendable {
         /// Running fetches by serial, for the slow-connection watchdog.
         var fetches: [Int: SegmentFetch] = [:]
         var nextFetch = 0
+        /// The probe's held answer, for the first worker.
+        var adopted: (fetch: SegmentFetch, task: any TransportTask, end: Int64)?
     }
     private let state: Locked<State>
 
@@ -208,6 +348,19 @@ private final class SegmentedRun: @unchecked Sendable {
     }
 
     var completedBytes: Int64 { state.withLock { $0.planner.completedBytes } }
+
+    /// Takes over the probe's paused answer as the fetch of the first segment (`[0, end)`,
+    /// planned as running) and lets its bytes flow.
+    func adopt(_ task: any TransportTask, from probe: ProbeFetch, end: Int64) {
+        guard let segment = state.withLock({ $0.planner.segments.first { $0.start == 0 && $0.active } }) else {
+            task.cancel()
+            return
+        }
+        let fetch = SegmentFetch(run: self, segment: segment)
+        probe.adopt(fetch)
+        state.withLock { $0.adopted = (fetch, task, end) }
+        task.resume()
+    }
 
     func execute(record: ResumeRecord) async throws(HaulError) {
         try checkpoint(record)
@@ -267,16 +420,25 @@ private final class SegmentedRun: @unchecked Sendable {
     private func worker() async -> Result<Void, HaulError> {
         var slowStreak = 0  // replacements in a row: a range that stays slow ends the download
         while !Task.isCancelled {
-            guard let segment = state.withLock({ $0.planner.assign() }) else { return .success(()) }
-            let fetch = SegmentFetch(run: self, segment: segment)
+            let adopted = state.withLock { s in
+                defer { s.adopted = nil }
+                return s.adopted
+            }
+            let fetch: SegmentFetch
+            if let adopted {
+                fetch = adopted.fetch
+            } else {
+                guard let segment = state.withLock({ $0.planner.assign() }) else { return .success(()) }
+                fetch = SegmentFetch(run: self, segment: segment)
+            }
             let serial = state.withLock { s -> Int in
                 s.nextFetch += 1
                 s.fetches[s.nextFetch] = fetch
                 return s.nextFetch
             }
-            let result = await fetch.perform()
+            let result = await fetch.perform(adopting: adopted.map { ($0.task, $0.end) })
             state.withLock {
-                $0.planner.release(segment.id)
+                $0.planner.release(fetch.segment.id)
                 $0.fetches[serial] = nil
             }
             switch result {
@@ -329,6 +491,7 @@ private final class SegmentedRun: @unchecked Sendable {
                 return out
             }
             let verdicts = detector.observe(running.mapValues { ($0.1, $0.2) }, at: now)
+
             for verdict in verdicts {
                 guard let (fetch, _, _) = running[verdict.fetch] else { continue }
                 let limit = segments.lowestSpeed.map { " (limit \($0) B/s)" } ?? ""
@@ -384,10 +547,23 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         cursor = segment.cursor
     }
 
-    func perform() async -> Result<Void, HaulError> {
-        let end = run.end(of: segment.id)
-        guard cursor < end else { return .success(()) }
-        requestedEnd = end
+    /// Fetches the rest of the segment: with `held`, by continuing the probe's answer (already
+    /// validated, ending at `held.end`); otherwise with its own range request.
+    func perform(adopting held: (task: any TransportTask, end: Int64)? = nil) async -> Result<Void, HaulError> {
+        let task: any TransportTask
+        if let held {
+            requestedEnd = held.end
+            task = held.task
+        } else {
+            let end = run.end(of: segment.id)
+            guard cursor < end else { return .success(()) }
+            requestedEnd = end
+            task = start(end: end)
+        }
+        return await finish(task)
+    }
+
+    private func start(end: Int64) -> any TransportTask {
         var request = run.options.request(run.url, headers: run.headers)
         request.headers.replace("Range", "bytes=\(cursor)-\(end - 1)")
         if let etag = run.probe.etag {
@@ -398,7 +574,10 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         // The download's limit is shared by its connections.
         request.maxReceiveRate = run.options.maxBytesPerSecond.map { max(1, $0 / Int64(run.connections)) }
         request.sharedRate = run.options.sharedRate
-        let task = run.transport.start(request, handler: self)
+        return run.transport.start(request, handler: self)
+    }
+
+    private func finish(_ task: any TransportTask) async -> Result<Void, HaulError> {
         let replacedEarly = replacement.withLock { r -> Bool in
             r.task = task
             return r.reason != nil

@@ -22,21 +22,37 @@ package struct SegmentPlanner: Sendable, Equatable {
     package private(set) var segments: [Segment] = []
     private var nextID = 0
 
-    /// Plans the bytes not yet in `completed` over up to `connections` segments.
-    package init(total: Int64, completed: [ByteRange] = [], connections: Int, minSplit: Int64) {
+    /// Plans the bytes not yet in `completed` over up to `connections` segments. With `first`,
+    /// a fresh download's `[0, first)` is one segment already running (the probe's own answer,
+    /// adopted), and the rest is split over the other connections.
+    package init(total: Int64, completed: [ByteRange] = [], connections: Int, minSplit: Int64, first: Int64? = nil) {
         self.total = total
         self.minSplit = max(1, minSplit)
+        var connections = connections
+        var position: Int64 = 0
+        if let first, completed.isEmpty, first > 0, first < total {
+            add(start: 0, end: first, done: false)
+            segments[0].active = true
+            position = first
+            connections -= 1
+        }
         // Completed ranges become done segments; the gaps are the work.
         var gaps: [ByteRange] = []
-        var position: Int64 = 0
         for range in completed.sorted(by: { $0.start < $1.start }) where range.end > position {
             if range.start > position { gaps.append(ByteRange(position, min(range.start, total))) }
             add(start: max(range.start, position), end: min(range.end, total), done: true)
             position = max(position, range.end)
         }
         if position < total { gaps.append(ByteRange(position, total)) }
-        // Split the largest gaps until there are enough pieces or they would get too small.
         var pieces = gaps.filter { $0.count > 0 }
+        if pieces.count == 1 {
+            // One gap (a fresh download): equal pieces, none below the minimum.
+            let gap = pieces[0]
+            let n = Int64(max(1, min(Int64(connections), gap.count / self.minSplit)))
+            pieces = (0..<n).map { i in ByteRange(gap.start + gap.count * i / n, gap.start + gap.count * (i + 1) / n) }
+        }
+        // Several gaps (a resume): split the largest until there are enough pieces or they would
+        // get too small.
         while pieces.count < connections, let largest = pieces.indices.max(by: { pieces[$0].count < pieces[$1].count }),
             pieces[largest].count >= 2 * self.minSplit
         {

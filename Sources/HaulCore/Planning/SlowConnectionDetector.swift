@@ -4,8 +4,8 @@
 /// Each running fetch is sampled (its segment's cursor) a few times a second; its speed is the
 /// bytes over the last `window` seconds, known once it has been watched that long. A fetch is
 /// slow when that speed is below `lowestSpeed`, or below `factor` times the median speed of the
-/// other fetches seen lately (running, or ended less than two windows ago, measured over at
-/// least half a second: fast ones often finish within a window) — the relative rule, off when a
+/// other fetches seen lately (running, or ended less than two windows ago, measured over any
+/// two samples: fast ones often finish within a window, seen only twice) — the relative rule, off when a
 /// rate limit paces the connections. A fetch that would finish within another window at its own
 /// speed is left alone.
 package struct SlowConnectionDetector: Sendable {
@@ -42,7 +42,8 @@ package struct SlowConnectionDetector: Sendable {
             samples.append((now, sample.written))
             while samples.count > 2, now - samples[1].time >= window { samples.removeFirst() }
             history[id] = samples
-            guard let first = samples.first, now - first.time >= 0.5 else { continue }
+            // Two samples give a reference speed (a fast range may be seen only twice).
+            guard samples.count >= 2, let first = samples.first, now > first.time else { continue }
             let speed = Double(sample.written - first.bytes) / (now - first.time)
             recent[id] = (speed, now)
             if now - first.time >= window * 0.99 { speeds[id] = speed }
