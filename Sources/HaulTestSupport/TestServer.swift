@@ -269,6 +269,21 @@ public final class TestServer: @unchecked Sendable {
         return true
     }
 
+    /// Like nginx's lingering close: after answering without reading the body, stop sending and
+    /// read (and drop) what the client still sends, for up to 2 s, so that closing with unread
+    /// data does not reset the connection before the client has read the answer.
+    private func lingeringClose(_ fd: Int32) {
+        halfClose(fd)
+        var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var scratch = [UInt8](repeating: 0, count: 65_536)
+        let deadline = Date().addingTimeInterval(2)
+        while Date() < deadline, !state.withLock({ $0.stopped }) {
+            let n = recv(fd, &scratch, scratch.count, 0)
+            if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) { return }
+        }
+    }
+
     /// Upload routes: `upload=multipart` reports each part, `upload=raw` the body's size and
     /// SHA-256, `upload=count` only its size. Faults: `status=413` answers before reading the
     /// body, `drop=N` closes after N body bytes, `rate=B` reads at B bytes/s.
@@ -282,6 +297,7 @@ public final class TestServer: @unchecked Sendable {
             let body = Array("{\"error\":\"status \(status)\"}".utf8)
             _ = send(
                 fd, status: status, headers: [("Content-Length", "\(body.count)"), ("Connection", "close")], body: body)
+            lingeringClose(fd)
             return false
         }
         let chunked = r.header("Transfer-Encoding")?.lowercased().contains("chunked") == true
@@ -655,3 +671,4 @@ private func sendBytes(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int {
         return send(fd, p, n, 0)  // SIGPIPE is ignored in init
     #endif
 }
+private func halfClose(_ fd: Int32) { _ = shutdown(fd, Int32(SHUT_WR)) }

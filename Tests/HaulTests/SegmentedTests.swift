@@ -45,14 +45,14 @@ struct SegmentedTests {
         // The first three requests are cut after 300 000 bytes: the probe (whose answer is the
         // first range), the second range, and the first retry.
         let (result, log) = await run(
-            testSession(), server.url("/drop.bin?size=\(size)&drop=300000&drops=3"), to: .file(dest),
+            testSession(), server.url("/drop.bin?size=\(size)&rate=3000000&drop=300000&drops=3"), to: .file(dest),
             options: options(2))
         #expect(result.error == nil, "\(String(describing: result.error))")
         expectFile(dest.path, equals: TestContent.bytes(count: size))
         // Each retry asks from where its range was cut: a range start plus multiples of 300 000
         // (which request came third depends on timing).
         let starts = server.requests(path: "/drop.bin").compactMap(\.rangeStart)
-        #expect(starts.count == 5, "\(starts)")
+        #expect(starts.count == 5, "\(starts) \(log.retries.map(\.1.message))")
         #expect(
             starts.allSatisfy { $0 % 300_000 == 0 || ($0 - (2 << 20)) % 300_000 == 0 }
                 && starts.filter { $0 != 0 && $0 != 2 << 20 }.count == 3, "\(starts)")
