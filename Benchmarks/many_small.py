@@ -53,6 +53,7 @@ def main():
             for name, cmd in clients.items():
                 shutil.rmtree(out, ignore_errors=True)
                 os.makedirs(out)
+                os.sync()  # the previous client's writeback must not bill this one
                 results[name].append(measure(cmd))
                 for n in names:
                     if sha256(os.path.join(out, n)) != sums[n]:

@@ -9,10 +9,13 @@ struct SegmentPlannerTests {
         #expect(p.segments.map { [$0.start, $0.end] } == [[0, 2000], [2000, 4000], [4000, 6000], [6000, 8000]])
     }
 
-    @Test func theProbesAnswerIsTheFirstRangeAndTheRestIsSplitEvenly() {
-        let p = SegmentPlanner(total: 8_000, connections: 4, minSplit: 1_000, first: 2_000)
-        #expect(p.segments.map { [$0.start, $0.end] } == [[0, 2000], [2000, 4000], [4000, 6000], [6000, 8000]])
-        #expect(p.segments.map(\.active) == [true, false, false, false], "the first is already running")
+    @Test func theProbesAnswerIsTheFirstRangeAndTheRestIsSplitForAllConnections() {
+        let p = SegmentPlanner(total: 9_000, connections: 4, minSplit: 1_000, first: 1_000)
+        #expect(
+            p.segments.map { [$0.start, $0.end] } == [
+                [0, 1000], [1000, 3000], [3000, 5000], [5000, 7000], [7000, 9000],
+            ])
+        #expect(p.segments.map(\.active) == [true, false, false, false, false], "the first is already running")
         // A resume (some bytes done) plans no such first range.
         let resumed = SegmentPlanner(
             total: 8_000, completed: [ByteRange(0, 500)], connections: 4, minSplit: 1_000, first: 2_000)

@@ -61,7 +61,10 @@ package final class SegmentedDownloader: Sendable {
             do { try Sys.makeDirectories(dir) } catch { throw .fileSystem(error, "create directory", path: dir) }
             destination = dir + "/" + SafeFileName.suggestedName(contentDisposition: probe.contentDisposition, url: url)
         }
-        if let whole = probe.wholeBody { return try store(whole, of: probe, at: destination) }
+        if let whole = probe.wholeBody {
+            let probe = probe
+            return try await Sys.offload { [self] () throws(HaulError) in try store(whole, of: probe, at: destination) }
+        }
         guard let total = probe.total, total >= 2 * segmentOptions.minSplit else { return try await single.run() }
         let partial = PartialFile(destination: destination)
         var completed: [ByteRange] = []

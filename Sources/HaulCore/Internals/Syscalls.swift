@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
@@ -256,3 +257,22 @@ package enum Sys {
 @inline(__always) private func c_unlink(_ p: String) -> Int32 { unlink(p) }
 @inline(__always) private func c_stat(_ p: String, _ st: UnsafeMutablePointer<stat>) -> Int32 { stat(p, st) }
 @inline(__always) private func c_mkdir(_ p: String, _ m: mode_t) -> Int32 { mkdir(p, m) }
+
+extension Sys {
+    /// Runs blocking file work (fsync, above all) on a Dispatch worker instead of one of the
+    /// few threads of Swift's cooperative pool: sixteen downloads finishing at once then sync
+    /// together (the file system commits them in one journal transaction) instead of two at a
+    /// time, and the pool stays free for everything else.
+    package static func offload<T: Sendable>(
+        _ body: @escaping @Sendable () throws(HaulError) -> T
+    ) async throws(HaulError) -> T {
+        let result = await withCheckedContinuation { (c: CheckedContinuation<Result<T, HaulError>, Never>) in
+            DispatchQueue.global().async {
+                do throws(HaulError) { c.resume(returning: .success(try body())) } catch {
+                    c.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
+    }
+}

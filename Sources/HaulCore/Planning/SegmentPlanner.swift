@@ -23,18 +23,20 @@ package struct SegmentPlanner: Sendable, Equatable {
     private var nextID = 0
 
     /// Plans the bytes not yet in `completed` over up to `connections` segments. With `first`,
-    /// a fresh download's `[0, first)` is one segment already running (the probe's own answer,
-    /// adopted), and the rest is split over the other connections.
+    /// a fresh download's `[0, first)` is one more segment, already running (the probe's own
+    /// answer, adopted).
     package init(total: Int64, completed: [ByteRange] = [], connections: Int, minSplit: Int64, first: Int64? = nil) {
         self.total = total
         self.minSplit = max(1, minSplit)
-        var connections = connections
         var position: Int64 = 0
         if let first, completed.isEmpty, first > 0, first < total {
+            // The rest still goes in `connections` pieces: the probe's connection takes the
+            // spare one when its short first range is done, so every connection ends about
+            // together (with one piece fewer, the others would each carry more and the tail
+            // would wait for stealing).
             add(start: 0, end: first, done: false)
             segments[0].active = true
             position = first
-            connections -= 1
         }
         // Completed ranges become done segments; the gaps are the work.
         var gaps: [ByteRange] = []
