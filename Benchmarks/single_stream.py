@@ -30,7 +30,7 @@ def main():
     out = os.path.join(shm if roomy else server.work, f"haul-bench-{os.getpid()}.bin")
     clients = {
         "curl": ["curl", "-sf", "-o", out, url],
-        "haul": [a.haul, "get", "-q", "--overwrite", "-o", out, url],
+        "haul": [a.haul, "get", "-q", "-x", "1", "--overwrite", "-o", out, url],  # one connection, like curl
     }
     results = {k: [] for k in clients}
     try:

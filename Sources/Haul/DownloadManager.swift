@@ -165,6 +165,12 @@ public final class DownloadManager: Sendable {
 
         private mutating func enqueue(_ id: UUID) {
             let priority = items[id]!.priority
+            // The usual case (equal priorities, added in order) appends without a scan: a scan
+            // per add made a thousand adds cost half a million dictionary lookups.
+            if let last = pending.last, let lastItem = items[last], lastItem.priority >= priority {
+                pending.append(id)
+                return
+            }
             let at = pending.firstIndex { items[$0].map { $0.priority < priority } ?? false } ?? pending.count
             pending.insert(id, at: at)
         }

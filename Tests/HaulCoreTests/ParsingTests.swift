@@ -144,3 +144,20 @@ struct ParsingTests {
         #expect(later > 300)
     }
 }
+
+@Suite("ASCII helpers for header text")
+struct ASCIITests {
+    @Test func trimsOnlySpacesTabsAndLineEnds() {
+        #expect("  a b \t\r\n".trimmingASCIIWhitespace() == "a b")
+        #expect(" \r\n ".trimmingASCIIWhitespace() == "")
+        #expect("é ".trimmingASCIIWhitespace() == "é")
+        #expect("\u{A0}x".trimmingASCIIWhitespace() == "\u{A0}x", "no-break space is not HTTP whitespace")
+    }
+
+    @Test func comparesIgnoringASCIICaseOnly() {
+        #expect("Content-Range".equalsIgnoringASCIICase("content-range"))
+        #expect(!"Content-Range".equalsIgnoringASCIICase("Content-Rang"))
+        #expect(!"a[".equalsIgnoringASCIICase("a{"), "[ and { differ by 0x20 but are not letters")
+        #expect(!"é".equalsIgnoringASCIICase("É"))
+    }
+}

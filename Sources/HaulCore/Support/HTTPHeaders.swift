@@ -15,7 +15,7 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
     package mutating func add(_ name: String, _ value: String) { fields.append((name, value)) }
 
     package mutating func remove(_ name: String) {
-        fields.removeAll { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+        fields.removeAll { $0.name.equalsIgnoringASCIICase(name) }
     }
 
     package mutating func replace(_ name: String, _ value: String) {
@@ -25,7 +25,7 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     /// The first value of `name`, trimmed.
     package subscript(_ name: String) -> String? {
-        fields.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        fields.first { $0.name.equalsIgnoringASCIICase(name) }?.value
     }
 
     package func contains(_ name: String) -> Bool { self[name] != nil }
@@ -43,9 +43,9 @@ package enum HTTPParsing {
     }
 
     package static func contentRange(_ value: String) -> ContentRange? {
-        let v = value.trimmingCharacters(in: .whitespaces)
-        guard v.lowercased().hasPrefix("bytes ") else { return nil }
-        let spec = v.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        let v = value.trimmingASCIIWhitespace()
+        guard v.prefix(6).equalsIgnoringASCIICase("bytes ") else { return nil }
+        let spec = v.dropFirst(6).trimmingASCIIWhitespace()
         let parts = spec.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { return nil }
         var result = ContentRange()

@@ -263,7 +263,7 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
 
     fileprivate func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
         let text = String(decoding: line, as: UTF8.self)
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = text.trimmingASCIIWhitespace()
         if text.hasPrefix("HTTP/") {
             let parts = trimmed.split(separator: " ", maxSplits: 2)
             status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
@@ -273,8 +273,8 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
                 if !deliverResponse() { return 0 }
             }
         } else if let colon = trimmed.firstIndex(of: ":") {
-            let name = String(trimmed[..<colon]).trimmingCharacters(in: .whitespaces)
-            let value = String(trimmed[trimmed.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+            let name = trimmed[..<colon].trimmingASCIIWhitespace()
+            let value = trimmed[trimmed.index(after: colon)...].trimmingASCIIWhitespace()
             headers.add(name, value)
         }
         return line.count
