@@ -1,7 +1,7 @@
 import Foundation
 import HaulCore
 
-/// A queue of downloads with caps on concurrent downloads and on connections per host,
+/// A queue of downloads with caps on concurrent downloads and on downloads per host,
 /// priorities, per-item progress and completion closures, an observable list, an aggregate
 /// progress, and (by default) a list that survives a restart.
 ///
@@ -27,8 +27,10 @@ public final class DownloadManager: Sendable {
         }
         /// Downloads running at once.
         public var maxConcurrentDownloads = 3
-        /// Downloads running at once against one host (scheme, host and port).
-        public var maxConnectionsPerHost = 2
+        /// Downloads running at once against one host (scheme, host and port). Each may use
+        /// several connections (``DownloadOptions/connections``); the cap on connections is
+        /// ``HaulConfiguration/maxConnectionsPerHost`` in ``session``.
+        public var maxDownloadsPerHost = 2
         /// What survives a restart.
         public var persistence = Persistence.default
         /// Where the list is kept: default `$XDG_STATE_HOME/haul` (else `~/.local/state/haul`).
@@ -455,7 +457,7 @@ public final class DownloadManager: Sendable {
                     }
                     continue
                 }
-                guard s.runningByHost[Self.hostKey(item.url), default: 0] < configuration.maxConnectionsPerHost else {
+                guard s.runningByHost[Self.hostKey(item.url), default: 0] < configuration.maxDownloadsPerHost else {
                     index += 1
                     continue
                 }

@@ -53,6 +53,10 @@ public struct HaulConfiguration: Sendable {
     public var additionalHeaders: [String: String] = [:]
     /// A PEM bundle of extra certificate authorities to trust. Certificates are always verified.
     public var trustedCertificatesFile: String?
+    /// Connections at once to one host (scheme, host, port) for all the session's transfers
+    /// together: every range of every download, and uploads. Others wait for a free one, in
+    /// order. Nil (the default) sets no cap; `haul get` uses 16.
+    public var maxConnectionsPerHost: Int?
     /// The shortest interval between two progress events, in seconds (default 0.1: 10 per second).
     public var progressInterval: Double = 0.1
     /// The HTTP implementation.

@@ -143,7 +143,12 @@ public final class HaulSession: Sendable {
             base = .success(URLSessionTransport())
         }
         let activity = self.activity
-        transport = base.map { CountingTransport($0) { activity.change(by: $0) } }
+        let limit = configuration.maxConnectionsPerHost
+        transport = base.map {
+            // Counted only once on the wire; queued behind the per-host cap before that.
+            let counted = CountingTransport($0) { activity.change(by: $0) }
+            return limit.map { HostLimitedTransport(counted, limit: $0) } ?? counted
+        }
     }
 
     /// Downloads `url` into `destination`, resuming a partial download of the same URL.

@@ -8,7 +8,7 @@ extension GetCommand {
     func runQueue(interrupts: Interrupts) async -> ExitCode {
         var configuration = DownloadManager.Configuration()
         configuration.maxConcurrentDownloads = jobs
-        configuration.maxConnectionsPerHost = jobs
+        configuration.maxDownloadsPerHost = jobs
         configuration.persistence = .ephemeral
         configuration.session = self.configuration
         configuration.network = network

@@ -25,6 +25,7 @@ struct GetCommand {
         .init("--lowest-speed-limit", value: true),
         .init("--max-overall-rate", value: true),
         .init("-j", "--max-concurrent", value: true),
+        .init("--max-connections-per-host", value: true),
         .init("-i", "--input-file", value: true),
         .init("--no-wait"),
         .init("--no-cellular"),
@@ -65,6 +66,8 @@ struct GetCommand {
                                   over 3 s (a much slower one is replaced anyway)
               --max-overall-rate RATE   at most RATE bytes/s for all downloads together
           -j, --max-concurrent N  run N downloads at once (default 1: one after another)
+              --max-connections-per-host N   connections at once to one host, for all
+                                  downloads and ranges together (default 16)
           -i, --input-file LIST   URLs from LIST, one per line; lines starting with a space may
                                   set ' out=NAME' or ' dir=DIR' for the URL above (like aria2)
               --no-wait           fail (exit 3, partial kept) instead of waiting when there is
@@ -145,6 +148,7 @@ struct GetCommand {
             }
             c.maxOverallBytesPerSecond = rate
         }
+        c.maxConnectionsPerHost = try v.integer("--max-connections-per-host", min: 1) ?? 16
         configuration = c
         var o = DownloadOptions()
         o.connections = 4  // like aria2's split; small files still take one request (docs/segmented.md)

@@ -15,6 +15,20 @@ struct QueueTests {
         for i in 1...6 { expectFile(dir.file("q\(i).bin"), equals: TestContent.bytes(seed: i, count: 300_000)) }
     }
 
+    @Test func theConnectionCapPerHostHoldsForAllDownloadsAndRangesTogether() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        // Three 6 MiB files, each split by default into the probe's 2 MiB and four 1 MiB
+        // ranges: up to fifteen connections wanted.
+        let size = 6 << 20
+        let urls = (1...3).map { server.url("/c\($0).bin?size=\(size)&rate=3000000&seed=\($0)").absoluteString }
+        let r = try await CLI.run(["get", "-q", "-j", "3", "--max-connections-per-host", "5", "-d", dir.path] + urls)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(server.maxConcurrentRequests() == 5, "server's view")
+        for i in 1...3 { expectFile(dir.file("c\(i).bin"), equals: TestContent.bytes(seed: i, count: size)) }
+    }
+
     @Test func inputFileWithPerURLOptions() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

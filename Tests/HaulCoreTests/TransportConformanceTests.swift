@@ -185,3 +185,35 @@ struct TransportConformanceTests {
         #expect(error.kind == .cancelled)
     }
 }
+
+@Suite("Per-host connection cap")
+struct HostLimitedTransportTests {
+    /// Takes a transfer's body and drops it.
+    final class Sink: TransportHandler, @unchecked Sendable {
+        func transportDidReceive(response: TransportResponse) -> Bool { true }
+        func transportDidReceive(body: UnsafeRawBufferPointer) -> BodyDisposition { .proceed }
+    }
+
+    @Test func waitingTransfersStartInOrderAndACancelledOneIsSkipped() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let transport = HostLimitedTransport(try CurlTransport.shared.get(), limit: 2)
+        var tasks: [any TransportTask] = []
+        for n in 0..<5 {
+            let request = TransportRequest(
+                url: server.url("/h\(n).bin?size=400000&rate=1000000"), headers: HTTPHeaders(), connectTimeout: 5,
+                idleTimeout: 5, caFile: nil)
+            tasks.append(transport.start(request, handler: Sink()))
+        }
+        tasks[3].cancel()  // still waiting: it ends at once and never reaches the server
+        if case .failure(let e) = await tasks[3].finished() { #expect(e.kind == .cancelled) } else { Issue.record() }
+        for (n, task) in tasks.enumerated() where n != 3 {
+            if case .failure(let e) = await task.finished() { Issue.record("transfer \(n): \(e)") }
+        }
+        #expect(server.maxConcurrentRequests() == 2)
+        let paths = server.requests.map(\.path)
+        #expect(
+            Set(paths.prefix(2)) == ["/h0.bin", "/h1.bin"] && Array(paths.dropFirst(2)) == ["/h2.bin", "/h4.bin"],
+            "\(paths)")
+    }
+}

@@ -47,7 +47,7 @@ struct DownloadManagerTests {
         let manager = DownloadManager(
             configuration: configuration {
                 $0.maxConcurrentDownloads = 4
-                $0.maxConnectionsPerHost = 1
+                $0.maxDownloadsPerHost = 1
             })
         for i in 0..<3 {
             manager.add(

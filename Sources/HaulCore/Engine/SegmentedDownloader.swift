@@ -487,7 +487,8 @@ private final class SegmentedRun: @unchecked Sendable {
             let now = monotonicSeconds()
             let running = state.withLock { s -> [Int: (SegmentFetch, Int64, Int64)] in
                 var out: [Int: (SegmentFetch, Int64, Int64)] = [:]
-                for (serial, fetch) in s.fetches {
+                // Only answered fetches: one still waiting for a connection slot is not slow.
+                for (serial, fetch) in s.fetches where fetch.answered {
                     guard let segment = s.planner.segments.first(where: { $0.id == fetch.segment.id }) else { continue }
                     out[serial] = (fetch, segment.cursor - fetch.segment.cursor, segment.remaining)
                 }
@@ -531,6 +532,10 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     var failure: HaulError?
     var reachedEnd = false
     var requestedEnd: Int64 = 0
+    /// The response head arrived (the transfer is on the wire, not queued for a slot).
+    private let answer = Locked(false)
+    var answered: Bool { answer.get() }
+
     /// Set by the watchdog; the transfer is cancelled and the range asked again elsewhere.
     private let replacement = Locked<(reason: String?, task: (any TransportTask)?)>((nil, nil))
     var replaced: Bool { replacement.withLock { $0.reason != nil } }
@@ -556,6 +561,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         let task: any TransportTask
         if let held {
             requestedEnd = held.end
+            answer.set(true)  // the probe's head
             task = held.task
         } else {
             let end = run.end(of: segment.id)
@@ -616,6 +622,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     }
 
     func transportDidReceive(response: TransportResponse) -> Bool {
+        answer.set(true)
         let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange)
         let etag = response.headers["ETag"].flatMap { $0.hasPrefix("W/") ? nil : $0 }
         var problem: String?
