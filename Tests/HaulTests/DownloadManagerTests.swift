@@ -49,11 +49,12 @@ struct DownloadManagerTests {
                 $0.maxConcurrentDownloads = 4
                 $0.maxDownloadsPerHost = 1
             })
+        // Half a second each, so the two hosts' downloads overlap even under ThreadSanitizer.
         for i in 0..<3 {
             manager.add(
-                server.url("/a\(i)?size=300000&rate=2000000"), to: .file(dir.url.appendingPathComponent("a\(i)")))
+                server.url("/a\(i)?size=500000&rate=1000000"), to: .file(dir.url.appendingPathComponent("a\(i)")))
             manager.add(
-                URL(string: "http://localhost:\(server.port)/b\(i)?size=300000&rate=2000000")!,
+                URL(string: "http://localhost:\(server.port)/b\(i)?size=500000&rate=1000000")!,
                 to: .file(dir.url.appendingPathComponent("b\(i)")))
         }
         await manager.waitUntilIdle()
