@@ -117,6 +117,9 @@ public final class NetworkNamespace: Sendable {
         guard r.status == 0 else { throw Failure(description: "ip \(argv.joined(separator: " ")): \(r.output)") }
     }
 
+    /// Whether iproute2's `ip` is installed.
+    public static var ipInstalled: Bool { ipPath != nil }
+
     private static let ipPath: String? = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].first {
         FileManager.default.isExecutableFile(atPath: $0)
     }

@@ -61,7 +61,7 @@ final class NamespacedHaul: Sendable {
 /// the trait's comment, and `NetworkNamespace.unavailableReason()` says it in full).
 let namespacesPossible: Bool = {
     #if os(Linux)
-        return geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip")
+        return geteuid() == 0 && NetworkNamespace.ipInstalled
     #else
         return false
     #endif
