@@ -166,6 +166,30 @@ struct SegmentedTests {
         // ends ranges early, and the server counts an abandoned answer until it notices.)
     }
 
+    @Test func aResumeWithOneConnectionPerHostDoesNotWaitForItsOwnProbe() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("capped.bin")
+        let size = 6 << 20
+        let url = server.url("/capped.bin?size=\(size)&rate=2000000")
+        let session = testSession { $0.maxConnectionsPerHost = 1 }
+        let first = Task { try await session.download(from: url, to: .file(dest), options: options()) }
+        #expect(await eventually(timeout: 20) { fileExists(dest.path + ".haul") })
+        first.cancel()
+        _ = await first.result
+        // The resume's probe (one byte, not adopted) must let go of the only slot at once.
+        let again = Task { await run(session, url, to: .file(dest), options: options()) }
+        let bound = Task {
+            try await Task.sleep(nanoseconds: 30_000_000_000)  // bounds a hang; not a speed check
+            again.cancel()
+        }
+        let (result, _) = await again.value
+        bound.cancel()
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: size))
+    }
+
     @Test func aConnectionBelowTheLowestSpeedLimitIsReplacedAndARangeThatStaysSlowFails() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

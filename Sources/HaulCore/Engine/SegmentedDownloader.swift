@@ -65,7 +65,10 @@ package final class SegmentedDownloader: Sendable {
             let probe = probe
             return try await Sys.offload { [self] () throws(HaulError) in try store(whole, of: probe, at: destination) }
         }
-        guard let total = probe.total, total >= 2 * segmentOptions.minSplit else { return try await single.run() }
+        guard let total = probe.total, total >= 2 * segmentOptions.minSplit else {
+            probe.held?.task.cancel()  // before the single download: it must not hold a connection slot
+            return try await single.run()
+        }
         let partial = PartialFile(destination: destination)
         var completed: [ByteRange] = []
         if options.resume, let record = try partial.loadRecord(of: url) {
@@ -92,6 +95,7 @@ package final class SegmentedDownloader: Sendable {
         // A fresh download keeps the probe's answer as its first range (unless it is a resume
         // probe's single byte).
         let held = completed.isEmpty && probe.heldEnd >= segmentOptions.minSplit ? probe.held : nil
+        if held == nil { probe.held?.task.cancel() }  // now, not at the end: it holds a connection slot
         let run = SegmentedRun(
             url: probe.finalURL, headers: probe.headers, total: total, probe: probe, partial: partial,
             planner: SegmentPlanner(
