@@ -55,6 +55,21 @@ extension GetCommand {
             Task { await manager.shutdown() }
         }
         defer { interrupts.remove(token) }
+        // `--json`: a download held for the network says so, and again when it goes on.
+        let watcher = Task {
+            guard output.mode == .json else { return }
+            var last: [UUID: DownloadManager.Item.State] = [:]
+            for await items in manager.updates {
+                for item in items where last[item.id] != item.state {
+                    if item.state == .waitingForNetwork {
+                        output.json("waiting", [("id", numbers[item.id] ?? 0), ("reason", "no usable network")])
+                    } else if last[item.id] == .waitingForNetwork {
+                        output.json("network", [("id", numbers[item.id] ?? 0), ("status", "satisfied")])
+                    }
+                    last[item.id] = item.state
+                }
+            }
+        }
         let renderer = Task {
             var frame = 0
             while !Task.isCancelled && output.mode == .human {
@@ -84,6 +99,7 @@ extension GetCommand {
             }
         }
         await manager.waitUntilIdle()
+        watcher.cancel()
         renderer.cancel()
         _ = await renderer.value
         output.clearBlock()

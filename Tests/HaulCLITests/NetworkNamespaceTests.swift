@@ -75,7 +75,7 @@ struct NetworkNamespaceTests {
         if let reason = await NetworkNamespace.unavailableReason() { Issue.record("namespaces: \(reason)") }
     }
 
-    @Test func loopbackOnlyIsUnsatisfiedAndADefaultRouteArrivesAsAnEventWithinASecond() async throws {
+    @Test func aLinkWithoutADefaultRouteIsUnsatisfiedAndTheRouteArrivesAsAnEventWithinASecond() async throws {
         try await LinkedNamespaces.with { net in try await watchRouteChanges(net) }
     }
 
@@ -143,7 +143,32 @@ struct NetworkNamespaceTests {
         #expect(ranges.count == 1 && ranges[0] > 0, "continued with one Range request: \(ranges)")
     }
 
-    @Test func noWaitFailsAtOnceWithoutANetwork() async throws {
+    @Test func aQueuedDownloadWaitsForTheNetworkInTheManagerToo() async throws {
+        try await LinkedNamespaces.with { net in
+            let dir = try TemporaryDirectory()
+            let server = try TestServer(host: net.serverAddress, networkNamespace: net.server.name)
+            defer { cleanUp(server, dir) }
+            try await net.addDefaultRoute()
+            let size = 3_000_000
+            let urls = (1...2).map { server.url("/q\($0).bin?size=\(size)&rate=500000&seed=\($0)").absoluteString }
+            // -j: the DownloadManager's policy (items become .waitingForNetwork), default -x 4.
+            let haul = try NamespacedHaul(net.client, ["get", "-j", "2", "--json", "-d", dir.path] + urls)
+            defer { haul.stop() }
+            #expect(await eventually(timeout: 15) { server.bytesSent(path: "/q1.bin") > 300_000 }, "\(haul.stderr)")
+            try await net.removeDefaultRoute()
+            #expect(await eventually(timeout: 5) { haul.lines("event", "waiting").count == 2 }, "\(haul.stdoutLines)")
+            try await Task.sleep(nanoseconds: 300_000_000)
+            let sent = server.bytesSent(path: "/q1.bin") + server.bytesSent(path: "/q2.bin")
+            try await Task.sleep(nanoseconds: 800_000_000)
+            #expect(server.bytesSent(path: "/q1.bin") + server.bytesSent(path: "/q2.bin") == sent, "nothing flows")
+            try await net.addDefaultRoute()
+            #expect(await haul.exitStatus(timeout: 30) == 0, "\(haul.stderr)")
+            #expect(haul.lines("event", "network").count == 2)
+            for i in 1...2 { expectFile(dir.file("q\(i).bin"), equals: TestContent.bytes(seed: i, count: size)) }
+        }
+    }
+
+    @Test func loopbackOnlyIsUnsatisfiedAndNoWaitFailsAtOnce() async throws {
         try await NetworkNamespace.with("offline") { ns in try await offline(ns) }
     }
 
@@ -151,6 +176,12 @@ struct NetworkNamespaceTests {
         try await ns.ip("link", "set", "lo", "up")
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
+        let state = try NamespacedHaul(ns, ["net", "--json"])
+        #expect(await state.exitStatus(timeout: 20) == 0)
+        let line = state.stdoutLines.first ?? ""
+        #expect(line.contains("\"status\":\"unsatisfied\""), "only loopback: \(line)")
+        #expect(line.contains("\"interfaces\":[{\"name\":\"lo\",\"kind\":\"loopback\",\"up\":true"), "\(line)")
+        #expect(!line.contains("},{"), "one interface: \(line)")
         let haul = try NamespacedHaul(ns, ["get", "--no-wait", "-o", dir.file("x"), "http://10.77.0.1:8080/x"])
         let status = await haul.exitStatus(timeout: 20)
         #expect(status == 3)
