@@ -102,6 +102,24 @@ struct SegmentedTests {
         #expect(requests.map(\.range) == ["bytes=0-2097151", nil])
     }
 
+    @Test func aSmallFileTakesOneRequestAndReplacesALeftoverPartial() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("small.bin")
+        // A longer partial of something else, without a record (so nothing to resume: with a
+        // record the probe would ask for one byte and a second request would follow).
+        #expect(
+            FileManager.default.createFile(atPath: dest.path + ".part", contents: Data(repeating: 7, count: 50_000)))
+        let (result, log) = await run(
+            testSession(), server.url("/small.bin?size=20000"), to: .file(dest), options: options())
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: 20_000))
+        #expect(dir.contents() == ["small.bin"], "no partial left")
+        #expect(server.requests(path: "/small.bin").count == 1)
+        #expect(log.progress.last?.fraction == 1)
+    }
+
     @Test func theChecksumIsVerifiedOnSegmentedDownloadsToo() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

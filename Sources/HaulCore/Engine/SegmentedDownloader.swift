@@ -226,7 +226,8 @@ package final class SegmentedDownloader: Sendable {
             throw .destinationExists(destination, size: size, serverSize: total)
         }
         let partial = PartialFile(destination: destination)
-        partial.discard()  // a leftover partial of this name: the whole file is here now
+        // A leftover partial of this name is truncated by open(at: 0), and its record goes with
+        // the commit (no unlinks up front: two syscalls per small file).
         onEvent(
             .started(
                 status: probe.status, url: probe.finalURL, destination: destination, offset: 0, totalBytes: total))
