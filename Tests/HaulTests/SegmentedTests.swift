@@ -120,6 +120,21 @@ struct SegmentedTests {
         #expect(log.progress.last?.fraction == 1)
     }
 
+    @Test(arguments: ["etag=0&lm=0", "weak=1&lm=0"])
+    func withoutAValidatorAFileIsNotSplit(_ validators: String) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("nov.bin")
+        let size = 6 << 20
+        let (result, _) = await run(
+            testSession(), server.url("/nov.bin?size=\(size)&\(validators)"), to: .file(dest), options: options())
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: size))
+        // The probe, then one plain request: a change between ranges could not be detected.
+        #expect(server.requests(path: "/nov.bin").map(\.range) == ["bytes=0-2097151", nil])
+    }
+
     @Test func theChecksumIsVerifiedOnSegmentedDownloadsToo() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -65,7 +65,11 @@ package final class SegmentedDownloader: Sendable {
             let probe = probe
             return try await Sys.offload { [self] () throws(HaulError) in try store(whole, of: probe, at: destination) }
         }
-        guard let total = probe.total, total >= 2 * segmentOptions.minSplit else {
+        // Without a validator (no strong ETag, no Last-Modified) a change of the file between two
+        // ranges could not be seen, and the parts could come from two versions: one connection.
+        guard let total = probe.total, total >= 2 * segmentOptions.minSplit,
+            probe.etag != nil || probe.lastModified != nil
+        else {
             probe.held?.task.cancel()  // before the single download: it must not hold a connection slot
             return try await single.run()
         }
