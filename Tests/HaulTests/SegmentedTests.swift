@@ -135,6 +135,30 @@ struct SegmentedTests {
         #expect(server.requests(path: "/nov.bin").map(\.range) == ["bytes=0-2097151", nil])
     }
 
+    @Test func cancellingDuringTheProbeDoesNotWaitForItsAnswer() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("late.bin")
+        let session = testSession()
+        let opts = options()
+        // The server waits 10 s before answering.
+        let task = Task {
+            try await session.download(
+                from: server.url("/late.bin?size=6000000&delay=10"), to: .file(dest), options: opts)
+        }
+        #expect(await eventually(timeout: 5) { !server.requests(path: "/late.bin").isEmpty })
+        let cancelled = Date()
+        task.cancel()
+        let result = await task.result
+        #expect(Date().timeIntervalSince(cancelled) < 5, "returned before the answer came")
+        if case .failure(let e as HaulError) = result {
+            #expect(e.code == .cancelled)
+        } else {
+            Issue.record("\(result)")
+        }
+    }
+
     @Test func theChecksumIsVerifiedOnSegmentedDownloadsToo() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

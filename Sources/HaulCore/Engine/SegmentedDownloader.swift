@@ -184,7 +184,11 @@ package final class SegmentedDownloader: Sendable {
             let task = transport.start(request, handler: head)
             // Ends with the answer's end, or with its head when a larger file's first range is
             // held for a connection.
-            let result = await head.headOrEnd(of: task)
+            let result = await withTaskCancellationHandler {
+                await head.headOrEnd(of: task)
+            } onCancel: {
+                task.cancel()  // a suspend or Ctrl-C during the probe does not wait for its head
+            }
             guard let response = head.response else {
                 task.cancel()
                 return nil
