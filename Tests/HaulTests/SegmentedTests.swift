@@ -159,6 +159,24 @@ struct SegmentedTests {
         }
     }
 
+    @Test func aBusyAnswerToTheProbeIsWaitedOutBeforeTheNextRequest() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("busy.bin")
+        let started = Date()
+        let (result, log) = await run(
+            testSession(), server.url("/busy.bin?size=3000000&status=503,200&retryAfter=1"), to: .file(dest),
+            options: options())
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: 3_000_000))
+        #expect(log.retries.map(\.0) == [1])
+        #expect(log.retries.first?.1.httpStatus == 503)
+        #expect(log.retries.first?.2 == 1, "Retry-After honoured")
+        #expect(Date().timeIntervalSince(started) >= 1, "the second request waited")
+        #expect(server.requests(path: "/busy.bin").count == 2)
+    }
+
     @Test func theChecksumIsVerifiedOnSegmentedDownloadsToo() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -215,6 +215,21 @@ package final class SegmentedDownloader: Sendable {
                 range.start == 0, let total = range.total
             else {
                 task.cancel()
+                // A 429 or 503 counts as the first try: the single engine asks again only after
+                // the wait the server (Retry-After) or the retry policy sets.
+                if HTTPStatus.isTransient(response.status),
+                    case .retry(let delay) = options.retry.decide(
+                        failures: 1, retryAfter: response.headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
+                {
+                    onEvent(
+                        .retrying(
+                            attempt: 1,
+                            error: HaulError(
+                                .httpStatus, "HTTP \(response.status) \(HTTPStatus.reason(response.status))",
+                                httpStatus: response.status),
+                            delay: delay))
+                    try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))
+                }
                 return nil
             }
             probe.total = total
