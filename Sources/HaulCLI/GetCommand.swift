@@ -305,10 +305,21 @@ struct GetCommand {
             }
         }
         let gate = NetworkGate(source: network, waits: waitsForNetwork, allowsCellular: allowsCellular, output: output)
+        let ticker = Task {
+            guard output.mode == .human && output.isTerminal else { return }
+            while !Task.isCancelled {
+                output.tick(active: session.activity.isActive)
+                try? await Task.sleep(nanoseconds: 125_000_000)
+            }
+        }
         let token = interrupts.onInterrupt { Task { _ = await task.cancelProducingResumeData() } }
         defer { interrupts.remove(token) }
+        let outcome: Result<DownloadResult, HaulError>
+        do { outcome = .success(try await gate.run(task, url: url)) } catch { outcome = .failure(error) }
+        ticker.cancel()
+        await ticker.value  // no redraw after the outcome's line
         do {
-            let result = try await gate.run(task, url: url)
+            let result = try outcome.get()
             output.clearLine()
             output.json(
                 "done",

@@ -14,7 +14,8 @@ final class Output: Sendable {
     enum Mode: Sendable { case human, quiet, json }
     let mode: Mode
     let isTerminal: Bool
-    private let state = Locked<(lineShown: Bool, lastPlain: Double, spinner: Int, started: Double)>((false, 0, 0, 0))
+    private let state = Locked<(lineShown: Bool, lastPlain: Double, spinner: Int, last: (TransferProgress, String)?)>(
+        (false, 0, 0, nil))
     private let block = Locked(0)  // lines of the multi-download display on screen
 
     init(mode: Mode) {
@@ -94,14 +95,15 @@ final class Output: Sendable {
                 ])
         case .human:
             let now = Date().timeIntervalSince1970
-            let line = Output.progressLine(p, name: name, spinner: state.withLock { $0.spinner })
             if isTerminal {
-                state.withLock {
-                    $0.lineShown = true
-                    $0.spinner += 1
+                let frame = state.withLock { s -> Int in
+                    s.lineShown = true
+                    s.last = (p, name)
+                    return s.spinner
                 }
-                Output.emit("\r\u{1B}[2K" + line, to: 2)
+                Output.emit("\r\u{1B}[2K" + Output.terminalLine(p, name: name, spinner: frame), to: 2)
             } else {
+                let line = Output.progressLine(p, name: name, spinner: 0)
                 let due = state.withLock { s -> Bool in
                     guard now - s.lastPlain >= 5 else { return false }
                     s.lastPlain = now
@@ -110,6 +112,27 @@ final class Output: Sendable {
                 if due { Output.emit(line + "\n", to: 2) }
             }
         }
+    }
+
+    /// The activity indicator of a single download on a terminal: called a few times a second,
+    /// it turns the spinner of the progress line while transfers are on the wire (and leaves it
+    /// still while the download waits: a retry's backoff, no network).
+    func tick(active: Bool) {
+        guard mode == .human, isTerminal, active else { return }
+        let redraw = state.withLock { s -> (TransferProgress, String, Int)? in
+            guard s.lineShown, let (p, name) = s.last else { return nil }
+            s.spinner += 1
+            return (p, name, s.spinner)
+        }
+        if let (p, name, frame) = redraw {
+            Output.emit("\r\u{1B}[2K" + Output.terminalLine(p, name: name, spinner: frame), to: 2)
+        }
+    }
+
+    /// A progress line with the spinner in front (unknown sizes carry it already).
+    static func terminalLine(_ p: TransferProgress, name: String, spinner: Int) -> String {
+        let line = progressLine(p, name: name, spinner: spinner)
+        return p.totalBytes == nil ? line : spinnerFrames[spinner % 4] + " " + line
     }
 
     func clearLine() {

@@ -39,6 +39,25 @@ struct GetCommandTests {
         #expect(dir.contents() == ["big.bin", "small.bin"])
     }
 
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs util-linux's script"))
+    func onATerminalTheLineIsRedrawnInPlaceWithASpinnerThatTurns() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/tty.bin?size=1500000&rate=1000000").absoluteString
+        // script(1) gives haul a pseudo-terminal and copies what it draws to our stdout.
+        let r = try await CLI.run(
+            ["-qec", "'\(CLI.binary.path)' get -x 1 -o '\(dir.file("tty.bin"))' '\(url)'", "/dev/null"],
+            executable: URL(fileURLWithPath: "/usr/bin/script"))
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+        expectFile(dir.file("tty.bin"), equals: TestContent.bytes(count: 1_500_000))
+        let redraws = r.stdout.components(separatedBy: "\r\u{1B}[2K").dropFirst().map { String($0.prefix(2)) }
+        let frames = Set(redraws.compactMap { $0.first }.filter { "|/-\\".contains($0) })
+        #expect(frames.count == 4, "the spinner turned: \(redraws.prefix(12))")
+        #expect(redraws.contains { $0.hasPrefix("|") || $0.hasPrefix("/") }, "a spinner before the line")
+        #expect(r.stdout.contains("saved \(dir.file("tty.bin"))"))
+    }
+
     @Test func severalURLsRunInTurnAndTheFirstFailureSetsTheExitCode() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
