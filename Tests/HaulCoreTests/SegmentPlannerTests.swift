@@ -121,6 +121,16 @@ struct SlowConnectionDetectorTests {
         #expect(verdicts.map(\.fetch) == [2])
     }
 
+    @Test func aRangeThatEndedBetweenSamplesStillCounts() {
+        var d = SlowConnectionDetector(window: 3)
+        d.ended(1, bytes: 1_500_000, seconds: 0.2, at: 0.2)  // never sampled while running
+        let verdicts = feed(&d, [2: 20_000], from: 0.25, seconds: 3)
+        #expect(verdicts.map(\.fetch) == [2])
+        var expired = SlowConnectionDetector(window: 3)
+        expired.ended(1, bytes: 1_500_000, seconds: 0.2, at: 0.2)
+        #expect(feed(&expired, [2: 20_000], from: 7, seconds: 3).isEmpty, "a reference from long ago is gone")
+    }
+
     @Test func aNearlyFinishedRangeIsNotReplaced() {
         var d = SlowConnectionDetector(window: 3)
         // 200 kB left at 100 kB/s: done within the next window anyway.

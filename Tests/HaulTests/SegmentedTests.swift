@@ -192,7 +192,7 @@ struct SegmentedTests {
         let (good, _) = await run(testSession(), url, to: .file(dir.url.appendingPathComponent("good.bin")), options: o)
         #expect(good.error == nil)
         // The probe's answer is the first 2 MiB; the other 2 MiB go in two 1 MiB ranges.
-        #expect(server.maxConcurrentRequests() == 3, "it was segmented")
+        #expect(server.maxConcurrentRequests() >= 2, "it was segmented (three at once when none ends early)")
         expectFile(dir.file("good.bin"), equals: TestContent.bytes(count: size))
     }
 
@@ -357,8 +357,9 @@ struct SegmentedTests {
         #expect(ra.0.error == nil && rb.0.error == nil)
         expectFile(dir.file("a.bin"), equals: TestContent.bytes(count: 3_000_000))
         expectFile(dir.file("b.bin"), equals: TestContent.bytes(seed: 2, count: 3_000_000))
-        // 6 MB through a 2 MB/s budget: at least ~3 s, both sharing it.
-        #expect(seconds >= 3 * 0.9 && seconds < 3 * 1.5, "took \(seconds) s")
+        // 6 MB through a 2 MB/s budget: at least ~3 s, both sharing it (the upper bound, against
+        // starvation, is twice the ideal: beside the whole suite on two cores one run took 4.6 s).
+        #expect(seconds >= 3 * 0.9 && seconds < 3 * 2, "took \(seconds) s")
     }
 
     struct RecordShape: Decodable {

@@ -355,6 +355,8 @@ private final class SegmentedRun: @unchecked Sendable {
         /// Running fetches by serial, for the slow-connection watchdog.
         var fetches: [Int: SegmentFetch] = [:]
         var nextFetch = 0
+        /// Judges the speeds of the running fetches (fed by the watchdog and by ended fetches).
+        var detector = SlowConnectionDetector()
         /// The probe's held answer, for the first worker.
         var adopted: (fetch: SegmentFetch, task: any TransportTask, end: Int64)?
     }
@@ -468,9 +470,13 @@ private final class SegmentedRun: @unchecked Sendable {
                 return s.nextFetch
             }
             let result = await fetch.perform(adopting: adopted.map { ($0.task, $0.end) })
+            let now = monotonicSeconds()
             state.withLock {
                 $0.planner.release(fetch.segment.id)
                 $0.fetches[serial] = nil
+                if let since = fetch.answeredAt {
+                    $0.detector.ended(serial, bytes: fetch.wrote, seconds: now - since, at: now)
+                }
             }
             switch result {
             case .success:
@@ -507,9 +513,11 @@ private final class SegmentedRun: @unchecked Sendable {
     private func watchForSlowConnections() async {
         // Paced connections (a rate limit) are slow on purpose: only an absolute floor applies.
         let paced = options.maxBytesPerSecond != nil || options.sharedRate != nil
-        var detector = SlowConnectionDetector(
-            window: segments.slowWindow, lowestSpeed: segments.lowestSpeed,
-            relative: segments.replacesSlowConnections && !paced)
+        state.withLock {
+            $0.detector = SlowConnectionDetector(
+                window: segments.slowWindow, lowestSpeed: segments.lowestSpeed,
+                relative: segments.replacesSlowConnections && !paced)
+        }
         while !Task.isCancelled {
             try? await Task.sleep(nanoseconds: 250_000_000)
             let now = monotonicSeconds()
@@ -522,7 +530,7 @@ private final class SegmentedRun: @unchecked Sendable {
                 }
                 return out
             }
-            let verdicts = detector.observe(running.mapValues { ($0.1, $0.2) }, at: now)
+            let verdicts = state.withLock { $0.detector.observe(running.mapValues { ($0.1, $0.2) }, at: now) }
 
             for verdict in verdicts {
                 guard let (fetch, _, _) = running[verdict.fetch] else { continue }
@@ -561,8 +569,10 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     var reachedEnd = false
     var requestedEnd: Int64 = 0
     /// The response head arrived (the transfer is on the wire, not queued for a slot).
-    private let answer = Locked(false)
-    var answered: Bool { answer.get() }
+    private let answer = Locked<Double?>(nil)
+    var answered: Bool { answer.get() != nil }
+    /// When the response head arrived (monotonic seconds).
+    var answeredAt: Double? { answer.get() }
 
     /// Set by the watchdog; the transfer is cancelled and the range asked again elsewhere.
     private let replacement = Locked<(reason: String?, task: (any TransportTask)?)>((nil, nil))
@@ -589,7 +599,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         let task: any TransportTask
         if let held {
             requestedEnd = held.end
-            answer.set(true)  // the probe's head
+            answer.set(monotonicSeconds())  // the probe's head arrived just before
             task = held.task
         } else {
             let end = run.end(of: segment.id)
@@ -650,7 +660,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     }
 
     func transportDidReceive(response: TransportResponse) -> Bool {
-        answer.set(true)
+        answer.set(monotonicSeconds())
         let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange)
         let etag = response.headers["ETag"].flatMap { $0.hasPrefix("W/") ? nil : $0 }
         var problem: String?

@@ -31,6 +31,14 @@ package struct SlowConnectionDetector: Sendable {
         package var reason: String
     }
 
+    /// A fetch ended after writing `bytes` in `seconds` since its answer: its speed stays a
+    /// reference for two windows (a fast range can end between two samples).
+    package mutating func ended(_ id: Int, bytes: Int64, seconds: Double, at now: Double) {
+        history[id] = nil
+        guard seconds > 0.05, bytes > 0 else { return }
+        recent[id] = (Double(bytes) / seconds, now)
+    }
+
     /// Records, for each running fetch (by its serial), the bytes it has written and how many are
     /// left in its range; returns the fetches to replace now.
     package mutating func observe(_ running: [Int: (written: Int64, remaining: Int64)], at now: Double) -> [Verdict] {
