@@ -9,13 +9,18 @@ struct SegmentPlannerTests {
         #expect(p.segments.map { [$0.start, $0.end] } == [[0, 2000], [2000, 4000], [4000, 6000], [6000, 8000]])
     }
 
-    @Test func theProbesAnswerIsTheFirstRangeAndTheRestIsSplitForAllConnections() {
+    @Test func theProbesAnswerStartsTheFirstShareAndItsConnectionTakesTheRest() {
+        // Four equal shares of 2250; the probe's 1000 bytes start the first, the other 1250 of it
+        // wait as a spare piece for the probe's connection.
         let p = SegmentPlanner(total: 9_000, connections: 4, minSplit: 1_000, first: 1_000)
         #expect(
             p.segments.map { [$0.start, $0.end] } == [
-                [0, 1000], [1000, 3000], [3000, 5000], [5000, 7000], [7000, 9000],
+                [0, 1000], [1000, 2250], [2250, 4500], [4500, 6750], [6750, 9000],
             ])
         #expect(p.segments.map(\.active) == [true, false, false, false, false], "the first is already running")
+        // A spare below the minimum is not planned: the rest goes to the other connections.
+        let q = SegmentPlanner(total: 8_000, connections: 4, minSplit: 1_000, first: 2_000)
+        #expect(q.segments.map { [$0.start, $0.end] } == [[0, 2000], [2000, 4000], [4000, 6000], [6000, 8000]])
         // A resume (some bytes done) plans no such first range.
         let resumed = SegmentPlanner(
             total: 8_000, completed: [ByteRange(0, 500)], connections: 4, minSplit: 1_000, first: 2_000)

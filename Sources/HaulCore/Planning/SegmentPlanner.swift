@@ -29,14 +29,27 @@ package struct SegmentPlanner: Sendable, Equatable {
         self.total = total
         self.minSplit = max(1, minSplit)
         var position: Int64 = 0
+        var planned: [ByteRange]?
         if let first, completed.isEmpty, first > 0, first < total {
-            // The rest still goes in `connections` pieces: the probe's connection takes the
-            // spare one when its short first range is done, so every connection ends about
-            // together (with one piece fewer, the others would each carry more and the tail
-            // would wait for stealing).
+            // The file is cut into equal shares, one per connection, as if the probe had not
+            // been there; the probe's answer is the start of the first share and the rest of that
+            // share is a spare piece its connection takes next, so every connection carries the
+            // same and they end together. A spare below the minimum is not worth a request: then
+            // the rest is shared by the other connections (the probe's one steals when done).
             add(start: 0, end: first, done: false)
             segments[0].active = true
             position = first
+            let n = Int64(max(1, min(Int64(connections), total / self.minSplit)))
+            let share = total / n
+            if share - first >= self.minSplit {
+                var shares = [ByteRange(first, share)]
+                for i in 1..<n { shares.append(ByteRange(total * i / n, total * (i + 1) / n)) }
+                planned = shares
+            } else {
+                let rest = total - first
+                let m = Int64(max(1, min(Int64(connections) - 1, rest / self.minSplit)))
+                planned = (0..<m).map { i in ByteRange(first + rest * i / m, first + rest * (i + 1) / m) }
+            }
         }
         // Completed ranges become done segments; the gaps are the work.
         var gaps: [ByteRange] = []
@@ -46,8 +59,8 @@ package struct SegmentPlanner: Sendable, Equatable {
             position = max(position, range.end)
         }
         if position < total { gaps.append(ByteRange(position, total)) }
-        var pieces = gaps.filter { $0.count > 0 }
-        if pieces.count == 1 {
+        var pieces: [ByteRange] = planned ?? gaps.filter { $0.count > 0 }
+        if planned == nil, pieces.count == 1 {
             // One gap (a fresh download): equal pieces, none below the minimum.
             let gap = pieces[0]
             let n = Int64(max(1, min(Int64(connections), gap.count / self.minSplit)))
@@ -55,7 +68,8 @@ package struct SegmentPlanner: Sendable, Equatable {
         }
         // Several gaps (a resume): split the largest until there are enough pieces or they would
         // get too small.
-        while pieces.count < connections, let largest = pieces.indices.max(by: { pieces[$0].count < pieces[$1].count }),
+        while planned == nil, pieces.count < connections,
+            let largest = pieces.indices.max(by: { pieces[$0].count < pieces[$1].count }),
             pieces[largest].count >= 2 * self.minSplit
         {
             let r = pieces[largest]
