@@ -318,7 +318,7 @@ struct DownloadTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("cancel.bin")
-        let url = server.url("/cancel.bin?size=6000000&rate=3000000")
+        let url = server.url("/cancel.bin?size=6000000&rate=1500000")  // 4 s: a checkpoint comes well before the end
         let session = testSession()
         let task = Task { try await session.download(from: url, to: .file(dest)) }
         #expect(
