@@ -37,10 +37,14 @@ package struct EngineOptions: Sendable {
 }
 
 extension EngineOptions {
-    /// A request to `url` with these options' timeouts and CA file.
-    package func request(_ url: URL, headers: HTTPHeaders) -> TransportRequest {
-        TransportRequest(
+    /// A request to `url` with these options' timeouts, CA file and pacing: one of
+    /// `connections` transfers sharing the download's rate limit, and the overall budget.
+    package func request(_ url: URL, headers: HTTPHeaders, connections: Int = 1) -> TransportRequest {
+        var request = TransportRequest(
             url: url, headers: headers, connectTimeout: connectTimeout, idleTimeout: idleTimeout, caFile: caFile)
+        request.maxReceiveRate = maxBytesPerSecond.map { max(1, $0 / Int64(max(1, connections))) }
+        request.sharedRate = sharedRate
+        return request
     }
 }
 
@@ -170,8 +174,6 @@ package final class FileDownloader: Sendable {
             let current = chain.current
             var request = options.request(current, headers: chain.headers)
             for (name, value) in attempt.machine.resumeHeaders() { request.headers.replace(name, value) }
-            request.maxReceiveRate = options.maxBytesPerSecond
-            request.sharedRate = options.sharedRate
             let task = transport.start(request, handler: attempt)
             let result = await withTaskCancellationHandler {
                 await task.finished()

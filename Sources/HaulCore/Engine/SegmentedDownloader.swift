@@ -175,11 +175,10 @@ package final class SegmentedDownloader: Sendable {
         let probeLimit = probeLimit
         var chain = RedirectChain(url: url, headers: options.headers, maxRedirects: options.maxRedirects)
         while true {
-            var request = options.request(chain.current, headers: chain.headers)
-            request.headers.replace("Range", "bytes=0-\(probeLimit - 1)")
             // Its answer may become the first range: paced like one.
-            request.maxReceiveRate = options.maxBytesPerSecond.map { max(1, $0 / Int64(segmentOptions.connections)) }
-            request.sharedRate = options.sharedRate
+            var request = options.request(
+                chain.current, headers: chain.headers, connections: segmentOptions.connections)
+            request.headers.replace("Range", "bytes=0-\(probeLimit - 1)")
             let head = ProbeFetch(limit: probeLimit)
             let task = transport.start(request, handler: head)
             // Ends with the answer's end, or with its head when a larger file's first range is
@@ -611,16 +610,14 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     }
 
     private func start(end: Int64) -> any TransportTask {
-        var request = run.options.request(run.url, headers: run.headers)
+        // The download's limit is shared by its connections.
+        var request = run.options.request(run.url, headers: run.headers, connections: run.connections)
         request.headers.replace("Range", "bytes=\(cursor)-\(end - 1)")
         if let etag = run.probe.etag {
             request.headers.replace("If-Range", etag)
         } else if let lastModified = run.probe.lastModified {
             request.headers.replace("If-Range", lastModified)
         }
-        // The download's limit is shared by its connections.
-        request.maxReceiveRate = run.options.maxBytesPerSecond.map { max(1, $0 / Int64(run.connections)) }
-        request.sharedRate = run.options.sharedRate
         return run.transport.start(request, handler: self)
     }
 
