@@ -150,7 +150,7 @@ public final class DownloadManager: Sendable {
         mutating func insert(_ item: Item) {
             items[item.id] = item
             counts[item.state, default: 0] += 1
-            if item.state == .running { runningByHost[DownloadManager.hostKey(item.url), default: 0] += 1 }
+            if item.state == .running { runningByHost[item.url.originKey, default: 0] += 1 }
             if item.state == .queued { enqueue(item.id) }
         }
 
@@ -158,7 +158,7 @@ public final class DownloadManager: Sendable {
             guard let item = items[id], item.state != state else { return }
             counts[item.state, default: 0] -= 1
             counts[state, default: 0] += 1
-            let host = DownloadManager.hostKey(item.url)
+            let host = item.url.originKey
             if item.state == .running { runningByHost[host, default: 0] -= 1 }
             if state == .running { runningByHost[host, default: 0] += 1 }
             items[id]!.state = state
@@ -433,10 +433,6 @@ public final class DownloadManager: Sendable {
 
     // MARK: - Scheduling
 
-    fileprivate static func hostKey(_ url: URL) -> String {
-        "\(url.scheme ?? "")://\(url.host ?? ""):\(url.port ?? (url.scheme == "https" ? 443 : 80))"
-    }
-
     private func schedule() {
         let starts = inner.withLock { s -> [(UUID, DownloadTask)] in
             guard !s.shutDown else { return [] }
@@ -457,7 +453,7 @@ public final class DownloadManager: Sendable {
                     }
                     continue
                 }
-                guard s.runningByHost[Self.hostKey(item.url), default: 0] < configuration.maxDownloadsPerHost else {
+                guard s.runningByHost[item.url.originKey, default: 0] < configuration.maxDownloadsPerHost else {
                     index += 1
                     continue
                 }

@@ -14,13 +14,8 @@ package final class HostLimitedTransport: HTTPTransport {
         self.limit = max(1, limit)
     }
 
-    package static func hostKey(_ url: URL) -> String {
-        let scheme = url.scheme?.lowercased() ?? ""
-        return "\(scheme)://\(url.host?.lowercased() ?? ""):\(url.port ?? (scheme == "https" ? 443 : 80))"
-    }
-
     package func start(_ request: TransportRequest, handler: any TransportHandler) -> any TransportTask {
-        let host = Self.hostKey(request.url)
+        let host = request.url.originKey
         let transfer = QueuedTransfer { [self] in release(host) }
         let now = hosts.withLock { h -> Bool in
             var entry = h[host] ?? (0, [])
@@ -135,4 +130,13 @@ private final class QueuedTransfer: TransportTask, @unchecked Sendable {
     }
 
     func finished() async -> Result<Void, TransportError> { await done.value() }
+}
+
+extension URL {
+    /// Scheme, host and port (the default port when none is given), lower-cased: the key of the
+    /// per-host caps, the manager's on downloads and this transport's on connections.
+    package var originKey: String {
+        let scheme = self.scheme?.lowercased() ?? ""
+        return "\(scheme)://\(host?.lowercased() ?? ""):\(port ?? (scheme == "https" ? 443 : 80))"
+    }
 }
