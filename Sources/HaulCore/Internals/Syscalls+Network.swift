@@ -96,14 +96,21 @@ extension Sys {
             defer { cursor = entry.pointee.ai_next }
             guard let sa = entry.pointee.ai_addr else { continue }
             let bytes = Array(UnsafeRawBufferPointer(start: sa, count: Int(entry.pointee.ai_addrlen)))
-            var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-            _ = getnameinfo(sa, entry.pointee.ai_addrlen, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST)
-            let numeric = text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            let numeric = numericHost(sa, length: entry.pointee.ai_addrlen) ?? ""
             if !result.contains(where: { $0.text == numeric }) {
                 result.append(ResolvedAddress(family: entry.pointee.ai_family, sockaddr: bytes, text: numeric))
             }
         }
         return result
+    }
+
+    /// An address as numeric text (`10.0.0.1`, `fe80::1%eth0`), nil when getnameinfo fails.
+    package static func numericHost(_ address: UnsafePointer<sockaddr>, length: socklen_t) -> String? {
+        var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        guard getnameinfo(address, length, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST) == 0 else {
+            return nil
+        }
+        return text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
     /// Whether the kernel has a route to `address`: connecting a UDP socket looks the route up

@@ -153,12 +153,9 @@ package enum NetworkProbe {
             guard let sa = entry.pointee.ifa_addr else { continue }
             let family = Int32(sa.pointee.sa_family)
             guard family == AF_INET || family == AF_INET6 else { continue }
-            var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
             let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
-            guard getnameinfo(sa, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
-            let name = String(cString: entry.pointee.ifa_name)
-            let address = host.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-            result[name, default: []].append(address)
+            guard let address = Sys.numericHost(sa, length: length) else { continue }
+            result[String(cString: entry.pointee.ifa_name), default: []].append(address)
         }
         return result
     }
