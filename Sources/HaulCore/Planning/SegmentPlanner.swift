@@ -39,16 +39,12 @@ package struct SegmentPlanner: Sendable, Equatable {
             add(start: 0, end: first, done: false)
             segments[0].active = true
             position = first
-            let n = Int64(max(1, min(Int64(connections), total / self.minSplit)))
-            let share = total / n
-            if share - first >= self.minSplit {
-                var shares = [ByteRange(first, share)]
-                for i in 1..<n { shares.append(ByteRange(total * i / n, total * (i + 1) / n)) }
+            var shares = equalPieces(of: ByteRange(0, total), atMost: connections)
+            if shares[0].end - first >= self.minSplit {
+                shares[0] = ByteRange(first, shares[0].end)
                 planned = shares
             } else {
-                let rest = total - first
-                let m = Int64(max(1, min(Int64(connections) - 1, rest / self.minSplit)))
-                planned = (0..<m).map { i in ByteRange(first + rest * i / m, first + rest * (i + 1) / m) }
+                planned = equalPieces(of: ByteRange(first, total), atMost: connections - 1)
             }
         }
         // Completed ranges become done segments; the gaps are the work.
@@ -62,9 +58,7 @@ package struct SegmentPlanner: Sendable, Equatable {
         var pieces: [ByteRange] = planned ?? gaps.filter { $0.count > 0 }
         if planned == nil, pieces.count == 1 {
             // One gap (a fresh download): equal pieces, none below the minimum.
-            let gap = pieces[0]
-            let n = Int64(max(1, min(Int64(connections), gap.count / self.minSplit)))
-            pieces = (0..<n).map { i in ByteRange(gap.start + gap.count * i / n, gap.start + gap.count * (i + 1) / n) }
+            pieces = equalPieces(of: pieces[0], atMost: connections)
         }
         // Several gaps (a resume): split the largest until there are enough pieces or they would
         // get too small.
@@ -79,6 +73,13 @@ package struct SegmentPlanner: Sendable, Equatable {
         }
         for p in pieces { add(start: p.start, end: p.end, done: false) }
         segments.sort { $0.start < $1.start }
+    }
+
+    /// `range` cut into at most `count` equal pieces (at least one), none below the minimum.
+    private func equalPieces(of range: ByteRange, atMost count: Int) -> [ByteRange] {
+        let n = max(1, min(Int64(count), range.count / minSplit))
+        return (0..<n).map { i in ByteRange(range.start + range.count * i / n, range.start + range.count * (i + 1) / n)
+        }
     }
 
     private mutating func add(start: Int64, end: Int64, done: Bool) {
