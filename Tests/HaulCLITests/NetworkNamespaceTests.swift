@@ -16,22 +16,14 @@ final class NamespacedHaul: Sendable {
 
     init(_ ns: NetworkNamespace, _ args: [String], in directory: String? = nil) throws {
         let (ip, argv) = ns.exec([CLI.binary.path] + args)
-        let p = Process()
-        p.executableURL = ip
-        p.arguments = argv
-        if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        let outPipe = Pipe()
-        let errPipe = Pipe()
-        p.standardOutput = outPipe
-        p.standardError = errPipe
-        p.standardInput = FileHandle.nullDevice
+        let (p, outPipe, errPipe) = try CLI.start(argv, in: directory, executable: ip)
+        // Read as it comes (what arrived before the handlers is still in the pipes).
         for (pipe, sink) in [(outPipe, out), (errPipe, err)] {
             pipe.fileHandleForReading.readabilityHandler = { (handle: FileHandle) in
                 let chunk = handle.availableData
                 if chunk.isEmpty { handle.readabilityHandler = nil } else { sink.withLock { $0.append(chunk) } }
             }
         }
-        try p.run()
         process = p
     }
 
