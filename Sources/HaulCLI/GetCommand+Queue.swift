@@ -11,7 +11,9 @@ extension GetCommand {
         configuration.maxDownloadsPerHost = jobs
         configuration.persistence = .ephemeral
         configuration.session = self.configuration
-        configuration.network = network
+        // Only watched when some URL needs it: downloads from this machine are never held, so a
+        // run of loopback URLs opens no netlink socket and reads no network state.
+        configuration.network = urls.contains(where: DownloadManager.needsNetwork) ? network : nil
         configuration.waitsForConnectivity = waitsForNetwork
         configuration.allowsCellularAccess = allowsCellular
         let manager = DownloadManager(configuration: configuration)
