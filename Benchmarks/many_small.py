@@ -33,35 +33,39 @@ def main():
             f.write(data)
         sums[name] = sha256(os.path.join(server.root, name))
     work = tempfile.mkdtemp(prefix="haul-bench-many-")
-    out = os.path.join(a.out_dir, f"haul-bench-many-{os.getpid()}") if a.out_dir else os.path.join(work, "out")
+    # Every run writes to a directory of its own, and all are removed at the end: deleting a
+    # thousand files right before the next client starts made ext4 skip the recently freed inodes
+    # one by one when it allocated new ones (perf: recently_deleted), a cost that grew run after run
+    # and had nothing to do with the client that paid it.
+    outs = os.path.join(a.out_dir, f"haul-bench-many-{os.getpid()}") if a.out_dir else os.path.join(work, "out")
     urls = os.path.join(work, "urls.txt")
     with open(urls, "w") as f:
         f.write("".join(server.url(n) + "\n" for n in names))
     curl_config = os.path.join(work, "curl.cfg")
     with open(curl_config, "w") as f:
         for n in names:
-            f.write(f'url = "{server.url(n)}"\noutput = "{os.path.join(out, n)}"\n')
+            f.write(f'url = "{server.url(n)}"\noutput = "{n}"\n')
     j = str(a.jobs)
     clients = {
         "curl": ["curl", "-s", "--parallel", "--parallel-max", j, "-K", curl_config],
-        "aria2c": [aria2, "-q", "-j", j, "--allow-overwrite=true", "--file-allocation=none", "-d", out, "-i", urls],
-        "haul": [os.path.abspath(a.haul), "get", "-q", "-j", j, "-d", out, "-i", urls],
+        "aria2c": [aria2, "-q", "-j", j, "--allow-overwrite=true", "--file-allocation=none", "-d", ".", "-i", urls],
+        "haul": [os.path.abspath(a.haul), "get", "-q", "-j", j, "-d", ".", "-i", urls],
     }
     results = {k: [] for k in clients}
     try:
-        for _ in range(a.runs):
+        for run in range(a.runs):
             for name, cmd in clients.items():
-                shutil.rmtree(out, ignore_errors=True)
+                out = os.path.join(outs, f"{name}-{run}")
                 os.makedirs(out)
                 os.sync()  # the previous client's writeback must not bill this one
-                results[name].append(measure(cmd))
+                results[name].append(measure(cmd, cwd=out))
                 for n in names:
                     if sha256(os.path.join(out, n)) != sums[n]:
                         sys.exit(f"{name}: {n} differs")
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(outs, ignore_errors=True)
     med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in results.items()}
     print(f"{a.files} files of {a.kib} KiB, {a.jobs} in parallel, median of {a.runs}; nproc={os.cpu_count()}")
     print(f"{'client':8} {'wall s':>8} {'cpu s':>8} {'rss MiB':>8}")

@@ -1,4 +1,9 @@
+#define _GNU_SOURCE
 #include "CHaulCurl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -140,3 +145,22 @@ int haul_multi_info_read_done(haul_curlm *m, haul_curl **easy, int *result) {
 
 struct haul_slist *haul_slist_append(struct haul_slist *l, const char *s) { return api.slist_append(l, s); }
 void haul_slist_free_all(struct haul_slist *l) { api.slist_free_all(l); }
+
+int haul_start_writeback(int fd) {
+#ifdef __linux__
+    return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE) == 0 ? 0 : errno;
+#else
+    (void)fd;
+    return 0;
+#endif
+}
+
+int haul_rename_noreplace(const char *from, const char *to) {
+#if defined(__linux__) && defined(RENAME_NOREPLACE)
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0 ? 0 : errno;
+#else
+    (void)from;
+    (void)to;
+    return ENOSYS;
+#endif
+}

@@ -345,12 +345,12 @@ struct DownloadTests {
         // The first pwrite past 1 MB fails with ENOSPC (once, as when space frees up later).
         let written = LockedCounter()
         let part = dest.path + ".part"
-        FaultInjection.install { call, count, path in
+        let hook = FaultInjection.add { call, count, path in
             guard call == .pwrite, path == part else { return nil }
             return written.add(count) > 1_000_000 && written.fireOnce() ? .noSpace : nil
         }
         let (result, _) = await run(testSession { $0.progressInterval = 0 }, url, to: .file(dest))
-        FaultInjection.install(nil)
+        FaultInjection.remove(hook)
         let error = try #require(result.error)
         #expect(error.code == .diskFull)
         #expect(error.message.contains("disk full") && error.message.contains("full.bin.part"))
@@ -362,6 +362,53 @@ struct DownloadTests {
         #expect(
             server.requests(path: "/full.bin").last?.rangeStart == Int(record.contiguousBytes),
             "\(server.requests(path: "/full.bin").map(\.range))")
+    }
+
+    /// One connection (the streaming path) and four (a small file comes whole with the probe).
+    @Test(arguments: [1, 4])
+    func aFileIsSyncedBeforeItIsRenamedEvenWithAChecksum(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("synced-\(connections).bin")
+        let part = dest.path + ".part"
+        // The sync of this partial fails: the download must fail before the rename, keeping the
+        // partial (the checksum check used to close the file first, and then it was never synced).
+        let hook = FaultInjection.add { call, _, path in call == .fsync && path == part ? Errno(EIO) : nil }
+        var options = DownloadOptions()
+        options.connections = connections
+        options.sha256 = HaulCore.SHA256.hexDigest(of: TestContent.bytes(count: 70000))
+        let (result, _) = await run(testSession(), server.url("/synced?size=70000"), to: .file(dest), options: options)
+        FaultInjection.remove(hook)
+        let error = try #require(result.error)
+        #expect(error.code == .fileSystem && error.message.contains("sync"), "\(error)")
+        #expect(!fileExists(dest.path))
+        expectFile(part, equals: TestContent.bytes(count: 70000))
+    }
+
+    @Test(arguments: [1, 4])
+    func aDestinationThatAppearsDuringTheDownloadIsNotReplaced(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("appeared-\(connections).bin")
+        let part = dest.path + ".part"
+        // Another program creates the destination just before the partial is renamed into place.
+        let hook = FaultInjection.add { call, _, path in
+            if call == .fsync && path == part {
+                _ = FileManager.default.createFile(atPath: dest.path, contents: Data("mine".utf8))
+            }
+            return nil
+        }
+        var options = DownloadOptions()
+        options.connections = connections
+        let (result, _) = await run(
+            testSession(), server.url("/appeared?size=70000"), to: .file(dest), options: options)
+        FaultInjection.remove(hook)
+        let error = try #require(result.error)
+        #expect(error.code == .destinationExists && error.message.contains("appeared during the download"), "\(error)")
+        #expect(bytes(at: dest.path) == Array("mine".utf8))
+        expectFile(part, equals: TestContent.bytes(count: 70000))
     }
 
     @Test func checksumIsVerified() async throws {

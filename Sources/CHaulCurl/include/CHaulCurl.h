@@ -110,4 +110,13 @@ enum {
     HAUL_CURL_HTTP_VERSION_1_1 = 2,
 };
 
+/// Starts writeback of a file's dirty pages without waiting (Linux sync_file_range with
+/// SYNC_FILE_RANGE_WRITE, which Swift's Glibc module does not declare); a no-op elsewhere.
+/// Returns 0 or an errno. Not libcurl: the one libc call Swift cannot see lives here too.
+int haul_start_writeback(int fd);
+/// rename(2) that fails with EEXIST instead of replacing `to` (renameat2 RENAME_NOREPLACE);
+/// returns 0 or an errno (ENOSYS where there is no renameat2, EINVAL where the file system
+/// cannot do it).
+int haul_rename_noreplace(const char *from, const char *to);
+
 #endif

@@ -195,7 +195,7 @@ package final class FileDownloader: Sendable {
                 }
                 do {
                     let bytes = attempt.machine.record?.totalLength ?? 0
-                    return .done(try finalize(attempt, bytes: bytes, alreadyComplete: true))
+                    return .done(try await finalize(attempt, bytes: bytes, alreadyComplete: true))
                 } catch { return .failed(error, transient: false) }
             case .restart(let reason)?:
                 return .restart(reason)
@@ -216,7 +216,7 @@ package final class FileDownloader: Sendable {
                             ), transient: true)
                     }
                     do {
-                        return .done(try finalize(attempt, bytes: have, alreadyComplete: false))
+                        return .done(try await finalize(attempt, bytes: have, alreadyComplete: false))
                     } catch { return .failed(error, transient: false) }
                 case .failure(let error):
                     let (haulError, transient) = classify(error, current)
@@ -238,12 +238,12 @@ package final class FileDownloader: Sendable {
     /// Verifies the checksum, renames the partial into place and reports the final progress.
     private func finalize(
         _ attempt: Attempt, bytes: Int64, alreadyComplete: Bool
-    ) throws(HaulError)
+    ) async throws(HaulError)
         -> DownloadOutcome
     {
         guard let partial = attempt.partial else { throw HaulError(.invalidResponse, "no partial file") }
         try partial.verify(sha256: options.sha256)
-        try partial.commit(replacing: options.overwrite)
+        try await partial.commit(replacing: options.overwrite)
         onEvent(
             .progress(
                 TransferProgress(

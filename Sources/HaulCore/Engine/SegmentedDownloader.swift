@@ -63,7 +63,7 @@ package final class SegmentedDownloader: Sendable {
         }
         if let whole = probe.wholeBody {
             let probe = probe
-            return try await Sys.offload { [self] () throws(HaulError) in try store(whole, of: probe, at: destination) }
+            return try await store(whole, of: probe, at: destination)
         }
         // Without a validator (no strong ETag, no Last-Modified) a change of the file between two
         // ranges could not be seen, and the parts could come from two versions: one connection.
@@ -130,7 +130,7 @@ package final class SegmentedDownloader: Sendable {
             ).run()
         }
         try partial.verify(sha256: options.sha256)
-        try partial.commit(replacing: options.overwrite)
+        try await partial.commit(replacing: options.overwrite)
         onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
     }
@@ -240,11 +240,37 @@ package final class SegmentedDownloader: Sendable {
         }
     }
 
-    /// A small file that came whole with the probe: written, verified and put in place.
-    private func store(_ body: [UInt8], of probe: Probe, at destination: String) throws(HaulError) -> DownloadOutcome {
+    /// A small file that came whole with the probe: written and verified on a Dispatch worker,
+    /// then synced and put in place.
+    private func store(
+        _ body: [UInt8], of probe: Probe, at destination: String
+    ) async throws(HaulError)
+        -> DownloadOutcome
+    {
+        let written = try await Sys.offload { [self] () throws(HaulError) in try write(body, of: probe, at: destination)
+        }
+        let partial: PartialFile
+        switch written {
+        case .alreadyComplete(let outcome): return outcome
+        case .written(let file): partial = file
+        }
+        try await partial.commit(replacing: options.overwrite)
+        let total = Int64(body.count)
+        onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
+        return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
+    }
+
+    private enum Written: Sendable {
+        case alreadyComplete(DownloadOutcome)
+        case written(PartialFile)
+    }
+
+    private func write(_ body: [UInt8], of probe: Probe, at destination: String) throws(HaulError) -> Written {
         let total = Int64(body.count)
         if !options.overwrite, let size = (try? Sys.fileSize(destination)) ?? nil {
-            if size == total { return DownloadOutcome(path: destination, bytes: size, alreadyComplete: true) }
+            if size == total {
+                return .alreadyComplete(DownloadOutcome(path: destination, bytes: size, alreadyComplete: true))
+            }
             throw .destinationExists(destination, size: size, serverSize: total)
         }
         let partial = PartialFile(destination: destination)
@@ -264,9 +290,7 @@ package final class SegmentedDownloader: Sendable {
         }
         if let failure { throw failure }
         try partial.verify(sha256: options.sha256)
-        try partial.commit(replacing: options.overwrite)
-        onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
-        return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
+        return .written(partial)
     }
 }
 

@@ -8,7 +8,11 @@ import Foundation
 
 /// `<dest>.part` plus its resume record `<dest>.haul`, written in an order that keeps the record
 /// honest: data is written, fsync()ed, and only then does an atomically replaced record claim it.
-package final class PartialFile {
+///
+/// Unchecked `Sendable`: it passes between the threads of one download, which use it one at a
+/// time (positional writes of several ranges at distinct offsets aside); the owner opens,
+/// checkpoints and commits it once the writers have stopped.
+package final class PartialFile: @unchecked Sendable {
     package let destination: String
     package var partPath: String { destination + ".part" }
     package var recordPath: String { destination + ResumeRecord.fileExtension }
@@ -51,6 +55,14 @@ package final class PartialFile {
     /// Opens the partial for writing at `offset`, dropping anything after it (bytes past the last
     /// checkpoint may not have reached the disk).
     package func open(at offset: Int64) throws(HaulError) {
+        // A fresh partial is created empty: no truncate (on ext4 a truncate to zero also makes
+        // close() start writeback, meant for programs that rewrite a file in place).
+        if fd < 0, offset == 0, let created = try? Sys.open(partPath, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW) {
+            fd = created
+            writtenBytes = 0
+            durableBytes = 0
+            return
+        }
         if fd < 0 {
             // O_NOFOLLOW: a symlink planted at the partial's name must not redirect our writes.
             do { fd = try Sys.open(partPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644) } catch {
@@ -92,7 +104,7 @@ package final class PartialFile {
     /// fsync()s the data, then atomically replaces the record so it claims exactly the synced bytes.
     package func checkpoint(_ record: ResumeRecord) throws(HaulError) {
         if fd >= 0 {
-            do { try Sys.fsync(fd) } catch { throw .fileSystem(error, "sync", path: partPath) }
+            do { try Sys.fsync(fd, path: partPath) } catch { throw .fileSystem(error, "sync", path: partPath) }
         }
         do { try Sys.writeFileAtomically(recordPath, record.encoded()) } catch {
             throw .fileSystem(error, "write", path: recordPath)
@@ -125,19 +137,25 @@ package final class PartialFile {
         durableBytes = 0
     }
 
-    /// Syncs and renames the partial into place, then removes the record. A crash in between
-    /// leaves the finished file and a stale record, which the next run finds complete and removes.
-    package func commit(replacing: Bool) throws(HaulError) {
-        if fd >= 0 {
-            do { try Sys.fsync(fd) } catch { throw .fileSystem(error, "sync", path: partPath) }
+    /// Syncs (in a group with other files finishing now, see ``SyncBatcher``) and renames the
+    /// partial into place, then removes the record. A crash in between leaves the finished file
+    /// and a stale record, which the next run finds complete and removes.
+    package func commit(replacing: Bool, syncs: SyncBatcher = .shared) async throws(HaulError) {
+        if fd >= 0, let error = await syncs.sync(fd, path: partPath) {
+            throw .fileSystem(error, "sync", path: partPath)
         }
         close()
-        if !replacing, (try? Sys.fileSize(destination)) ?? nil != nil {
+        do {
+            if replacing {
+                try Sys.rename(partPath, destination)
+            } else {
+                try Sys.renameNoReplace(partPath, destination)
+            }
+        } catch  where error == .fileExists {
             throw HaulError(
                 .destinationExists, "\(destination) appeared during the download; the data is in \(partPath)",
                 path: destination)
-        }
-        do { try Sys.rename(partPath, destination) } catch {
+        } catch {
             throw .fileSystem(error, "rename into", path: destination)
         }
         // No directory fsync here: the data was synced before the rename, so whichever name
@@ -151,7 +169,7 @@ package final class PartialFile {
     /// deletes it (and its record) and throws ``HaulError/Code/checksumMismatch``.
     package func verify(sha256 expected: String?) throws(HaulError) {
         guard let expected = expected?.lowercased() else { return }
-        close()
+        // The file stays open: the commit that follows must still sync it.
         let actual: String
         do { actual = try SHA256.hexDigest(ofFile: partPath) } catch {
             throw .fileSystem(error, "read", path: partPath)
