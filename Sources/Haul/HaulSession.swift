@@ -211,7 +211,8 @@ public final class HaulSession: Sendable {
             switch event {
             case .started(let status, let url, let destination, let offset, let total):
                 let start = DownloadStart(
-                    status: status, url: url, destination: URL(fileURLWithPath: destination), offset: offset,
+                    status: status, url: url, destination: URL(filePath: destination, directoryHint: .notDirectory),
+                    offset: offset,
                     totalBytes: total)
                 started.set(start)
                 events(.started(start))
@@ -234,7 +235,8 @@ public final class HaulSession: Sendable {
             outcome = try await downloader.run()
         }
         var result = DownloadResult(
-            fileURL: URL(fileURLWithPath: outcome.path), bytes: outcome.bytes, alreadyComplete: outcome.alreadyComplete)
+            fileURL: URL(filePath: outcome.path, directoryHint: .notDirectory), bytes: outcome.bytes,
+            alreadyComplete: outcome.alreadyComplete)
         if let placement {
             let temporary = result.fileURL
             let start =

@@ -217,7 +217,7 @@ struct GetCommand {
         var entries: [(raw: String, out: String?, dir: String?)] = []
         let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
         for (number, line) in lines.enumerated() {
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            let trimmed = line.trimmingASCIIWhitespace()
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             if line.first == " " || line.first == "\t" {
                 guard !entries.isEmpty, let eq = trimmed.firstIndex(of: "=") else {

@@ -138,12 +138,17 @@ package final class PartialFile: @unchecked Sendable {
     }
 
     /// Syncs (in a group with other files finishing now, see ``SyncBatcher``) and renames the
-    /// partial into place, then removes the record. A crash in between leaves the finished file
-    /// and a stale record, which the next run finds complete and removes.
+    /// partial into place on the file worker (``Sys/offload(_:)``, where partials are created:
+    /// one thread in the directory), then removes the record. A crash in between leaves the
+    /// finished file and a stale record, which the next run finds complete and removes.
     package func commit(replacing: Bool, syncs: SyncBatcher = .shared) async throws(HaulError) {
         if fd >= 0, let error = await syncs.sync(fd, path: partPath) {
             throw .fileSystem(error, "sync", path: partPath)
         }
+        try await Sys.offload { [self] () throws(HaulError) in try putInPlace(replacing: replacing) }
+    }
+
+    private func putInPlace(replacing: Bool) throws(HaulError) {
         close()
         do {
             if replacing {

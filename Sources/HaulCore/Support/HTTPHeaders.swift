@@ -189,12 +189,19 @@ package enum SafeFileName {
     package static func sanitize(_ raw: String) -> String? {
         // Only the last path component counts, with either separator.
         let lastComponent = raw.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
-        var name = String(
-            String.UnicodeScalarView(
-                lastComponent.unicodeScalars.filter {
-                    !($0.properties.generalCategory == .control || $0 == "\u{7F}" || $0.value == 0)
-                }))
-        name = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        var name: String
+        if lastComponent.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) {
+            // Printable ASCII, the usual case: no controls to drop, only ASCII spaces to trim
+            // (the Unicode path below goes through NSString on Linux, per file of a long list).
+            name = lastComponent.trimmingASCIIWhitespace()
+        } else {
+            name = String(
+                String.UnicodeScalarView(
+                    lastComponent.unicodeScalars.filter {
+                        !($0.properties.generalCategory == .control || $0 == "\u{7F}" || $0.value == 0)
+                    }))
+            name = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
         while name.hasPrefix(".") || name.hasPrefix("-") { name.removeFirst() }
         if name.isEmpty || name == "." || name == ".." { return nil }
         if name.utf8.count > maxBytes {
