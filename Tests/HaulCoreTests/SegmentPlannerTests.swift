@@ -18,6 +18,14 @@ struct SegmentPlannerTests {
                 [0, 1000], [1000, 2250], [2250, 4500], [4500, 6750], [6750, 9000],
             ])
         #expect(p.segments.map(\.active) == [true, false, false, false, false], "the first is already running")
+        // The other connections take the full shares; the spare is left for the probe's connection,
+        // so each carries 2250 bytes (before: the first free connection took the spare).
+        var taking = p
+        let taken = (0..<3).compactMap { _ in taking.assign() }.map { [$0.start, $0.end] }
+        #expect(taken.sorted { $0[0] < $1[0] } == [[2250, 4500], [4500, 6750], [6750, 9000]])
+        taking.advance(0, to: 1000)
+        taking.release(0)
+        #expect(taking.assign().map { [$0.start, $0.end] } == [1000, 2250])
         // A spare below the minimum is not planned: the rest goes to the other connections.
         let q = SegmentPlanner(total: 8_000, connections: 4, minSplit: 1_000, first: 2_000)
         #expect(q.segments.map { [$0.start, $0.end] } == [[0, 2000], [2000, 4000], [4000, 6000], [6000, 8000]])

@@ -91,9 +91,13 @@ package struct SegmentPlanner: Sendable, Equatable {
     package var isComplete: Bool { segments.allSatisfy(\.isDone) }
     package var completedBytes: Int64 { segments.reduce(0) { $0 + ($1.cursor - $1.start) } }
 
-    /// Work for a free connection: an untaken segment, else half of the largest running one.
+    /// Work for a free connection: the largest untaken segment, else half of the largest
+    /// running one. Largest first, so that the short ones (the spare piece after the probe's
+    /// answer, a small gap of a resume) go to connections that are free early and all end together.
     package mutating func assign() -> Segment? {
-        if let i = segments.firstIndex(where: { !$0.active && !$0.isDone }) {
+        let untaken = segments.indices.filter { !segments[$0].active && !segments[$0].isDone }
+        // max(by:) keeps the first of equals: equal shares go out in file order.
+        if let i = untaken.max(by: { segments[$0].remaining < segments[$1].remaining }) {
             segments[i].active = true
             return segments[i]
         }
