@@ -307,7 +307,7 @@ public final class DownloadManager: Sendable {
         progress: (@Sendable (TransferProgress) -> Void)? = nil,
         completion: (@Sendable (Result<DownloadResult, HaulError>) -> Void)? = nil
     ) -> UUID {
-        let id = UUID()
+        let id = UUID.random()
         inner.withLock { s in
             s.options[id] = options
             s.sequence += 1
@@ -622,5 +622,23 @@ public func withDownloadManager<R>(
     } catch {
         await manager.shutdown()
         throw error
+    }
+}
+
+extension UUID {
+    /// A version 4 UUID from the system generator (two getrandom(2) calls). Foundation's
+    /// `UUID()` on Linux opens, reads and closes /dev/urandom for each one: three syscalls per
+    /// queued download, a thousand times for a long list.
+    static func random() -> UUID {
+        var g = SystemRandomNumberGenerator()
+        let (high, low) = (g.next(), g.next())  // one getrandom each
+        var bytes = (0..<16).map { i in UInt8(truncatingIfNeeded: (i < 8 ? high : low) >> (8 * (i % 8))) }
+        bytes[6] = bytes[6] & 0x0F | 0x40  // version 4
+        bytes[8] = bytes[8] & 0x3F | 0x80  // RFC 4122 variant
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
     }
 }

@@ -40,6 +40,21 @@ struct DownloadManagerTests {
         #expect(aggregate.completedBytes == 2_400_000 && aggregate.fraction == 1)
     }
 
+    @Test func idsAreDistinctRandomUUIDs() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let manager = DownloadManager(configuration: configuration())
+        let ids = (0..<50).map { i in manager.add(server.url("/id\(i).bin?size=10"), to: .directory(dir.url)) }
+        await manager.waitUntilIdle()
+        #expect(Set(ids).count == 50)
+        for id in ids {
+            let text = Array(id.uuidString)
+            #expect(text[14] == "4" && "89AB".contains(text[19]), "\(id) is not a version 4 UUID")
+        }
+        #expect(Set(manager.items.map(\.id)) == Set(ids))
+    }
+
     @Test func perHostCapIsSharedByAllDownloadsToThatHost() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
