@@ -242,8 +242,7 @@ package final class FileDownloader: Sendable {
         -> DownloadOutcome
     {
         guard let partial = attempt.partial else { throw HaulError(.invalidResponse, "no partial file") }
-        try partial.verify(sha256: options.sha256)
-        try await partial.commit(replacing: options.overwrite)
+        try await partial.commit(replacing: options.overwrite, verifying: options.sha256)
         onEvent(
             .progress(
                 TransferProgress(

@@ -129,8 +129,7 @@ package final class SegmentedDownloader: Sendable {
                 url: url, target: .file(destination), options: fresh, transport: transport, onEvent: onEvent
             ).run()
         }
-        try partial.verify(sha256: options.sha256)
-        try await partial.commit(replacing: options.overwrite)
+        try await partial.commit(replacing: options.overwrite, verifying: options.sha256)
         onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
     }
@@ -240,8 +239,8 @@ package final class SegmentedDownloader: Sendable {
         }
     }
 
-    /// A small file that came whole with the probe: written and verified on a Dispatch worker,
-    /// then synced and put in place.
+    /// A small file that came whole with the probe: written on the file worker, then verified,
+    /// synced and put in place.
     private func store(
         _ body: [UInt8], of probe: Probe, at destination: String
     ) async throws(HaulError)
@@ -254,7 +253,7 @@ package final class SegmentedDownloader: Sendable {
         case .alreadyComplete(let outcome): return outcome
         case .written(let file): partial = file
         }
-        try await partial.commit(replacing: options.overwrite)
+        try await partial.commit(replacing: options.overwrite, verifying: options.sha256)
         let total = Int64(body.count)
         onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
@@ -289,7 +288,6 @@ package final class SegmentedDownloader: Sendable {
             }
         }
         if let failure { throw failure }
-        try partial.verify(sha256: options.sha256)
         return .written(partial)
     }
 }

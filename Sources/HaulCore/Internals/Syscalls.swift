@@ -302,11 +302,14 @@ extension Sys {
     /// directory contend for its lock, and on ext4 the waiter spins; sixteen small downloads
     /// finishing at once took a quarter longer to write from two threads than from one
     /// (measured on this machine's disk; no difference on tmpfs). Syncs go to ``SyncBatcher``.
+    /// Work that touches no directory and may take long (hashing a large file) passes
+    /// `onFileWorker: false` and runs on any Dispatch worker, so that the creates and renames of
+    /// other downloads do not wait behind it.
     package static func offload<T: Sendable>(
-        _ body: @escaping @Sendable () throws(HaulError) -> T
+        onFileWorker: Bool = true, _ body: @escaping @Sendable () throws(HaulError) -> T
     ) async throws(HaulError) -> T {
         let result = await withCheckedContinuation { (c: CheckedContinuation<Result<T, HaulError>, Never>) in
-            fileWorker.async {
+            (onFileWorker ? fileWorker : DispatchQueue.global()).async {
                 do throws(HaulError) { c.resume(returning: .success(try body())) } catch {
                     c.resume(returning: .failure(error))
                 }

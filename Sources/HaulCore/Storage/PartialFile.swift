@@ -141,7 +141,15 @@ package final class PartialFile: @unchecked Sendable {
     /// partial into place on the file worker (``Sys/offload(_:)``, where partials are created:
     /// one thread in the directory), then removes the record. A crash in between leaves the
     /// finished file and a stale record, which the next run finds complete and removes.
-    package func commit(replacing: Bool, syncs: SyncBatcher = .shared) async throws(HaulError) {
+    ///
+    /// With `sha256`, the file is first checked against it (hex, any case) on a Dispatch worker:
+    /// a mismatch deletes it and its record and throws ``HaulError/Code/checksumMismatch``.
+    package func commit(
+        replacing: Bool, verifying sha256: String? = nil, syncs: SyncBatcher = .shared
+    ) async throws(HaulError) {
+        if let sha256 {
+            try await Sys.offload(onFileWorker: false) { [self] () throws(HaulError) in try verify(sha256: sha256) }
+        }
         if fd >= 0, let error = await syncs.sync(fd, path: partPath) {
             throw .fileSystem(error, "sync", path: partPath)
         }
@@ -172,8 +180,8 @@ package final class PartialFile: @unchecked Sendable {
 
     /// Checks the finished partial against an expected SHA-256 (hex, any case); a mismatch
     /// deletes it (and its record) and throws ``HaulError/Code/checksumMismatch``.
-    package func verify(sha256 expected: String?) throws(HaulError) {
-        guard let expected = expected?.lowercased() else { return }
+    private func verify(sha256 expected: String) throws(HaulError) {
+        let expected = expected.lowercased()
         // The file stays open: the commit that follows must still sync it.
         let actual: String
         do { actual = try SHA256.hexDigest(ofFile: partPath) } catch {
