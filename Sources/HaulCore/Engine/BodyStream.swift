@@ -31,7 +31,7 @@ package final class BodyStream: TransportHandler, @unchecked Sendable {
     > {
         let task = transport.start(request, handler: self)
         state.withLock { $0.task = task }
-        Task { self.finish(await task.finished()) }
+        task.onFinish { self.finish($0) }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { c in
                 let ready = state.withLock { s -> Result<TransportResponse, TransportError>? in

@@ -309,14 +309,10 @@ final class ProbeFetch: TransportHandler, @unchecked Sendable {
 
     /// Waits for the end of the answer, or only for its head when it is held (then nil).
     func headOrEnd(of task: any TransportTask) async -> Result<Void, TransportError>? {
-        let ended = Task {
-            let result = await task.finished()
-            head.fulfill(())  // no head at all (refused, say)
-            return result
-        }
+        task.onFinish { [head] _ in head.fulfill(()) }  // no head at all (refused, say)
         await head.value()
         if holding { return nil }  // the transfer goes on, paused, for a connection to adopt
-        return await ended.value
+        return await task.finished()
     }
 
     /// From now on the body goes to `handler` (a range fetch), from the first byte.

@@ -13,10 +13,7 @@ package final class CountingTransport: HTTPTransport {
         change(1)
         let task = base.start(request, handler: handler)
         let change = change
-        Task.detached {
-            _ = await task.finished()
-            change(-1)
-        }
+        task.onFinish { _ in change(-1) }
         return task
     }
 }

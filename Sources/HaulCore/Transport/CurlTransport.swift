@@ -168,6 +168,7 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
         transport.cancel(self)
     }
     func finished() async -> Result<Void, TransportError> { await done.value() }
+    func onFinish(_ body: @escaping @Sendable (Result<Void, TransportError>) -> Void) { done.whenFulfilled(body) }
     func complete(_ r: Result<Void, TransportError>) { done.fulfill(r) }
 
     func makeEasyHandle() -> Result<UnsafeMutableRawPointer, TransportError> {

@@ -92,6 +92,16 @@ package protocol TransportTask: Sendable {
     func cancel()
     /// Waits for the end of the transfer.
     func finished() async -> Result<Void, TransportError>
+    /// Calls `body` once, when the transfer ends (at once if it has ended), on whichever thread
+    /// ends it: for bookkeeping that should not cost a task per transfer.
+    func onFinish(_ body: @escaping @Sendable (Result<Void, TransportError>) -> Void)
+}
+
+extension TransportTask {
+    /// A task that awaits ``finished()``, for transports without a cheaper way.
+    package func onFinish(_ body: @escaping @Sendable (Result<Void, TransportError>) -> Void) {
+        Task.detached { body(await finished()) }
+    }
 }
 
 /// Sends HTTP requests. Implementations: ``CurlTransport`` (Linux default) and
@@ -102,19 +112,36 @@ package protocol HTTPTransport: Sendable {
 
 /// A value set once and awaited by any number of tasks.
 package final class OneShot<Value: Sendable>: Sendable {
-    private let state = Locked<(value: Value?, waiters: [CheckedContinuation<Value, Never>])>((nil, []))
+    private struct State {
+        var value: Value?
+        var waiters: [CheckedContinuation<Value, Never>] = []
+        var observers: [@Sendable (Value) -> Void] = []
+    }
+    private let state = Locked(State())
 
     package init() {}
 
-    /// Sets the value (the first call wins) and wakes the waiters.
+    /// Sets the value (the first call wins), calls the observers and wakes the waiters.
     package func fulfill(_ value: Value) {
-        let waiters = state.withLock { s -> [CheckedContinuation<Value, Never>] in
-            guard s.value == nil else { return [] }
+        let (waiters, observers) = state.withLock {
+            s -> ([CheckedContinuation<Value, Never>], [@Sendable (Value) -> Void]) in
+            guard s.value == nil else { return ([], []) }
             s.value = value
-            defer { s.waiters = [] }
-            return s.waiters
+            defer { (s.waiters, s.observers) = ([], []) }
+            return (s.waiters, s.observers)
         }
+        for o in observers { o(value) }
         for w in waiters { w.resume(returning: value) }
+    }
+
+    /// Calls `body` with the value once it is set (at once, if it is).
+    package func whenFulfilled(_ body: @escaping @Sendable (Value) -> Void) {
+        let ready = state.withLock { s -> Value? in
+            if let v = s.value { return v }
+            s.observers.append(body)
+            return nil
+        }
+        if let ready { body(ready) }
     }
 
     package var isFulfilled: Bool { state.withLock { $0.value != nil } }

@@ -96,8 +96,7 @@ private final class QueuedTransfer: TransportTask, @unchecked Sendable {
         }
         if pause { task.pause() }
         if cancel { task.cancel() }
-        Task.detached { [self] in
-            let result = await task.finished()
+        task.onFinish { [self] result in
             onEnd()
             done.fulfill(result)
         }
@@ -130,6 +129,7 @@ private final class QueuedTransfer: TransportTask, @unchecked Sendable {
     }
 
     func finished() async -> Result<Void, TransportError> { await done.value() }
+    func onFinish(_ body: @escaping @Sendable (Result<Void, TransportError>) -> Void) { done.whenFulfilled(body) }
 }
 
 extension URL {

@@ -154,6 +154,7 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
     }
 
     func finished() async -> Result<Void, TransportError> { await done.value() }
+    func onFinish(_ body: @escaping @Sendable (Result<Void, TransportError>) -> Void) { done.whenFulfilled(body) }
 
     func complete(_ error: (any Error)?) {
         let s = lock.withLock { $0 }
@@ -196,4 +197,5 @@ private final class FailedTask: TransportTask {
     func resume() {}
     func cancel() {}
     func finished() async -> Result<Void, TransportError> { .failure(error) }
+    func onFinish(_ body: @escaping @Sendable (Result<Void, TransportError>) -> Void) { body(.failure(error)) }
 }
