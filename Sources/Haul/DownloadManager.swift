@@ -135,6 +135,8 @@ public final class DownloadManager: Sendable {
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
         var shutDown = false
         var networkAllowed = true
+        /// The last path that was not allowed, while it lasts (for its reason).
+        var blockedPath: NetworkPath?
         var watcher: Task<Void, Never>?
         // Kept in step with the items so that scheduling never scans or sorts the whole list.
         var counts: [Item.State: Int] = [:]
@@ -238,6 +240,7 @@ public final class DownloadManager: Sendable {
         let allowed = allows(path)
         typealias Completion = @Sendable (Result<DownloadResult, HaulError>) -> Void
         let (stop, failed) = inner.withLock { s -> ([DownloadTask], [(Completion?, HaulError)]) in
+            s.blockedPath = allowed ? nil : path
             guard s.networkAllowed != allowed else { return ([], []) }
             s.networkAllowed = allowed
             if allowed {
@@ -272,6 +275,12 @@ public final class DownloadManager: Sendable {
         for (completion, error) in failed { completion?(.failure(error)) }
         changed(persist: true)
         schedule()
+    }
+
+    /// Why downloads wait for the network (or fail without it): the reason of the path the
+    /// manager last found unusable, such as "no default route"; nil while the network is usable.
+    public var networkUnavailableReason: String? {
+        inner.withLock { s in s.blockedPath.map { $0.reason ?? "the path is not allowed" } }
     }
 
     package static func noPath(_ path: NetworkPath) -> HaulError {
@@ -449,7 +458,8 @@ public final class DownloadManager: Sendable {
                     s.pending.remove(at: index)
                     s.set(id, configuration.waitsForConnectivity ? .waitingForNetwork : .failed)
                     if !configuration.waitsForConnectivity {
-                        s.items[id]!.error = HaulError(.networkUnavailable, "no usable network path")
+                        s.items[id]!.error =
+                            s.blockedPath.map(Self.noPath) ?? HaulError(.networkUnavailable, "no usable network path")
                     }
                     continue
                 }

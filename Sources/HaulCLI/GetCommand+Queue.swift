@@ -64,7 +64,12 @@ extension GetCommand {
             for await items in manager.updates {
                 for item in items where last[item.id] != item.state {
                     if item.state == .waitingForNetwork {
-                        output.json("waiting", [("id", numbers[item.id] ?? 0), ("reason", "no usable network")])
+                        output.json(
+                            "waiting",
+                            [
+                                ("id", numbers[item.id] ?? 0),
+                                ("reason", manager.networkUnavailableReason ?? "no usable network"),
+                            ])
                     } else if last[item.id] == .waitingForNetwork {
                         output.json("network", [("id", numbers[item.id] ?? 0), ("status", "satisfied")])
                     }

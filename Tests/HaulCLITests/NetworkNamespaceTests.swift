@@ -149,6 +149,8 @@ struct NetworkNamespaceTests {
             #expect(await eventually(timeout: 15) { server.bytesSent(path: "/q1.bin") > 300_000 }, "\(haul.stderr)")
             try await net.removeDefaultRoute()
             #expect(await eventually(timeout: 5) { haul.lines("event", "waiting").count == 2 }, "\(haul.stdoutLines)")
+            #expect(
+                haul.lines("event", "waiting").allSatisfy { $0.contains("no default route") }, "\(haul.stdoutLines)")
             try await Task.sleep(nanoseconds: 300_000_000)
             let sent = server.bytesSent(path: "/q1.bin") + server.bytesSent(path: "/q2.bin")
             try await Task.sleep(nanoseconds: 800_000_000)

@@ -107,8 +107,15 @@ struct NetworkPolicyTests {
         #expect(manager.item(id)?.error?.message == "no usable network: test")
         #expect(await eventually(timeout: 5) { reported.get()?.code == .networkUnavailable }, "its completion is told")
         #expect(manager.item(queued)?.state == .failed)
+        #expect(manager.networkUnavailableReason == "test")
+        // One added while the network is gone fails with the same reason.
+        let late = manager.add(server.url("/nowait3.bin?size=1000"), to: .directory(dir.url))
+        await manager.waitUntilIdle()
+        #expect(manager.item(late)?.error?.message == "no usable network: test")
         // The bytes stay for a later resume.
         #expect(await eventually(timeout: 5) { FileManager.default.fileExists(atPath: dir.file("nowait.bin.part")) })
+        network.send(.wired)
+        #expect(await eventually(timeout: 5) { manager.networkUnavailableReason == nil })
     }
 
     @Test func loopbackDownloadsAreNotHeldByDefault() async throws {
