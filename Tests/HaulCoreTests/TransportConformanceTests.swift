@@ -49,6 +49,23 @@ final class Collector: TransportHandler, @unchecked Sendable {
 
 @Suite("Transport conformance")
 struct TransportConformanceTests {
+    /// The curl thread sleeps in poll (up to a second) when it has nothing to do; a command
+    /// must wake it. A lost wake-up would cost that second per request: 20 s here.
+    @Test func aRequestWakesAnIdleCurlThread() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let transport = try CurlTransport()
+        let start = Date()
+        for i in 0..<20 {
+            try await Task.sleep(nanoseconds: 20_000_000)  // back to sleep in poll
+            let collector = Collector()
+            let task = transport.start(TransportRequest(url: server.url("/wake\(i)?size=100")), handler: collector)
+            let result = await task.finished()
+            #expect((try? result.get()) != nil && collector.count == 100, "\(result)")
+        }
+        #expect(Date().timeIntervalSince(start) < 10)
+    }
+
     func fetch(
         _ kind: TransportKind, _ url: URL, headers: [(String, String)] = [], idle: Double = 30,
         collector: Collector = Collector()

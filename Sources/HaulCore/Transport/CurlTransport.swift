@@ -25,8 +25,14 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
         case cancel(CurlTransfer)
     }
 
+    /// Commands for the multi thread, and whether it sleeps in poll (then a command wakes it).
+    private struct Inbox {
+        var commands: [Command] = []
+        var polling = false
+    }
+
     private let multi: UnsafeMutableRawPointer
-    private let commands = Locked<[Command]>([])
+    private let inbox = Locked(Inbox())
     // Owned by the multi thread.
     private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
 
@@ -58,18 +64,25 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
     fileprivate func resume(_ t: CurlTransfer) { submit(.resume(t)) }
     fileprivate func cancel(_ t: CurlTransfer) { submit(.cancel(t)) }
 
+    /// Queues a command; wakes the multi thread only when it sleeps in poll (a wake-up is a
+    /// write to curl's socket pair and a read on the other side: two syscalls per command when
+    /// the thread was busy anyway, as with a thousand small downloads).
     private func submit(_ command: Command) {
-        commands.withLock { $0.append(command) }
-        _ = haul_multi_wakeup(multi)
+        let sleeping = inbox.withLock { inbox -> Bool in
+            inbox.commands.append(command)
+            defer { inbox.polling = false }
+            return inbox.polling
+        }
+        if sleeping { _ = haul_multi_wakeup(multi) }
     }
 
     private func run() {
         var running: Int32 = 0
         var numfds: Int32 = 0
         while true {
-            let batch = commands.withLock { c -> [Command] in
-                defer { c = [] }
-                return c
+            let batch = inbox.withLock { inbox -> [Command] in
+                defer { inbox.commands = [] }
+                return inbox.commands
             }
             for command in batch { handle(command) }
             // Transfers paused by their rate limit continue when their time comes.
@@ -87,7 +100,14 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
             let nextPace = active.values.compactMap(\.paceUntil).min()
             let wait =
                 nextPace.map { max(0, min(1000, Int32((($0 - monotonicSeconds()) * 1000).rounded(.up)))) } ?? 1000
+            // Sleep only with no command waiting; one that arrives from here on wakes the poll.
+            let idle = inbox.withLock { inbox -> Bool in
+                inbox.polling = inbox.commands.isEmpty
+                return inbox.polling
+            }
+            guard idle else { continue }
             _ = haul_multi_poll(multi, wait, &numfds)
+            inbox.withLock { $0.polling = false }
         }
     }
 
