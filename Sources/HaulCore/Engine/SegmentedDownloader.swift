@@ -239,29 +239,35 @@ package final class SegmentedDownloader: Sendable {
         }
     }
 
-    /// A small file that came whole with the probe: written on the file worker, then verified,
-    /// synced and put in place.
+    /// A small file that came whole with the probe: written, synced and put in place in one job
+    /// on the ``FileWorker`` (with a checksum, verified in between).
     private func store(
         _ body: [UInt8], of probe: Probe, at destination: String
     ) async throws(HaulError)
         -> DownloadOutcome
     {
-        let written = try await Sys.offload { [self] () throws(HaulError) in try write(body, of: probe, at: destination)
+        let total = Int64(body.count)
+        let checks = options.sha256 != nil
+        let written = try await FileWorker.shared.perform { [self] () throws(HaulError) -> FileWorker.Step<Written> in
+            let written = try write(body, of: probe, at: destination)
+            guard case .written(let partial) = written, !checks else { return .done(written) }
+            return try partial.committing(replacing: options.overwrite, then: .committed)
         }
-        let partial: PartialFile
         switch written {
         case .alreadyComplete(let outcome): return outcome
-        case .written(let file): partial = file
+        case .written(let partial): try await partial.commit(replacing: options.overwrite, verifying: options.sha256)
+        case .committed: break
         }
-        try await partial.commit(replacing: options.overwrite, verifying: options.sha256)
-        let total = Int64(body.count)
         onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
     }
 
     private enum Written: Sendable {
         case alreadyComplete(DownloadOutcome)
+        /// Written, to be verified and committed.
         case written(PartialFile)
+        /// Written and committed.
+        case committed
     }
 
     private func write(_ body: [UInt8], of probe: Probe, at destination: String) throws(HaulError) -> Written {

@@ -293,23 +293,15 @@ package enum Sys {
 @inline(__always) private func c_stat(_ p: String, _ st: UnsafeMutablePointer<stat>) -> Int32 { stat(p, st) }
 @inline(__always) private func c_mkdir(_ p: String, _ m: mode_t) -> Int32 { mkdir(p, m) }
 
-private let fileWorker = DispatchQueue(label: "haul.files")
-
 extension Sys {
-    /// Runs blocking file work on the process's one file worker (a serial Dispatch queue)
-    /// instead of one of the few threads of Swift's cooperative pool, which stays free for
-    /// everything else. One worker, not one per download: files created at the same time in one
-    /// directory contend for its lock, and on ext4 the waiter spins; sixteen small downloads
-    /// finishing at once took a quarter longer to write from two threads than from one
-    /// (measured on this machine's disk; no difference on tmpfs). Syncs go to ``SyncBatcher``.
-    /// Work that touches no directory and may take long (hashing a large file) passes
-    /// `onFileWorker: false` and runs on any Dispatch worker, so that the creates and renames of
-    /// other downloads do not wait behind it.
+    /// Runs long blocking work that touches no directory (hashing a large file) on any Dispatch
+    /// worker instead of one of the few threads of Swift's cooperative pool. File-system work of
+    /// downloads (creates, syncs, renames) goes to ``FileWorker``.
     package static func offload<T: Sendable>(
-        onFileWorker: Bool = true, _ body: @escaping @Sendable () throws(HaulError) -> T
+        _ body: @escaping @Sendable () throws(HaulError) -> T
     ) async throws(HaulError) -> T {
         let result = await withCheckedContinuation { (c: CheckedContinuation<Result<T, HaulError>, Never>) in
-            (onFileWorker ? fileWorker : DispatchQueue.global()).async {
+            DispatchQueue.global().async {
                 do throws(HaulError) { c.resume(returning: .success(try body())) } catch {
                     c.resume(returning: .failure(error))
                 }

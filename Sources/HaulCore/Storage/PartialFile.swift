@@ -137,23 +137,34 @@ package final class PartialFile: @unchecked Sendable {
         durableBytes = 0
     }
 
-    /// Syncs (in a group with other files finishing now, see ``SyncBatcher``) and renames the
-    /// partial into place on the file worker (``Sys/offload(_:)``, where partials are created:
-    /// one thread in the directory), then removes the record. A crash in between leaves the
-    /// finished file and a stale record, which the next run finds complete and removes.
+    /// Syncs (in a group with other files finishing now) and renames the partial into place on
+    /// the ``FileWorker``, then removes the record. A crash in between leaves the finished file
+    /// and a stale record, which the next run finds complete and removes.
     ///
     /// With `sha256`, the file is first checked against it (hex, any case) on a Dispatch worker:
     /// a mismatch deletes it and its record and throws ``HaulError/Code/checksumMismatch``.
     package func commit(
-        replacing: Bool, verifying sha256: String? = nil, syncs: SyncBatcher = .shared
+        replacing: Bool, verifying sha256: String? = nil, on worker: FileWorker = .shared
     ) async throws(HaulError) {
         if let sha256 {
-            try await Sys.offload(onFileWorker: false) { [self] () throws(HaulError) in try verify(sha256: sha256) }
+            try await Sys.offload { [self] () throws(HaulError) in try verify(sha256: sha256) }
         }
-        if fd >= 0, let error = await syncs.sync(fd, path: partPath) {
-            throw .fileSystem(error, "sync", path: partPath)
+        try await worker.perform { [self] () throws(HaulError) in try committing(replacing: replacing, then: ()) }
+    }
+
+    /// The commit as a step of a job already on the ``FileWorker`` (which wrote the file, say):
+    /// the sync, then the rename, then `value`.
+    /// Run on the worker.
+    package func committing<T: Sendable>(replacing: Bool, then value: T) throws(HaulError) -> FileWorker.Step<T> {
+        guard fd >= 0 else {  // nothing written here (already complete on disk)
+            try putInPlace(replacing: replacing)
+            return .done(value)
         }
-        try await Sys.offload { [self] () throws(HaulError) in try putInPlace(replacing: replacing) }
+        return .sync(fd: fd, path: partPath) { [self] error throws(HaulError) in
+            if let error { throw .fileSystem(error, "sync", path: partPath) }
+            try putInPlace(replacing: replacing)
+            return value
+        }
     }
 
     private func putInPlace(replacing: Bool) throws(HaulError) {

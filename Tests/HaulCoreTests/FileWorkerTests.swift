@@ -4,8 +4,8 @@ import Testing
 
 @testable import HaulCore
 
-@Suite("Finished files are synced in groups")
-struct SyncBatcherTests {
+@Suite("The file worker syncs finished files in groups")
+struct FileWorkerTests {
     /// Files with a few bytes each, open for writing.
     func files(_ count: Int, in dir: TemporaryDirectory) throws -> [(fd: Int32, path: String)] {
         try (0..<count).map { i in
@@ -34,45 +34,76 @@ struct SyncBatcherTests {
         let dir = try TemporaryDirectory()
         let files = try files(8, in: dir)
         defer { for f in files { Sys.close(f.fd) } }
-        let batcher = SyncBatcher()
+        let worker = FileWorker()
         let (entered, release) = (Locked(false), Locked(false))
         let id = hook(held: files[0].path, entered: entered, release: release)
         defer { FaultInjection.remove(id) }
-        let first = Task { await batcher.sync(files[0].fd, path: files[0].path) }
-        #expect(await eventually { entered.get() })  // the first is being synced, alone
+        let first = Task { await worker.sync(files[0].fd, path: files[0].path) }
+        #expect(await eventually { entered.get() })  // the syncer has it, alone
         let rest = Task {
             await withTaskGroup(of: Errno?.self) { group in
-                for f in files.dropFirst() { group.addTask { await batcher.sync(f.fd, path: f.path) } }
+                for f in files.dropFirst() { group.addTask { await worker.sync(f.fd, path: f.path) } }
                 return await group.reduce(into: []) { $0.append($1) }
             }
         }
-        #expect(await eventually { batcher.waitingCount == 7 })
+        #expect(await eventually { worker.waitingCount == 7 })
         release.set(true)
         #expect(await first.value == nil)
         #expect(await rest.value.allSatisfy { $0 == nil })
-        #expect(batcher.groupedCount == 7)
-        #expect(batcher.waitingCount == 0)
+        #expect(worker.groupedCount == 7)
+        #expect(worker.waitingCount == 0)
     }
 
     @Test func aFailedSyncFailsOnlyItsOwnFile() async throws {
         let dir = try TemporaryDirectory()
         let files = try files(4, in: dir)
         defer { for f in files { Sys.close(f.fd) } }
-        let batcher = SyncBatcher()
+        let worker = FileWorker()
         let (entered, release) = (Locked(false), Locked(false))
         let id = hook(held: files[0].path, failing: files[2].path, entered: entered, release: release)
         defer { FaultInjection.remove(id) }
-        let first = Task { await batcher.sync(files[0].fd, path: files[0].path) }
+        let first = Task { await worker.sync(files[0].fd, path: files[0].path) }
         #expect(await eventually { entered.get() })
-        let rest = files.dropFirst().map { f in Task { await batcher.sync(f.fd, path: f.path) } }
-        #expect(await eventually { batcher.waitingCount == 3 })
+        let rest = files.dropFirst().map { f in Task { await worker.sync(f.fd, path: f.path) } }
+        #expect(await eventually { worker.waitingCount == 3 })
         release.set(true)
         #expect(await first.value == nil)
         var results: [Errno?] = []
         for task in rest { results.append(await task.value) }
         #expect(results == [nil, Errno(EIO), nil])
-        // A lone sync afterwards goes through on its own.
-        #expect(await batcher.sync(files[1].fd, path: files[1].path) == nil)
-        #expect(batcher.groupedCount == 3)
+        // A lone sync afterwards is a group of its own.
+        #expect(await worker.sync(files[1].fd, path: files[1].path) == nil)
+        #expect(worker.groupedCount == 3)
+    }
+
+    @Test func aJobsSyncAndWhatFollowsRunOnTheWorkerBeforeItReturns() async throws {
+        let dir = try TemporaryDirectory()
+        let files = try files(3, in: dir)
+        defer { for f in files { Sys.close(f.fd) } }
+        let worker = FileWorker()
+        let failing = files[1].path
+        let id = FaultInjection.add { call, _, path in call == .fsync && path == failing ? Errno(EIO) : nil }
+        defer { FaultInjection.remove(id) }
+        let results = await withTaskGroup(of: (Int, String).self) { group in
+            for (i, f) in files.enumerated() {
+                group.addTask {
+                    do throws(HaulError) {
+                        let value = try await worker.perform { () throws(HaulError) -> FileWorker.Step<String> in
+                            .sync(fd: f.fd, path: f.path) { error throws(HaulError) in
+                                if let error { throw .fileSystem(error, "sync", path: f.path) }
+                                return "renamed \(i)"
+                            }
+                        }
+                        return (i, value)
+                    } catch {
+                        return (i, error.message)
+                    }
+                }
+            }
+            return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+        }
+        #expect(results[0] == "renamed 0" && results[2] == "renamed 2")
+        #expect(results[1]?.contains("sync") == true, "\(results)")
+        #expect(worker.waitingCount == 0)
     }
 }
