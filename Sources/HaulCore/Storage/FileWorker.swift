@@ -63,13 +63,8 @@ package final class FileWorker: Sendable {
     /// How many syncs wait for the next group.
     package var waitingCount: Int { state.withLock { $0.syncs.count } }
 
-    /// Runs blocking file work on the worker instead of Swift's cooperative pool.
-    package func run<T: Sendable>(_ body: @escaping @Sendable () throws(HaulError) -> T) async throws(HaulError) -> T {
-        try await perform { () throws(HaulError) -> Step<T> in .done(try body()) }
-    }
-
-    /// Runs `body` on the worker; when it asks for a sync, the file is synced in a group and its
-    /// `then` runs on the worker before this returns.
+    /// Runs `body` on the worker instead of Swift's cooperative pool; when it asks for a sync,
+    /// the file is synced in a group and its `then` runs on the worker before this returns.
     package func perform<T: Sendable>(
         _ body: @escaping @Sendable () throws(HaulError) -> Step<T>
     ) async throws(HaulError) -> T {
