@@ -315,7 +315,7 @@ final class ProbeFetch: TransportHandler, @unchecked Sendable {
 
     /// Waits for the end of the answer, or only for its head when it is held (then nil).
     func headOrEnd(of task: any TransportTask) async -> Result<Void, TransportError>? {
-        task.onFinish { [head] _ in head.fulfill(()) }  // no head at all (refused, say)
+        task.onFinish { [head] _ in head.fulfill(()) }
         await head.value()
         if holding { return nil }  // the transfer goes on, paused, for a connection to adopt
         return await task.finished()
@@ -325,7 +325,8 @@ final class ProbeFetch: TransportHandler, @unchecked Sendable {
     func adopt(_ handler: any TransportHandler) { target.set(handler) }
 
     func transportDidReceive(response: TransportResponse) -> Bool {
-        defer { head.fulfill(()) }
+        // Only a held answer wakes the waiter at its head; otherwise the end does (one wake-up
+        // for a small file instead of two).
         self.response = response
         let length = Int64(response.headers["Content-Length"] ?? "")
         let encoded = (response.headers["Content-Encoding"] ?? "identity").lowercased() != "identity"
@@ -336,6 +337,7 @@ final class ProbeFetch: TransportHandler, @unchecked Sendable {
             break  // all of a small file
         case 206 where range?.start == 0 && length == limit && (range?.total ?? 0) > Int64(limit):
             holding = true  // the first range of a larger one
+            head.fulfill(())
             return true
         case 200 where length <= limit:
             break
