@@ -16,8 +16,11 @@ struct ActivityTests {
         #expect(session.activity.activeTransfers == 0)
         #expect(!session.activity.isActive)
         let seen = Locked<[Int]>([])
+        // Subscribed here, before the downloads start (inside the task it could come too late,
+        // and then its first value was already 2).
+        let updates = session.activity.updates
         let collector = Task {
-            for await count in session.activity.updates {
+            for await count in updates {
                 seen.withLock { $0.append(count) }
                 if count == 0 && seen.get().count > 1 { return }
             }

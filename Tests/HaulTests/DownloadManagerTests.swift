@@ -96,8 +96,9 @@ struct DownloadManagerTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let manager = DownloadManager(configuration: configuration())
-        let keep = manager.add(server.url("/keep?size=2000000&rate=2000000"), to: .directory(dir.url))
-        let drop = manager.add(server.url("/drop?size=2000000&rate=2000000"), to: .directory(dir.url))
+        // 1 MB/s: almost two seconds between the first 200 kB and the end, room for a stall.
+        let keep = manager.add(server.url("/keep?size=2000000&rate=1000000"), to: .directory(dir.url))
+        let drop = manager.add(server.url("/drop?size=2000000&rate=1000000"), to: .directory(dir.url))
         #expect(await eventually(timeout: 10) { (manager.item(keep)?.progress?.completedBytes ?? 0) >= 200_000 })
         manager.pause(keep)
         manager.cancel(drop)
@@ -122,7 +123,7 @@ struct DownloadManagerTests {
             $0.stateDirectory = state.url
         }
         let first = DownloadManager(configuration: persistent)
-        let id = first.add(server.url("/p1.bin?size=3000000&rate=3000000"), to: .directory(dir.url), priority: 3)
+        let id = first.add(server.url("/p1.bin?size=3000000&rate=1500000"), to: .directory(dir.url), priority: 3)
         #expect(await eventually(timeout: 10) { (first.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
         await first.shutdown()
         #expect(FileManager.default.fileExists(atPath: state.file("downloads.json")))

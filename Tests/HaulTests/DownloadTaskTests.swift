@@ -100,7 +100,7 @@ struct DownloadTaskTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("stale.bin")
-        let url = server.url("/stale.bin?size=3000000&rate=3000000&change=1")
+        let url = server.url("/stale.bin?size=3000000&rate=1500000&change=1")
         let task = testSession().downloadTask(with: url, to: .file(dest))
         task.resume()
         #expect(await eventually { (task.progress?.completedBytes ?? 0) > 300_000 })
