@@ -44,11 +44,29 @@ package final class FileWorker: Sendable {
         let finish: @Sendable (Errno?) -> Void
     }
 
+    /// Work for one of the two threads, and whether that thread is draining it.
+    private struct Queue<Item> {
+        var items: [Item] = []
+        var draining = false
+
+        /// Adds `more`; true when nothing drains the queue (the caller starts the thread).
+        mutating func add(_ more: [Item]) -> Bool {
+            items += more
+            defer { draining = true }
+            return !draining
+        }
+
+        /// Everything queued; none (and the thread stops draining) when the queue is empty.
+        mutating func take() -> [Item] {
+            defer { items = [] }
+            if items.isEmpty { draining = false }
+            return items
+        }
+    }
+
     private struct State {
-        var jobs: [@Sendable () -> PendingSync?] = []
-        var working = false
-        var syncs: [PendingSync] = []
-        var syncing = false
+        var jobs = Queue<@Sendable () -> PendingSync?>()
+        var syncs = Queue<PendingSync>()
     }
 
     private let state = Locked(State())
@@ -61,7 +79,7 @@ package final class FileWorker: Sendable {
     package var groupedCount: Int { grouped.get() }
 
     /// How many syncs wait for the next group.
-    package var waitingCount: Int { state.withLock { $0.syncs.count } }
+    package var waitingCount: Int { state.withLock { $0.syncs.items.count } }
 
     /// Runs `body` on the worker instead of Swift's cooperative pool; when it asks for a sync,
     /// the file is synced in a group and its `then` runs on the worker before this returns.
@@ -100,31 +118,17 @@ package final class FileWorker: Sendable {
     }
 
     private func enqueue(_ job: @escaping @Sendable () -> PendingSync?) {
-        let start = state.withLock { state in
-            state.jobs.append(job)
-            defer { state.working = true }
-            return !state.working
-        }
-        if start { DispatchQueue.global().async { self.work() } }
+        if state.withLock({ $0.jobs.add([job]) }) { DispatchQueue.global().async { self.work() } }
     }
 
     /// The worker: runs the jobs in order and passes their syncs on to the syncer.
     private func work() {
         while true {
-            let jobs = state.withLock { state in
-                defer { state.jobs = [] }
-                if state.jobs.isEmpty { state.working = false }
-                return state.jobs
-            }
+            let jobs = state.withLock { $0.jobs.take() }
             if jobs.isEmpty { return }
             let syncs = jobs.compactMap { $0() }
             if syncs.isEmpty { continue }
-            let start = state.withLock { state in
-                state.syncs += syncs
-                defer { state.syncing = true }
-                return !state.syncing
-            }
-            if start { DispatchQueue.global().async { self.sync() } }
+            if state.withLock({ $0.syncs.add(syncs) }) { DispatchQueue.global().async { self.sync() } }
         }
     }
 
@@ -133,11 +137,7 @@ package final class FileWorker: Sendable {
     /// the worker for what follows its sync (the rename: one thread in the directory).
     private func sync() {
         while true {
-            let group = state.withLock { state in
-                defer { state.syncs = [] }
-                if state.syncs.isEmpty { state.syncing = false }
-                return state.syncs
-            }
+            let group = state.withLock { $0.syncs.take() }
             if group.isEmpty { return }
             if group.count > 1 {
                 for pending in group { Sys.startWriteback(pending.fd) }
