@@ -124,16 +124,22 @@ public final class DownloadTask: Sendable {
         if runner != nil { emit(.suspended) }
     }
 
-    /// Cancels the download and removes its partial file. ``finished()`` throws
-    /// ``HaulError/Code/cancelled``.
-    public func cancel() {
-        let (runner, wasRunning) = inner.withLock { s -> (Task<Void, Never>?, Bool) in
+    /// Moves a running or suspended task to `.canceling` with `stop`; returns its runner and
+    /// whether it was running (nothing, when it was neither).
+    private func beginCanceling(_ stop: Stop) -> (runner: Task<Void, Never>?, wasRunning: Bool) {
+        inner.withLock { s in
             guard s.state == .running || s.state == .suspended else { return (nil, false) }
             let running = s.state == .running
             s.state = .canceling
-            s.stop = .cancel
+            s.stop = stop
             return (s.runner, running)
         }
+    }
+
+    /// Cancels the download and removes its partial file. ``finished()`` throws
+    /// ``HaulError/Code/cancelled``.
+    public func cancel() {
+        let (runner, wasRunning) = beginCanceling(.cancel)
         if wasRunning {
             runner?.cancel()
         } else if inner.withLock({ $0.state == .canceling }) {
@@ -147,13 +153,7 @@ public final class DownloadTask: Sendable {
     /// Cancels the download keeping its bytes, and returns what a later task needs to continue
     /// (nil when nothing was written yet, or the task had already completed).
     public func cancelProducingResumeData() async -> ResumeData? {
-        let (runner, wasRunning) = inner.withLock { s -> (Task<Void, Never>?, Bool) in
-            guard s.state == .running || s.state == .suspended else { return (nil, false) }
-            let running = s.state == .running
-            s.state = .canceling
-            s.stop = .cancelKeepingData
-            return (s.runner, running)
-        }
+        let (runner, wasRunning) = beginCanceling(.cancelKeepingData)
         if wasRunning { runner?.cancel() }
         await runner?.value
         if !wasRunning { complete(.failure(HaulError(.cancelled, "cancelled")), stop: .cancelKeepingData) }
