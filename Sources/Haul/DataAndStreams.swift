@@ -173,11 +173,7 @@ extension HaulSession {
         from url: URL, maxBytes: Int = HaulSession.defaultMaxDataBytes,
         completionHandler: @escaping @Sendable (Result<(Data, HTTPResponse), HaulError>) -> Void
     ) {
-        Task {
-            do throws(HaulError) { completionHandler(.success(try await data(from: url, maxBytes: maxBytes))) } catch {
-                completionHandler(.failure(error))
-            }
-        }
+        deliver(to: completionHandler) { () throws(HaulError) in try await self.data(from: url, maxBytes: maxBytes) }
     }
 
     /// Opens `url` and returns its response head and body stream.

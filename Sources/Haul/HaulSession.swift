@@ -294,12 +294,19 @@ public final class HaulSession: Sendable {
         from url: URL, to destination: DownloadDestination, options: DownloadOptions = DownloadOptions(),
         completionHandler: @escaping @Sendable (Result<DownloadResult, HaulError>) -> Void
     ) {
+        deliver(to: completionHandler) { () throws(HaulError) in
+            try await self.download(from: url, to: destination, options: options)
+        }
+    }
+
+    /// The completion-handler forms: runs `work` in a new task and hands its result to
+    /// `handler`, on a background thread.
+    func deliver<T: Sendable>(
+        to handler: @escaping @Sendable (Result<T, HaulError>) -> Void,
+        _ work: @escaping @Sendable () async throws(HaulError) -> T
+    ) {
         Task {
-            do throws(HaulError) {
-                completionHandler(.success(try await download(from: url, to: destination, options: options)))
-            } catch {
-                completionHandler(.failure(error))
-            }
+            do throws(HaulError) { handler(.success(try await work())) } catch { handler(.failure(error)) }
         }
     }
 }

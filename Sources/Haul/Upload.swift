@@ -234,11 +234,7 @@ extension HaulSession {
         _ form: MultipartForm, to url: URL,
         completionHandler: @escaping @Sendable (Result<UploadResponse, HaulError>) -> Void
     ) {
-        Task {
-            do throws(HaulError) { completionHandler(.success(try await upload(form, to: url))) } catch {
-                completionHandler(.failure(error))
-            }
-        }
+        deliver(to: completionHandler) { () throws(HaulError) in try await self.upload(form, to: url) }
     }
 
     /// The completion-handler form of ``upload(fileAt:to:method:contentType:headers:events:)``.
@@ -246,12 +242,8 @@ extension HaulSession {
         fileAt fileURL: URL, to url: URL, method: UploadMethod = .put,
         completionHandler: @escaping @Sendable (Result<UploadResponse, HaulError>) -> Void
     ) {
-        Task {
-            do throws(HaulError) {
-                completionHandler(.success(try await upload(fileAt: fileURL, to: url, method: method)))
-            } catch {
-                completionHandler(.failure(error))
-            }
+        deliver(to: completionHandler) { () throws(HaulError) in
+            try await self.upload(fileAt: fileURL, to: url, method: method)
         }
     }
 
