@@ -280,11 +280,14 @@ public final class DownloadManager: Sendable {
     /// Why downloads wait for the network (or fail without it): the reason of the path the
     /// manager last found unusable, such as "no default route"; nil while the network is usable.
     public var networkUnavailableReason: String? {
-        inner.withLock { s in s.blockedPath.map { $0.reason ?? "the path is not allowed" } }
+        inner.withLock { s in s.blockedPath.map(Self.unusable) }
     }
 
+    /// Why `path` cannot carry downloads.
+    private static func unusable(_ path: NetworkPath) -> String { path.reason ?? "the path is not allowed" }
+
     package static func noPath(_ path: NetworkPath) -> HaulError {
-        HaulError(.networkUnavailable, "no usable network: \(path.reason ?? "the path is not allowed")")
+        HaulError(.networkUnavailable, "no usable network: \(unusable(path))")
     }
 
     /// The state file, when persisting.
