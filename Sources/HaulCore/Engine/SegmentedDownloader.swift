@@ -239,35 +239,30 @@ package final class SegmentedDownloader: Sendable {
         }
     }
 
-    /// A small file that came whole with the probe: written, synced and put in place in one job
-    /// on the ``FileWorker`` (with a checksum, verified in between).
+    /// A small file that came whole with the probe: written, verified, synced and put in place in
+    /// one job on the ``FileWorker``.
     private func store(
         _ body: [UInt8], of probe: Probe, at destination: String
     ) async throws(HaulError)
         -> DownloadOutcome
     {
         let total = Int64(body.count)
-        let checks = options.sha256 != nil
-        let written = try await FileWorker.shared.perform { [self] () throws(HaulError) -> FileWorker.Step<Written> in
-            let written = try write(body, of: probe, at: destination)
-            guard case .written(let partial) = written, !checks else { return .done(written) }
-            return try partial.committing(replacing: options.overwrite, then: .committed)
+        let existing = try await FileWorker.shared.perform {
+            [self] () throws(HaulError) -> FileWorker.Step<DownloadOutcome?> in
+            switch try write(body, of: probe, at: destination) {
+            case .alreadyComplete(let outcome): return .done(outcome)
+            case .written(let partial):
+                return try partial.committing(replacing: options.overwrite, verifying: options.sha256, then: nil)
+            }
         }
-        switch written {
-        case .alreadyComplete(let outcome): return outcome
-        case .written(let partial): try await partial.commit(replacing: options.overwrite, verifying: options.sha256)
-        case .committed: break
-        }
+        if let existing { return existing }
         onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
     }
 
-    private enum Written: Sendable {
+    private enum Written {
         case alreadyComplete(DownloadOutcome)
-        /// Written, to be verified and committed.
         case written(PartialFile)
-        /// Written and committed.
-        case committed
     }
 
     private func write(_ body: [UInt8], of probe: Probe, at destination: String) throws(HaulError) -> Written {

@@ -153,9 +153,12 @@ package final class PartialFile: @unchecked Sendable {
     }
 
     /// The commit as a step of a job already on the ``FileWorker`` (which wrote the file, say):
-    /// the sync, then the rename, then `value`.
-    /// Run on the worker.
-    package func committing<T: Sendable>(replacing: Bool, then value: T) throws(HaulError) -> FileWorker.Step<T> {
+    /// the checksum check, if any (on the worker: for small files), the sync, then the rename,
+    /// then `value`.
+    package func committing<T: Sendable>(
+        replacing: Bool, verifying sha256: String? = nil, then value: T
+    ) throws(HaulError) -> FileWorker.Step<T> {
+        if let sha256 { try verify(sha256: sha256) }
         guard fd >= 0 else {  // nothing written here (already complete on disk)
             try putInPlace(replacing: replacing)
             return .done(value)
