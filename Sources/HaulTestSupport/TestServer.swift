@@ -21,6 +21,8 @@ public struct RecordedRequest: Sendable {
     public var query: [String: String]
     /// The header fields in order.
     public var headers: [(name: String, value: String)]
+    /// When its head had been read.
+    public var receivedAt = Date()
 
     /// The first value of a header, case-insensitively.
     public func header(_ name: String) -> String? {

@@ -20,14 +20,20 @@ struct SegmentedTests {
         defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("seg.bin")
         let size = 8 << 20
-        // 2 MB/s per connection: the probe's answer stays on the wire for a second after its
-        // head, time enough for the three range requests to arrive even when fsync stalls.
+        // The probe's range (the one starting at 0) drips at 0.5 MB/s, so it stays on the wire
+        // for four seconds after its head: under ThreadSanitizer, with every test running at
+        // once, the engine took up to 2 s from the head to the three range requests (Swift's
+        // task threads were busy), and at an even 2 MB/s they arrived after the probe's answer
+        // was all sent. (A third of the others' speed is not slow enough to be replaced.)
         let (result, log) = await run(
-            testSession(), server.url("/seg.bin?size=\(size)&rate=2000000"), to: .file(dest), options: options())
+            testSession(), server.url("/seg.bin?size=\(size)&rate=1500000&slowat=0&slowrate=500000"), to: .file(dest),
+            options: options())
         #expect(result.error == nil, "\(String(describing: result.error))")
         expectFile(dest.path, equals: TestContent.bytes(count: size))
         let ranges = server.requests(path: "/seg.bin").compactMap(\.range)
-        #expect(server.maxConcurrentRequests() == 4, "\(ranges)")
+        let first = server.requests.first?.receivedAt ?? Date()
+        let times = server.requests.map { String(format: "%.3f", $0.receivedAt.timeIntervalSince(first)) }
+        #expect(server.maxConcurrentRequests() == 4, "\(ranges) at \(times) s")
         // The probe asks for the first 2 MiB, and its answer is the first range.
         #expect(ranges.first == "bytes=0-2097151")
         // The file is four 2 MiB shares; the probe's answer is the first (a quick connection may
