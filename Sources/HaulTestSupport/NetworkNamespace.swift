@@ -144,25 +144,11 @@ public final class NetworkNamespace: Sendable {
     ) async -> (
         status: Int32, output: String
     ) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: path)
-        p.arguments = args
-        let pipe = Pipe()
-        p.standardOutput = pipe
-        p.standardError = pipe
-        p.standardInput = FileHandle.nullDevice
-        let exited = OneShot<Void>()
-        p.terminationHandler = { _ in exited.fulfill(()) }
-        do { try p.run() } catch { return (-1, "\(error)") }
-        let output = Task.detached { pipe.fileHandleForReading.readDataToEndOfFile() }
-        let killer = Task {
-            try? await Task.sleep(nanoseconds: UInt64(timeout * 1e9))
-            if p.isRunning { kill(p.processIdentifier, SIGKILL) }
-        }
-        await exited.value()
-        killer.cancel()
-        let text = String(decoding: await output.value, as: UTF8.self)
-        return (p.terminationStatus, text.trimmingCharacters(in: .whitespacesAndNewlines))
+        let p: ChildProcess
+        do { p = try ChildProcess(path, args, mergingStderr: true) } catch { return (-1, "\(error)") }
+        let status = await p.finish(timeout: timeout) ?? -1
+        let text = String(decoding: p.stdout, as: UTF8.self)
+        return (status, text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }
 

@@ -6,9 +6,9 @@ import Foundation
 
 /// A local HTTPS server: Python's `ssl` with a self-signed certificate made by `openssl` for
 /// 127.0.0.1. It is killed after 120 s (`timeout -s KILL`) if the test does not stop it first.
-public final class SelfSignedHTTPSServer: @unchecked Sendable {
+public final class SelfSignedHTTPSServer: Sendable {
     private let dir: TemporaryDirectory
-    private let process = Process()
+    private let process: ChildProcess
     /// The port it listens on.
     public let port: Int
     /// The certificate (PEM), to trust it explicitly.
@@ -25,19 +25,21 @@ public final class SelfSignedHTTPSServer: @unchecked Sendable {
             .map { "\($0)/\(tool)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    /// Starts serving `files` (name → bytes) over HTTPS.
-    public init(serving files: [String: [UInt8]]) throws {
-        dir = try TemporaryDirectory("haul-tls")
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = [
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-            "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", dir.file("key.pem"), "-out", dir.file("cert.pem"),
-        ]
-        openssl.standardError = FileHandle.nullDevice
-        openssl.standardOutput = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
+    /// Starts serving `files` (name → bytes) over HTTPS. Waits by polling (making the key
+    /// takes up to a second), so no cooperative thread is blocked meanwhile.
+    public init(serving files: [String: [UInt8]]) async throws {
+        let dir = try TemporaryDirectory("haul-tls")
+        self.dir = dir
+        let openssl = try ChildProcess(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", dir.file("key.pem"), "-out", dir.file("cert.pem"),
+            ], mergingStderr: true)
+        guard await openssl.finish(timeout: 30) == 0 else {
+            dir.remove()
+            throw POSIXError(.EIO)
+        }
         let root = dir.file("www")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         for (name, bytes) in files {
@@ -55,17 +57,19 @@ public final class SelfSignedHTTPSServer: @unchecked Sendable {
             print(httpd.server_address[1], flush=True)
             httpd.serve_forever()
             """
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-        process.arguments = [
-            "-s", "KILL", "120", Self.which("python3")!, "-c", script, dir.file("cert.pem"), dir.file("key.pem"), root,
-        ]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let line = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        let process = try ChildProcess(
+            "/usr/bin/timeout",
+            [
+                "-s", "KILL", "120", Self.which("python3")!, "-c", script, dir.file("cert.pem"), dir.file("key.pem"),
+                root,
+            ])
+        self.process = process
+        // Its first line is the port.
+        _ = await eventually(timeout: 20) { process.stdout.contains(UInt8(ascii: "\n")) || !process.isRunning }
+        let line = String(decoding: process.stdout, as: UTF8.self)
         guard let port = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            process.terminate()
+            process.killGroup()
+            dir.remove()
             throw POSIXError(.EIO)
         }
         self.port = port
@@ -74,14 +78,9 @@ public final class SelfSignedHTTPSServer: @unchecked Sendable {
     /// `https://127.0.0.1:PORT/path`
     public func url(_ path: String) -> URL { URL(string: "https://127.0.0.1:\(port)\(path)")! }
 
-    /// Kills the server and removes its files.
+    /// Kills the server (`timeout` and python, its process group) and removes its files.
     public func stop() {
-        // `timeout` leads its own process group; SIGKILL the group (children spawned from a
-        // Swift process may inherit blocked SIGTERM). Poll instead of waitUntilExit(), which
-        // can hang when called from a Swift concurrency thread on Linux.
-        kill(-process.processIdentifier, SIGKILL)
-        let deadline = Date().addingTimeInterval(5)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
+        process.killGroup()
         dir.remove()
     }
 }

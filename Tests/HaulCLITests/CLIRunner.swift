@@ -26,21 +26,8 @@ enum CLI {
     /// Starts `haul args...` in `directory`; the caller waits or signals it.
     static func start(
         _ args: [String], in directory: String? = nil, environment: [String: String] = [:], executable: URL = binary
-    ) throws -> (Process, Pipe, Pipe) {
-        let p = Process()
-        p.executableURL = executable
-        p.arguments = args
-        if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        var env = ProcessInfo.processInfo.environment
-        for (k, v) in environment { env[k] = v }
-        p.environment = env
-        let out = Pipe()
-        let err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        p.standardInput = FileHandle.nullDevice
-        try p.run()
-        return (p, out, err)
+    ) throws -> ChildProcess {
+        try ChildProcess(executable.path, args, environment: environment, directory: directory)
     }
 
     /// Runs to completion, killing the process after `timeout` seconds.
@@ -48,40 +35,17 @@ enum CLI {
         _ args: [String], in directory: String? = nil, environment: [String: String] = [:], timeout: Double = 60,
         executable: URL = binary
     ) async throws -> CLIRun {
-        let (p, out, err) = try start(args, in: directory, environment: environment, executable: executable)
-        return await finish(p, out, err, timeout: timeout)
+        await finish(try start(args, in: directory, environment: environment, executable: executable), timeout: timeout)
     }
 
-    /// Waits for the process by polling with `Task.sleep`: blocking calls (`waitUntilExit`,
-    /// `usleep`) would hold one of the few cooperative threads that every test shares.
-    static func finish(_ p: Process, _ out: Pipe, _ err: Pipe, timeout: Double = 60) async -> CLIRun {
-        // Drain the pipes while waiting, so a chatty child never blocks.
-        let outData = LockedData()
-        let errData = LockedData()
-        let group = DispatchGroup()
-        for (pipe, sink) in [(out, outData), (err, errData)] {
-            group.enter()
-            DispatchQueue.global().async {
-                sink.set(pipe.fileHandleForReading.readDataToEndOfFile())
-                group.leave()
-            }
-        }
-        let deadline = Date().addingTimeInterval(timeout)
-        while p.isRunning && Date() < deadline { try? await Task.sleep(nanoseconds: 20_000_000) }
-        if p.isRunning { kill(p.processIdentifier, SIGKILL) }
-        while p.isRunning { try? await Task.sleep(nanoseconds: 10_000_000) }
-        await withCheckedContinuation { c in group.notify(queue: .global()) { c.resume() } }
-        return CLIRun(
-            status: p.terminationStatus, stdout: String(decoding: outData.get(), as: UTF8.self),
-            stderr: String(decoding: errData.get(), as: UTF8.self))
+    /// Waits for the process (polling, so no cooperative thread is blocked), killing it after
+    /// `timeout` seconds. A process that not even SIGKILL ended within 10 s gives status -1.
+    static func finish(_ p: ChildProcess, timeout: Double = 60) async -> CLIRun {
+        let status = await p.finish(timeout: timeout)
+        var stderr = String(decoding: p.stderr, as: UTF8.self)
+        if status == nil { stderr += "\n[test: pid \(p.pid) did not end within \(timeout) s and a SIGKILL]" }
+        return CLIRun(status: status ?? -1, stdout: String(decoding: p.stdout, as: UTF8.self), stderr: stderr)
     }
-}
-
-final class LockedData: @unchecked Sendable {
-    private let lock = NSLock()
-    private var data = Data()
-    func set(_ d: Data) { lock.withLock { data = d } }
-    func get() -> Data { lock.withLock { data } }
 }
 
 func contents(_ path: String) -> [UInt8] { FileManager.default.contents(atPath: path).map { Array($0) } ?? [] }

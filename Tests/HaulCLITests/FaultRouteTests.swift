@@ -65,7 +65,7 @@ struct FaultRouteTests {
 
     @Test(.enabled(if: SelfSignedHTTPSServer.available, "needs openssl, timeout and python3"))
     func selfSignedTLSExitsWith7() async throws {
-        let server = try SelfSignedHTTPSServer(serving: ["f.bin": TestContent.bytes(count: 1000)])
+        let server = try await SelfSignedHTTPSServer(serving: ["f.bin": TestContent.bytes(count: 1000)])
         let dir = try TemporaryDirectory()
         defer {
             server.stop()

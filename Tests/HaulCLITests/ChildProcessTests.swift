@@ -1,0 +1,41 @@
+import Foundation
+import HaulTestSupport
+import Testing
+
+/// The helper every process-starting test relies on: whatever the child does, a wait ends.
+@Suite("ChildProcess: bounded waits for the programs tests start")
+struct ChildProcessTests {
+    @Test func exitCodeAndBothStreamsAreCollected() async throws {
+        let p = try ChildProcess("/bin/sh", ["-c", "echo out; echo err >&2; exit 3"])
+        #expect(await p.finish(timeout: 20) == 3)
+        #expect(String(decoding: p.stdout, as: UTF8.self) == "out\n")
+        #expect(String(decoding: p.stderr, as: UTF8.self) == "err\n")
+    }
+
+    @Test func theChildInheritsNoDescriptorButItsThreeStreams() async throws {
+        // Open descriptors of this process (servers' sockets, other children's pipes) must not
+        // leak: a leaked write end of another test's pipe kept that test reading until this
+        // child ended.
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let p = try ChildProcess("/bin/sh", ["-c", "ls /proc/$$/fd"])
+        #expect(await p.finish(timeout: 20) == 0)
+        let fds = String(decoding: p.stdout, as: UTF8.self).split(separator: "\n").compactMap { Int($0) }
+        #expect(fds.sorted() == [0, 1, 2], "\(fds)")
+    }
+
+    @Test func aChildThatOutlivesItsTimeoutIsKilledWithWhatItStarted() async throws {
+        // A grandchild holds the output pipe open: killing the child alone would leave the read
+        // waiting for the grandchild.
+        let p = try ChildProcess("/bin/sh", ["-c", "sleep 30 & echo started; sleep 30"])
+        let began = Date()
+        #expect(await p.finish(timeout: 0.5) == SIGKILL)
+        #expect(Date().timeIntervalSince(began) < 10)
+        #expect(String(decoding: p.stdout, as: UTF8.self) == "started\n")
+        #expect(!p.isRunning)
+    }
+
+    @Test func aMissingProgramIsAnErrorNotAHang() {
+        #expect(throws: (any Error).self) { try ChildProcess("/nonexistent/program", []) }
+    }
+}
