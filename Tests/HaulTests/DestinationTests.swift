@@ -61,6 +61,40 @@ struct DestinationTests {
         #expect(server.requests(path: "/named").map(\.rangeStart) == [nil, 600_000])
     }
 
+    @Test func manyDownloadsIntoOneDirectoryListItOnce() async throws {
+        // Each download used to list the directory and read every record in it to find its own
+        // partial: quadratic in the number of files.
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession()
+        for i in 0..<30 {
+            let (result, _) = await run(
+                session, server.url("/many\(i).bin?size=1000&seed=\(i + 1)"), to: .directory(dir.url))
+            #expect(result.error == nil)
+        }
+        #expect(RecordIndex.shared.listings(of: dir.path) == 1)
+        #expect(dir.contents().count == 30)
+        expectFile(dir.file("many29.bin"), equals: TestContent.bytes(seed: 30, count: 1000))
+    }
+
+    @Test func aPartialTheIndexDoesNotKnowIsStillResumedUnderTheSuggestedName() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/unknown?size=2000000&cd=benign&drop=600000&drops=1")
+        let (first, _) = await run(testSession { $0.retry.maxRetries = 0 }, url, to: .directory(dir.url))
+        #expect(first.error != nil)
+        // As if another process had left it after this one listed the directory.
+        RecordIndex.shared.removed(destination: dir.file("report.pdf"))
+        let (second, _) = await run(testSession(), url, to: .directory(dir.url))
+        #expect(second.value?.fileURL.lastPathComponent == "report.pdf")
+        expectFile(dir.file("report.pdf"), equals: TestContent.bytes(count: 2_000_000))
+        #expect(dir.contents() == ["report.pdf"])
+        // The answer named the partial's file: the download asked again from its end.
+        #expect(server.requests(path: "/unknown").map(\.rangeStart) == [nil, nil, 600_000])
+    }
+
     @Test func existingCompleteFileIsLeftAloneAndReportedComplete() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

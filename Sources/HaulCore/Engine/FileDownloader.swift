@@ -261,16 +261,7 @@ package final class FileDownloader: Sendable {
     /// In directory mode, a partial whose record names this URL is where a rerun continues.
     private func findRecord(in dir: String) -> String? {
         guard options.resume else { return nil }
-        let wanted = ResumeRecord.redacted(url)
-        for name in Sys.listDirectory(dir, suffix: ResumeRecord.fileExtension).sorted() {
-            let dest = dir + "/" + String(name.dropLast(ResumeRecord.fileExtension.count))
-            if let bytes = try? Sys.readSmallFile(dest + ResumeRecord.fileExtension),
-                let record = ResumeRecord.decode(bytes), record.url == wanted
-            {
-                return dest
-            }
-        }
-        return nil
+        return RecordIndex.shared.destination(of: ResumeRecord.redacted(url), in: dir)
     }
 
     /// The state machine for a known destination: its record when resuming, nothing otherwise.

@@ -22,6 +22,8 @@ package final class PartialFile: @unchecked Sendable {
     package private(set) var writtenBytes: Int64 = 0
     /// Bytes the last record claims.
     package private(set) var durableBytes: Int64 = 0
+    /// This partial's record is in the ``RecordIndex``.
+    private var noted = false
 
     package init(destination: String) { self.destination = destination }
 
@@ -109,6 +111,10 @@ package final class PartialFile: @unchecked Sendable {
         do { try Sys.writeFileAtomically(recordPath, record.encoded()) } catch {
             throw .fileSystem(error, "write", path: recordPath)
         }
+        if !noted {
+            RecordIndex.shared.noted(url: record.url, destination: destination)
+            noted = true
+        }
         durableBytes = record.contiguousBytes
     }
 
@@ -133,6 +139,8 @@ package final class PartialFile: @unchecked Sendable {
         close()
         try? Sys.unlink(partPath)
         try? Sys.unlink(recordPath)
+        RecordIndex.shared.removed(destination: destination)
+        noted = false
         writtenBytes = 0
         durableBytes = 0
     }
@@ -190,6 +198,7 @@ package final class PartialFile: @unchecked Sendable {
         // partial (with its record, if it had one): an older consistent state. That halves the
         // syncs of a thousand small downloads.
         try? Sys.unlink(recordPath)
+        RecordIndex.shared.removed(destination: destination)
     }
 
     /// Checks the finished partial against an expected SHA-256 (hex, any case); a mismatch

@@ -1,0 +1,93 @@
+/// Which partial in a download directory belongs to which URL, so that a download into a
+/// directory (whose file name comes from the server's answer) finds its partial before it asks,
+/// and asks for the missing bytes at once.
+///
+/// Each directory is listed once per process, and its records read once; after that the records
+/// this process writes and removes keep the index current. Before, every download listed its
+/// directory and read every record there: a thousand downloads into one directory listed it a
+/// thousand times (two `getdents` per file, growing with the directory; haul `-x 1` took twice
+/// as long as with the probe, which names the file from its answer and looks only there).
+///
+/// A record written by another process after the listing is not in the index; the download
+/// still finds it when the answer names the same file (it then asks again with Range: one
+/// request more). Every hit is checked against the record on disk.
+package final class RecordIndex: Sendable {
+    /// The index of this process.
+    package static let shared = RecordIndex()
+
+    private struct State {
+        /// Directory → (URL without credentials → destination path).
+        var directories: [String: [String: String]] = [:]
+        /// Destination path → its URL, for the entries above.
+        var owners: [String: String] = [:]
+        /// How often each directory was listed (tests).
+        var listings: [String: Int] = [:]
+    }
+    private let state = Locked(State())
+
+    package init() {}
+
+    /// The destination of the partial in `dir` whose record names `url` (redacted), if any.
+    package func destination(of url: String, in dir: String) -> String? {
+        var known = state.withLock { $0.directories[dir] }
+        if known == nil {
+            let listed = Self.list(dir)
+            known = state.withLock { s in
+                s.listings[dir, default: 0] += 1
+                // Records noted while this listing ran win over it.
+                let merged = listed.merging(s.directories[dir] ?? [:]) { _, noted in noted }
+                s.directories[dir] = merged
+                for (url, destination) in merged { s.owners[destination] = url }
+                return merged
+            }
+        }
+        guard let destination = known?[url] else { return nil }
+        guard Self.recordURL(at: destination) == url else {
+            removed(destination: destination)
+            return nil
+        }
+        return destination
+    }
+
+    /// A record for `url` was written at `destination` (ignored until its directory is listed:
+    /// the listing will find it on disk).
+    package func noted(url: String, destination: String) {
+        let dir = Sys.parentDirectory(of: destination)
+        state.withLock { s in
+            guard s.directories[dir] != nil, s.owners[destination] != url else { return }
+            if let previous = s.owners[destination] { s.directories[dir]?[previous] = nil }
+            if let other = s.directories[dir]?[url] { s.owners[other] = nil }
+            s.directories[dir]?[url] = destination
+            s.owners[destination] = url
+        }
+    }
+
+    /// The record at `destination` is gone (the file is in place, or the partial was discarded).
+    package func removed(destination: String) {
+        let dir = Sys.parentDirectory(of: destination)
+        state.withLock { s in
+            guard let url = s.owners.removeValue(forKey: destination) else { return }
+            s.directories[dir]?[url] = nil
+        }
+    }
+
+    /// How many times `dir` was listed by this index.
+    package func listings(of dir: String) -> Int { state.withLock { $0.listings[dir] ?? 0 } }
+
+    private static func list(_ dir: String) -> [String: String] {
+        var found: [String: String] = [:]
+        // Sorted, so that of two records naming one URL the same one wins every time.
+        for name in Sys.listDirectory(dir, suffix: ResumeRecord.fileExtension).sorted().reversed() {
+            let destination = dir + "/" + String(name.dropLast(ResumeRecord.fileExtension.count))
+            if let url = recordURL(at: destination) { found[url] = destination }
+        }
+        return found
+    }
+
+    private static func recordURL(at destination: String) -> String? {
+        guard let bytes = try? Sys.readSmallFile(destination + ResumeRecord.fileExtension),
+            let record = ResumeRecord.decode(bytes)
+        else { return nil }
+        return record.url
+    }
+}
