@@ -256,17 +256,23 @@ package enum Sys {
         let tail = Array(suffix.utf8)
         var names: [String] = []
         while let entry = readdir(dir) {
-            let name: String? = withUnsafePointer(to: entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { raw in
-                    let length = strlen(raw)
-                    guard length >= tail.count else { return nil }
-                    let matches = tail.isEmpty || memcmp(raw + (length - tail.count), tail, tail.count) == 0
-                    return matches ? String(cString: raw) : nil
-                }
-            }
-            if let name, name != ".", name != ".." { names.append(name) }
+            let raw = entryName(entry)
+            let length = strlen(raw)
+            guard length >= tail.count, tail.isEmpty || memcmp(raw + (length - tail.count), tail, tail.count) == 0
+            else { continue }
+            let name = String(cString: raw)
+            if name != ".", name != ".." { names.append(name) }
         }
         return names
+    }
+
+    /// The name of a directory entry, in place. An entry holds only as many bytes of `d_name` as
+    /// its name needs (`d_reclen`), not the field's declared 256: reading the field as a value
+    /// copies all 256 and can run off the end of the buffer `readdir` filled (haul crashed so
+    /// listing a directory of a few thousand files).
+    package static func entryName(_ entry: UnsafePointer<dirent>) -> UnsafePointer<CChar> {
+        let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19
+        return (UnsafeRawPointer(entry) + offset).assumingMemoryBound(to: CChar.self)
     }
 
     package static func parentDirectory(of path: String) -> String {

@@ -1,0 +1,47 @@
+import Foundation
+import HaulTestSupport
+import Testing
+
+@testable import HaulCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite("Listing a directory")
+struct DirectoryListingTests {
+    @Test func anEntryThatEndsWhereItsBufferEndsIsReadInPlace() throws {
+        // readdir hands out entries only as long as their names; this one ends right before an
+        // inaccessible page, as the last entry of readdir's buffer can. Copying d_name as a
+        // 256-byte value (what listDirectory did) faults here.
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let mapped = mmap(nil, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        let base = try #require(mapped == MAP_FAILED ? nil : mapped)
+        defer { munmap(base, 2 * page) }
+        #expect(mprotect(base + page, page, PROT_NONE) == 0)
+        let nameOffset = try #require(MemoryLayout<dirent>.offset(of: \dirent.d_name))
+        let length = (nameOffset + 2 + 7) & ~7  // header, "a", NUL, 8-byte aligned
+        let entry = base + page - length
+        memset(entry, 0, length)
+        (entry + nameOffset).storeBytes(of: UInt8(ascii: "a"), as: UInt8.self)
+        let name = String(cString: Sys.entryName(entry.assumingMemoryBound(to: dirent.self)))
+        #expect(name == "a")
+    }
+
+    @Test func aLargeDirectoryIsListedWhole() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        // Names of every length up to the maximum, so entries end at every offset of the buffer.
+        var expected: Set<String> = []
+        for i in 0..<3000 {
+            let name = String(i) + "." + String(repeating: "x", count: i % 240) + ".haul"
+            #expect(FileManager.default.createFile(atPath: dir.file(name), contents: nil))
+            expected.insert(name)
+        }
+        #expect(FileManager.default.createFile(atPath: dir.file("other.part"), contents: nil))
+        for _ in 0..<3 {
+            #expect(Set(Sys.listDirectory(dir.path, suffix: ".haul")) == expected)
+        }
+        #expect(Sys.listDirectory(dir.path).count == 3001)
+    }
+}
