@@ -4,7 +4,7 @@
 1000 files of 16 KiB from a local nginx (installed with apt-get if missing, as is aria2).
 Medians of --runs; every output's SHA-256 checked. Not part of `swift test`.
 
-usage: Benchmarks/many_small.py [--files 1000] [--kib 16] [--jobs 16] [--runs 3]
+usage: Benchmarks/many_small.py [--files 1000] [--kib 16] [--jobs 16] [--runs 3] [--connections N]
 """
 import argparse, os, shutil, statistics, sys, tempfile
 
@@ -19,6 +19,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=16)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--haul", default=".build/release/haul")
+    ap.add_argument("--connections", type=int, help="haul's -x (default: haul's own default, 4; "
+                    "the library's default is 1)")
     ap.add_argument("--out-dir", help="where the files go (default: a temporary directory on disk; "
                     "/dev/shm shows the cost without fsync)")
     a = ap.parse_args()
@@ -49,7 +51,8 @@ def main():
     clients = {
         "curl": ["curl", "-s", "--parallel", "--parallel-max", j, "-K", curl_config],
         "aria2c": [aria2, "-q", "-j", j, "--allow-overwrite=true", "--file-allocation=none", "-d", ".", "-i", urls],
-        "haul": [os.path.abspath(a.haul), "get", "-q", "-j", j, "-d", ".", "-i", urls],
+        "haul": [os.path.abspath(a.haul), "get", "-q", "-j", j, "-d", ".", "-i", urls]
+        + (["-x", str(a.connections)] if a.connections else []),
     }
     results = {k: [] for k in clients}
     try:
