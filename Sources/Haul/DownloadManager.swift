@@ -126,6 +126,10 @@ public final class DownloadManager: Sendable {
     private struct Inner {
         var items: [UUID: Item] = [:]
         var tasks: [UUID: DownloadTask] = [:]
+        /// Tasks suspended by a pause or a lost network, kept so that the item continues with the
+        /// same task: its resume waits until the stopped transfer has ended (and written its
+        /// record), where a new task would start a second transfer on the same partial.
+        var stopped: [UUID: DownloadTask] = [:]
         var progressHandlers: [UUID: @Sendable (TransferProgress) -> Void] = [:]
         var options: [UUID: DownloadOptions] = [:]
         var completionHandlers: [UUID: @Sendable (Result<DownloadResult, HaulError>) -> Void] = [:]
@@ -253,7 +257,10 @@ public final class DownloadManager: Sendable {
             var tasks: [DownloadTask] = []
             var failed: [(Completion?, HaulError)] = []
             for id in affected {
-                if let task = s.tasks.removeValue(forKey: id) { tasks.append(task) }
+                if let task = s.tasks.removeValue(forKey: id) {
+                    tasks.append(task)
+                    if configuration.waitsForConnectivity { s.stopped[id] = task }
+                }
                 if configuration.waitsForConnectivity {
                     s.set(id, .waitingForNetwork)
                 } else {
@@ -386,7 +393,9 @@ public final class DownloadManager: Sendable {
                 return nil
             }
             s.set(id, .paused)
-            return s.tasks.removeValue(forKey: id)
+            guard let task = s.tasks.removeValue(forKey: id) else { return nil }
+            s.stopped[id] = task
+            return task
         }
         task?.suspend()
         changed(persist: true)
@@ -412,7 +421,7 @@ public final class DownloadManager: Sendable {
                 s.set(id, .failed)
                 s.items[id]!.error = HaulError(.cancelled, "cancelled")
             }
-            return s.tasks[id]
+            return s.tasks[id] ?? s.stopped.removeValue(forKey: id)
         }
         task?.cancel()
         changed(persist: true)
@@ -437,7 +446,9 @@ public final class DownloadManager: Sendable {
         let tasks = inner.withLock { s -> [DownloadTask] in
             s.shutDown = true
             s.watcher?.cancel()
-            return Array(s.tasks.values)
+            // Stopped ones too: their transfers may still be writing their records.
+            defer { s.stopped = [:] }
+            return Array(s.tasks.values) + Array(s.stopped.values)
         }
         for task in tasks { _ = await task.cancelProducingResumeData() }
         changed(persist: true)
@@ -446,9 +457,9 @@ public final class DownloadManager: Sendable {
     // MARK: - Scheduling
 
     private func schedule() {
-        let starts = inner.withLock { s -> [(UUID, DownloadTask)] in
+        let starts = inner.withLock { s -> [(UUID, DownloadTask, isNew: Bool)] in
             guard !s.shutDown else { return [] }
-            var starts: [(UUID, DownloadTask)] = []
+            var starts: [(UUID, DownloadTask, isNew: Bool)] = []
             var index = 0
             while index < s.pending.count, s.counts[.running, default: 0] < configuration.maxConcurrentDownloads {
                 let id = s.pending[index]
@@ -472,15 +483,20 @@ public final class DownloadManager: Sendable {
                 }
                 s.pending.remove(at: index)
                 s.set(id, .running)
+                if let stopped = s.stopped.removeValue(forKey: id), stopped.state == .suspended {
+                    s.tasks[id] = stopped
+                    starts.append((id, stopped, false))
+                    continue
+                }
                 let task = session.downloadTask(
                     with: item.url, to: item.target.destination, options: s.options[id] ?? DownloadOptions())
                 s.tasks[id] = task
-                starts.append((id, task))
+                starts.append((id, task, true))
             }
             return starts
         }
-        for (id, task) in starts {
-            task.onEvent { [weak self] event in self?.handle(event, for: id) }
+        for (id, task, isNew) in starts {
+            if isNew { task.onEvent { [weak self] event in self?.handle(event, for: id) } }
             task.resume()
         }
         if !starts.isEmpty { changed(persist: true) }

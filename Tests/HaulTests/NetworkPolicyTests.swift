@@ -68,6 +68,26 @@ struct NetworkPolicyTests {
         #expect((server.requests(path: "/net.bin").last?.rangeStart ?? 0) > 0)
     }
 
+    @Test func aNetworkThatComesBackAtOnceContinuesTheSameTransferFromItsBytes() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let network = FakeNetwork()
+        network.send(.wifi)
+        let manager = manager(network)
+        let id = manager.add(server.url("/flip.bin?size=3000000&rate=1500000"), to: .directory(dir.url))
+        #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) > 300_000 })
+        for _ in 0..<3 {
+            network.send(nil)
+            network.send(.wired)
+        }
+        await manager.waitUntilIdle()
+        #expect(manager.item(id)?.state == .completed)
+        expectFile(dir.file("flip.bin"), equals: TestContent.bytes(count: 3_000_000))
+        let starts = server.requests(path: "/flip.bin").map { $0.rangeStart ?? 0 }
+        #expect(starts.first == 0 && zip(starts, starts.dropFirst()).allSatisfy { $0 < $1 }, "\(starts)")
+    }
+
     @Test func cellularIsAvoidedWhenNotAllowed() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
