@@ -59,9 +59,16 @@ public enum TestContent {
     /// (sizes and the first differing offset), for test failures that do not print megabytes.
     public static func difference(file path: String, expected: [UInt8]) -> String? {
         let actual = FileManager.default.contents(atPath: path).map { Array($0) } ?? []
+        return difference(actual, expected).map { "\(path): \($0)" }
+    }
+
+    /// Nil when `actual` equals `expected`, else one line: both sizes and the first differing
+    /// offset. Tests compare bodies through this: a failed `#expect(a == b)` on megabytes makes
+    /// the testing library compute a diff of them, which takes hours.
+    public static func difference(_ actual: [UInt8], _ expected: [UInt8]) -> String? {
         guard actual != expected else { return nil }
         let first = zip(actual, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
-        return "\(path): \(actual.count) bytes, expected \(expected.count); first difference at "
+        return "\(actual.count) bytes, expected \(expected.count); first difference at "
             + (first.map(String.init) ?? "the end of the shorter")
     }
 
