@@ -38,7 +38,8 @@ package final class URLSessionTransport: HTTPTransport, Sendable {
         if !request.decodeContent { urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding") }
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         let task = session.dataTask(with: urlRequest)
-        let transfer = URLSessionTransfer(task: task, handler: handler, url: request.url)
+        let transfer = URLSessionTransfer(
+            task: task, handler: handler, url: request.url, deliveries: session.delegateQueue)
         delegate.transfers.withLock { $0[task.taskIdentifier] = transfer }
         task.resume()
         return transfer
@@ -87,14 +88,26 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
     let task: URLSessionDataTask
     let handler: any TransportHandler
     let url: URL
+    /// The serial queue that delivers the body; a resume redelivers the held chunks there too.
+    let deliveries: OperationQueue
     let done = OneShot<Result<Void, TransportError>>()
-    private let lock = Locked<(delivered: Bool, aborted: Bool, cancelled: Bool, held: Data?)>(
-        (false, false, false, nil))
+    private struct State {
+        var delivered = false
+        var aborted = false
+        var cancelled = false
+        /// Chunks held back while the handler has paused, in order.
+        var held: Data?
+        /// The transfer's end when it came while chunks were held: reported after they are
+        /// delivered (a suspended task on Linux keeps receiving, to the end).
+        var pendingEnd: Result<Void, TransportError>?
+    }
+    private let lock = Locked(State())
 
-    init(task: URLSessionDataTask, handler: any TransportHandler, url: URL) {
+    init(task: URLSessionDataTask, handler: any TransportHandler, url: URL, deliveries: OperationQueue) {
         self.task = task
         self.handler = handler
         self.url = url
+        self.deliveries = deliveries
     }
 
     @discardableResult
@@ -138,18 +151,40 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
 
     func pause() { task.suspend() }
 
+    /// Redelivers what was held back, then lets the task go on. On the delivery queue: a chunk
+    /// URLSession delivers meanwhile (a suspended task on Linux keeps delivering) can then only
+    /// come after the held ones; redelivered from the caller's thread, a newer chunk could
+    /// reach the handler first when the handler was slow (tested).
     func resume() {
-        if let held = lock.withLock({ s -> Data? in
-            defer { s.held = nil }
-            return s.held
-        }) {
-            body(held)
+        deliveries.addOperation { [self] in
+            let held = lock.withLock { s -> Data? in
+                defer { s.held = nil }
+                return s.held
+            }
+            if let held { body(held) }
+            let end = lock.withLock { s -> Result<Void, TransportError>?? in
+                guard s.held == nil else { return nil }  // the handler paused again
+                defer { s.pendingEnd = nil }
+                if s.aborted, s.pendingEnd != nil {
+                    return .failure(TransportError(.aborted, "aborted by the handler"))
+                }
+                return .some(s.pendingEnd)
+            }
+            switch end {
+            case .none: break
+            case .some(.none): task.resume()
+            case .some(.some(let result)): done.fulfill(result)
+            }
         }
-        task.resume()
     }
 
     func cancel() {
-        lock.withLock { $0.cancelled = true }
+        let ended = lock.withLock { s -> Bool in
+            s.cancelled = true
+            defer { s.pendingEnd = nil }
+            return s.pendingEnd != nil
+        }
+        if ended { return done.fulfill(.failure(TransportError(.cancelled, "cancelled"))) }
         task.cancel()
     }
 
@@ -157,12 +192,21 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
     func onFinish(_ body: @escaping @Sendable (Result<Void, TransportError>) -> Void) { done.whenFulfilled(body) }
 
     func complete(_ error: (any Error)?) {
+        let result = outcome(error)
+        let report = lock.withLock { s -> Bool in
+            guard s.held != nil, !s.cancelled, !s.aborted else { return true }
+            s.pendingEnd = result
+            return false
+        }
+        if report { done.fulfill(result) }
+    }
+
+    private func outcome(_ error: (any Error)?) -> Result<Void, TransportError> {
         let s = lock.withLock { $0 }
-        if s.cancelled { return done.fulfill(.failure(TransportError(.cancelled, "cancelled"))) }
-        if s.aborted { return done.fulfill(.failure(TransportError(.aborted, "aborted by the handler"))) }
+        if s.cancelled { return .failure(TransportError(.cancelled, "cancelled")) }
+        if s.aborted { return .failure(TransportError(.aborted, "aborted by the handler")) }
         guard let error else {
-            return done.fulfill(
-                s.delivered ? .success(()) : .failure(TransportError(.connectionLost, "empty reply from server")))
+            return s.delivered ? .success(()) : .failure(TransportError(.connectionLost, "empty reply from server"))
         }
         let urlError = error as? URLError
         let message = error.localizedDescription
@@ -185,7 +229,7 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
         case .unknown? where s.delivered: kind = .connectionLost
         default: kind = .other
         }
-        done.fulfill(.failure(TransportError(kind, message)))
+        return .failure(TransportError(kind, message))
     }
 }
 
