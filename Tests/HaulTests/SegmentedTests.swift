@@ -340,9 +340,10 @@ struct SegmentedTests {
         expectFile(dest.path, equals: TestContent.bytes(count: 6_000_000))
         // 6 MB at 2 MB/s take three seconds: never more than 10% faster (the limit holds), and
         // not starved either. Alone it takes 3.15-3.17 s; beside the whole suite on two cores
-        // one run took 4.5 s, so the bound against starvation is twice the ideal.
+        // one run took 4.5 s, and 6.7 s with two busy loops beside it, so the bound against
+        // starvation is three times the ideal.
         #expect(seconds >= 3 * 0.9, "took \(seconds) s")
-        #expect(seconds < 3 * 2, "took \(seconds) s")
+        #expect(seconds < 3 * 3, "took \(seconds) s")
         let steady = log.progress.dropFirst(6).dropLast()
         #expect(steady.allSatisfy { $0.bytesPerSecond < 2_000_000 * 1.1 }, "\(steady.map(\.bytesPerSecond))")
     }
@@ -365,8 +366,9 @@ struct SegmentedTests {
         expectFile(dir.file("a.bin"), equals: TestContent.bytes(count: 3_000_000))
         expectFile(dir.file("b.bin"), equals: TestContent.bytes(seed: 2, count: 3_000_000))
         // 6 MB through a 2 MB/s budget: at least ~3 s, both sharing it (the upper bound, against
-        // starvation, is twice the ideal: beside the whole suite on two cores one run took 4.6 s).
-        #expect(seconds >= 3 * 0.9 && seconds < 3 * 2, "took \(seconds) s")
+        // starvation, is three times the ideal: beside the whole suite on two cores one run took
+        // 4.6 s, more with other programs busy).
+        #expect(seconds >= 3 * 0.9 && seconds < 3 * 3, "took \(seconds) s")
     }
 
     struct RecordShape: Decodable {
