@@ -364,6 +364,44 @@ struct DownloadTests {
             "\(server.requests(path: "/full.bin").map(\.range))")
     }
 
+    @Test func aSlowSyncOfOneDownloadDoesNotStallAnother() async throws {
+        // A's checkpoint syncs its partial; that sync is held (a slow disk) while B, on the same
+        // transport, must go on receiving.
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let partA = dir.file("slowdisk-a.bin.part")
+        let partB = dir.file("slowdisk-b.bin.part")
+        let (entered, release) = (Locked(false), Locked(false))
+        let hook = FaultInjection.add { call, _, path in
+            guard call == .fsync, path == partA else { return nil }
+            entered.set(true)
+            let deadline = Date().addingTimeInterval(10)
+            while !release.get() && Date() < deadline { usleep(1000) }
+            return nil
+        }
+        defer { FaultInjection.remove(hook) }
+        let session = testSession()
+        let a = Task {
+            await run(session, server.url("/slowdisk-a.bin?size=4000000&rate=1000000"), to: .directory(dir.url))
+        }
+        #expect(await eventually(timeout: 10) { entered.get() })
+        let b = Task {
+            await run(session, server.url("/slowdisk-b.bin?size=4000000&rate=1000000&seed=2"), to: .directory(dir.url))
+        }
+        func size(_ path: String) -> Int {
+            ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
+        }
+        #expect(
+            await eventually(timeout: 5) { size(partB) >= 500_000 },
+            "B got \(size(partB)) bytes while A's sync was held")
+        release.set(true)
+        let (ra, rb) = (await a.value, await b.value)
+        #expect(ra.0.error == nil && rb.0.error == nil)
+        expectFile(dir.file("slowdisk-a.bin"), equals: TestContent.bytes(count: 4_000_000))
+        expectFile(dir.file("slowdisk-b.bin"), equals: TestContent.bytes(seed: 2, count: 4_000_000))
+    }
+
     /// One connection (the streaming path) and four (a small file comes whole with the probe).
     @Test(arguments: [1, 4])
     func aFileIsSyncedBeforeItIsRenamedEvenWithAChecksum(connections: Int) async throws {

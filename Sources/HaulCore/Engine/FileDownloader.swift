@@ -180,6 +180,8 @@ package final class FileDownloader: Sendable {
             } onCancel: {
                 task.cancel()
             }
+            // From here on the attempt's partial and record are touched by this task only.
+            await attempt.checkpointsSettled()
             if let failure = attempt.failure { return .failed(failure, transient: false) }
             if case .failure(let error) = result, error.kind == .cancelled || Task.isCancelled {
                 return .failed(cancelledError(attempt.destination), transient: false)
@@ -313,6 +315,10 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     var lastSpeed: (Double, Double) = (0, 0)
     private var lastCheckpoint = monotonicSeconds()
     private var lastProgress = 0.0
+    /// The periodic checkpoint running on a Dispatch worker, if any (at most one), and the
+    /// error of the last one. Off the transport's thread: its fsync on a slow disk held every
+    /// transfer of the process, this one's cancel included (tested).
+    private let inFlight = Locked<(done: OneShot<Void>?, error: HaulError?)>((nil, nil))
 
     init(downloader: FileDownloader, machine: ResumeStateMachine, destination: String?) {
         self.downloader = downloader
@@ -395,11 +401,12 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         }
         receivedBytes += Int64(body.count)
         let now = monotonicSeconds()
+        if let error = inFlight.withLock({ $0.error }) {
+            failure = error
+            return .abort
+        }
         if now - lastCheckpoint >= downloader.options.checkpointInterval {
-            do { try checkpoint() } catch {
-                failure = error
-                return .abort
-            }
+            checkpointInBackground(partial)
         }
         if now - lastProgress >= downloader.options.progressInterval {
             lastProgress = now
@@ -420,6 +427,43 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         record.updatedAt = ISO8601DateFormatter().string(from: Date())
         try partial.checkpoint(record)
         lastCheckpoint = monotonicSeconds()
+    }
+
+    /// Starts a checkpoint of what is written so far on a Dispatch worker, unless one runs. The
+    /// record claims the bytes written before the fsync starts, so it never claims more than
+    /// the disk holds; the transfer goes on writing meanwhile.
+    private func checkpointInBackground(_ partial: PartialFile) {
+        lastCheckpoint = monotonicSeconds()
+        let done = OneShot<Void>()
+        guard
+            inFlight.withLock({ s -> Bool in
+                guard s.done == nil else { return false }
+                s.done = done
+                return true
+            })
+        else { return }
+        machine.advance(to: partial.writtenBytes)
+        guard var record = machine.record else {
+            inFlight.withLock { $0.done = nil }
+            return
+        }
+        record.updatedAt = ISO8601DateFormatter().string(from: Date())
+        let stamped = record
+        DispatchQueue.global().async { [inFlight] in
+            var failed: HaulError?
+            do throws(HaulError) { try partial.checkpoint(stamped) } catch { failed = error }
+            inFlight.withLock { s in
+                s.done = nil
+                if let failed, s.error == nil { s.error = failed }
+            }
+            done.fulfill(())
+        }
+    }
+
+    /// Waits for the checkpoint in flight, if any; a failed one becomes the attempt's failure.
+    func checkpointsSettled() async {
+        if let done = inFlight.withLock({ $0.done }) { await done.value() }
+        if failure == nil, let error = inFlight.withLock({ $0.error }) { failure = error }
     }
 
     /// Best effort: make the record claim what was written before a failure or cancel.
