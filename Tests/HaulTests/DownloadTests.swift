@@ -402,6 +402,42 @@ struct DownloadTests {
         expectFile(dir.file("slowdisk-b.bin"), equals: TestContent.bytes(seed: 2, count: 4_000_000))
     }
 
+    @Test func slowSyncsDoNotHoldUpSwiftTasks() async throws {
+        // On Linux, work items on Dispatch's global queue share threads with Swift's tasks:
+        // checkpoints waiting for a slow disk there left no thread for any task.
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let parts = (0..<8).map { dir.file("held\($0).bin.part") }
+        let (held, release) = (Locked(Set<String>()), Locked(false))
+        let hook = FaultInjection.add { call, _, path in
+            guard call == .fsync, let path, parts.contains(path) else { return nil }
+            held.withLock { _ = $0.insert(path) }
+            let deadline = Date().addingTimeInterval(10)
+            while !release.get() && Date() < deadline { usleep(1000) }
+            held.withLock { _ = $0.remove(path) }
+            return nil
+        }
+        defer { FaultInjection.remove(hook) }
+        let session = testSession()
+        let downloads = (0..<8).map { i in
+            Task {
+                await run(
+                    session, server.url("/held\(i).bin?size=3000000&rate=1000000&seed=\(i + 1)"),
+                    to: .directory(dir.url))
+            }
+        }
+        #expect(await eventually(timeout: 10) { held.get().count == 8 })
+        // Tasks still run while all eight syncs are held.
+        let ranWhileHeld = await Task.detached { held.get().count == 8 }.value
+        #expect(ranWhileHeld)
+        release.set(true)
+        for (i, download) in downloads.enumerated() {
+            #expect(await download.value.0.error == nil)
+            expectFile(dir.file("held\(i).bin"), equals: TestContent.bytes(seed: i + 1, count: 3_000_000))
+        }
+    }
+
     /// One connection (the streaming path) and four (a small file comes whole with the probe).
     @Test(arguments: [1, 4])
     func aFileIsSyncedBeforeItIsRenamedEvenWithAChecksum(connections: Int) async throws {

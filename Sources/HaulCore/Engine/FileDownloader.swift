@@ -449,7 +449,7 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         }
         record.updatedAt = ISO8601DateFormatter().string(from: Date())
         let stamped = record
-        DispatchQueue.global().async { [inFlight] in
+        Sys.blockingQueue().async { [inFlight] in
             var failed: HaulError?
             do throws(HaulError) { try partial.checkpoint(stamped) } catch { failed = error }
             inFlight.withLock { s in

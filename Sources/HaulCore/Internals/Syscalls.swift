@@ -300,14 +300,23 @@ package enum Sys {
 @inline(__always) private func c_mkdir(_ p: String, _ m: mode_t) -> Int32 { mkdir(p, m) }
 
 extension Sys {
-    /// Runs long blocking work that touches no directory (hashing a large file) on any Dispatch
-    /// worker instead of one of the few threads of Swift's cooperative pool. File-system work of
-    /// downloads (creates, syncs, renames) goes to ``FileWorker``.
+    /// A queue for work that blocks (fsync on a slow disk, a checksum of a large file): a serial
+    /// queue of its own, which Dispatch runs on a thread it adds for it. Not the global
+    /// concurrent queue: on Linux its threads are the ones Swift's tasks run on, and work that
+    /// blocks there leaves none for them (eight held syncs stopped every task until released;
+    /// tested).
+    package static func blockingQueue(_ label: String = "haul.blocking") -> DispatchQueue {
+        DispatchQueue(label: label)
+    }
+
+    /// Runs long blocking work that touches no directory (hashing a large file) on a queue of
+    /// its own (``blockingQueue(_:)``) instead of one of the few threads of Swift's cooperative
+    /// pool. File-system work of downloads (creates, syncs, renames) goes to ``FileWorker``.
     package static func offload<T: Sendable>(
         _ body: @escaping @Sendable () throws(HaulError) -> T
     ) async throws(HaulError) -> T {
         let result = await withCheckedContinuation { (c: CheckedContinuation<Result<T, HaulError>, Never>) in
-            DispatchQueue.global().async {
+            blockingQueue().async {
                 do throws(HaulError) { c.resume(returning: .success(try body())) } catch {
                     c.resume(returning: .failure(error))
                 }
