@@ -185,6 +185,22 @@ struct GetCommandTests {
         #expect(server.requests(path: "/full.bin").last?.rangeStart == Int(record.contiguousBytes))
     }
 
+    @Test func aRerunIntoADirectoryResumesAServerNamedPartialWithItsFirstRequest() async throws {
+        // The name comes from Content-Disposition; the new process finds the partial by the URL
+        // in its record (listing the directory once) and asks for the missing bytes at once.
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/cdnamed?size=2000000&cd=benign&drop=600000&drops=1").absoluteString
+        let first = try await CLI.run(["get", "-q", "-x", "1", "--retries", "0", "-d", dir.path, url])
+        #expect(first.status == 3, "\(first.stderr)")
+        #expect(dir.contents() == ["report.pdf.haul", "report.pdf.part"])
+        let again = try await CLI.run(["get", "-q", "-x", "1", "-d", dir.path, url])
+        #expect(again.status == 0, "\(again.stderr)")
+        expectFile(dir.file("report.pdf"), equals: TestContent.bytes(count: 2_000_000))
+        #expect(server.requests(path: "/cdnamed").map(\.rangeStart) == [nil, 600_000])
+    }
+
     @Test func interruptKeepsThePartialAndTheSameCommandResumes() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
