@@ -130,6 +130,9 @@ public final class DownloadManager: Sendable {
         /// same task: its resume waits until the stopped transfer has ended (and written its
         /// record), where a new task would start a second transfer on the same partial.
         var stopped: [UUID: DownloadTask] = [:]
+        /// Items whose stopped task is still being cancelled: they start once it has ended (its
+        /// end removes the files, which must not be the new task's).
+        var awaitingStop: Set<UUID> = []
         var progressHandlers: [UUID: @Sendable (TransferProgress) -> Void] = [:]
         var options: [UUID: DownloadOptions] = [:]
         var completionHandlers: [UUID: @Sendable (Result<DownloadResult, HaulError>) -> Void] = [:]
@@ -421,7 +424,7 @@ public final class DownloadManager: Sendable {
                 s.set(id, .failed)
                 s.items[id]!.error = HaulError(.cancelled, "cancelled")
             }
-            return s.tasks[id] ?? s.stopped.removeValue(forKey: id)
+            return s.tasks[id] ?? s.stopped[id]
         }
         task?.cancel()
         changed(persist: true)
@@ -457,6 +460,7 @@ public final class DownloadManager: Sendable {
     // MARK: - Scheduling
 
     private func schedule() {
+        var waits: [(UUID, DownloadTask)] = []
         let starts = inner.withLock { s -> [(UUID, DownloadTask, isNew: Bool)] in
             guard !s.shutDown else { return [] }
             var starts: [(UUID, DownloadTask, isNew: Bool)] = []
@@ -481,6 +485,12 @@ public final class DownloadManager: Sendable {
                     index += 1
                     continue
                 }
+                if let stopped = s.stopped[id], stopped.state != .suspended, stopped.state != .completed {
+                    // Still being cancelled: wait for its end, then schedule again.
+                    if s.awaitingStop.insert(id).inserted { waits.append((id, stopped)) }
+                    index += 1
+                    continue
+                }
                 s.pending.remove(at: index)
                 s.set(id, .running)
                 if let stopped = s.stopped.removeValue(forKey: id), stopped.state == .suspended {
@@ -496,13 +506,29 @@ public final class DownloadManager: Sendable {
             return starts
         }
         for (id, task, isNew) in starts {
-            if isNew { task.onEvent { [weak self] event in self?.handle(event, for: id) } }
+            if isNew {
+                let from = ObjectIdentifier(task)
+                task.onEvent { [weak self] event in self?.handle(event, for: id, from: from) }
+            }
             task.resume()
+        }
+        for (id, stopping) in waits {
+            Task { [weak self] in
+                _ = try? await stopping.finished()
+                self?.inner.withLock { s in
+                    s.awaitingStop.remove(id)
+                    if s.stopped[id] === stopping { s.stopped[id] = nil }
+                }
+                self?.schedule()
+            }
         }
         if !starts.isEmpty { changed(persist: true) }
     }
 
-    private func handle(_ event: DownloadEvent, for id: UUID) {
+    /// An event of the task `from`; ignored unless that is the item's current task (a task that
+    /// was paused and then cancelled reports its end after a new one may have started).
+    private func handle(_ event: DownloadEvent, for id: UUID, from: ObjectIdentifier) {
+        guard inner.withLock({ s in s.tasks[id].map(ObjectIdentifier.init) == from }) else { return }
         switch event {
         case .progress(let p):
             let handler = inner.withLock { s -> (@Sendable (TransferProgress) -> Void)? in

@@ -151,6 +151,24 @@ struct DownloadManagerTests {
         #expect(await eventually(timeout: 10) { dir.contents().isEmpty }, "\(dir.contents())")
     }
 
+    @Test func aResumeRightAfterCancellingAPausedItemStartsOverWithoutLosingTheNewPartial() async throws {
+        // The cancel removes the paused task's files when that task has wound down; a new task
+        // started before then would have its partial deleted under it.
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let manager = DownloadManager(configuration: configuration())
+        let id = manager.add(server.url("/over?size=3000000&rate=3000000"), to: .directory(dir.url))
+        #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
+        manager.pause(id)
+        manager.cancel(id)
+        manager.resume(id)
+        await manager.waitUntilIdle()
+        #expect(manager.item(id)?.state == .completed, "\(String(describing: manager.item(id)?.error))")
+        expectFile(dir.file("over"), equals: TestContent.bytes(count: 3_000_000))
+        #expect(dir.contents() == ["over"])
+    }
+
     @Test func shutdownRightAfterAPauseLeavesTheRecordOfThePausedTransfer() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -3,7 +3,8 @@ import Dispatch
 /// The process's file-system worker: partials of finished small downloads are created and
 /// written here, and every finished download is synced and renamed into place here.
 ///
-/// Two threads (a serial Dispatch queue each, while there is work). The worker runs jobs in order: creates,
+/// Two threads while there is work (the worker on Dispatch's global queue, the syncer on a serial
+/// queue of its own: see `syncerQueue`). The worker runs jobs in order: creates,
 /// writes, renames. One worker, not one thread per download: files created at the same time in
 /// one directory contend for its lock, and on ext4 the waiter spins (sixteen small downloads
 /// finishing at once took a quarter longer from two threads than from one, measured on this
