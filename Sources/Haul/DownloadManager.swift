@@ -151,9 +151,13 @@ public final class DownloadManager: Sendable {
         /// Queued items in run order: higher priority first, then the order added.
         var pending: [UUID] = []
 
+        /// Completion handlers taken out to be called (outside the lock) and not yet returned:
+        /// the manager is not idle before they have run, or a waiter could miss an outcome.
+        var completing = 0
+
         var isIdle: Bool {
             counts[.queued, default: 0] == 0 && counts[.running, default: 0] == 0
-                && counts[.waitingForNetwork, default: 0] == 0
+                && counts[.waitingForNetwork, default: 0] == 0 && completing == 0
         }
 
         mutating func insert(_ item: Item) {
@@ -271,6 +275,7 @@ public final class DownloadManager: Sendable {
                     s.set(id, .failed)
                     s.items[id]!.error = error
                     failed.append((s.completionHandlers.removeValue(forKey: id), error))
+                    s.completing += 1
                 }
             }
             return (tasks, failed)
@@ -283,6 +288,7 @@ public final class DownloadManager: Sendable {
             for task in stop { Task { _ = await task.cancelProducingResumeData() } }
         }
         for (completion, error) in failed { completion?(.failure(error)) }
+        if !failed.isEmpty { inner.withLock { $0.completing -= failed.count } }
         changed(persist: true)
         schedule()
     }
@@ -418,15 +424,24 @@ public final class DownloadManager: Sendable {
 
     /// Cancels an item and removes its partial file.
     public func cancel(_ id: UUID) {
-        let task = inner.withLock { s -> DownloadTask? in
-            guard let item = s.items[id], item.state != .completed, item.state != .failed else { return nil }
+        typealias Completion = @Sendable (Result<DownloadResult, HaulError>) -> Void
+        let (task, completion) = inner.withLock { s -> (DownloadTask?, Completion?) in
+            guard let item = s.items[id], item.state != .completed, item.state != .failed else { return (nil, nil) }
+            var completion: Completion?
             if item.state != .running {
+                // Not running: no task will report the end; its completion is called here.
                 s.set(id, .failed)
                 s.items[id]!.error = HaulError(.cancelled, "cancelled")
+                completion = s.completionHandlers.removeValue(forKey: id)
+                if completion != nil { s.completing += 1 }
             }
-            return s.tasks[id] ?? s.stopped[id]
+            return (s.tasks[id] ?? s.stopped[id], completion)
         }
         task?.cancel()
+        if let completion {
+            completion(.failure(HaulError(.cancelled, "cancelled")))
+            inner.withLock { $0.completing -= 1 }
+        }
         changed(persist: true)
         schedule()
     }
@@ -577,9 +592,13 @@ public final class DownloadManager: Sendable {
                 s.items[id]!.error = error
                 result = .failure(error)
             }
+            s.completing += 1
             return (s.completionHandlers.removeValue(forKey: id), result, false)
         }
-        if let result { completion?(result) }
+        if let result {
+            completion?(result)
+            inner.withLock { $0.completing -= 1 }
+        }
         if recheck, let pathNow {
             networkChanged(pathNow)  // the others stop too
             watchForReturn()

@@ -169,6 +169,43 @@ struct DownloadManagerTests {
         #expect(dir.contents() == ["over"])
     }
 
+    @Test func idleComesAfterEveryCompletionHasRun() async throws {
+        // A completion still running (here a slow one) while another download finishes: the
+        // manager was idle as soon as the states said so, and a waiter missed that outcome
+        // (`haul get -j` once exited 0 with a 404 among its downloads).
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let manager = DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 2 })
+        let calls = Box(0)
+        manager.add(
+            server.url("/missing?status=404"), to: .directory(dir.url),
+            completion: { _ in
+                usleep(500_000)
+                calls.set(calls.get() + 1)
+            })
+        manager.add(
+            server.url("/quick?size=100000&rate=1000000"), to: .directory(dir.url),
+            completion: { _ in calls.set(calls.get() + 1) })
+        await manager.waitUntilIdle()
+        #expect(calls.get() == 2)
+    }
+
+    @Test func cancellingAPausedItemCallsItsCompletion() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let manager = DownloadManager(configuration: configuration())
+        let outcome = Box<HaulError?>(nil)
+        let id = manager.add(
+            server.url("/told?size=3000000&rate=1500000"), to: .directory(dir.url),
+            completion: { result in if case .failure(let e) = result { outcome.set(e) } })
+        #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
+        manager.pause(id)
+        manager.cancel(id)
+        #expect(outcome.get()?.code == .cancelled)
+    }
+
     @Test func shutdownRightAfterAPauseLeavesTheRecordOfThePausedTransfer() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
