@@ -53,7 +53,7 @@ struct NetworkPolicyTests {
         let network = FakeNetwork()
         network.send(.wifi)
         let manager = manager(network)
-        let id = manager.add(server.url("/net.bin?size=4000000&rate=2000000"), to: .directory(dir.url))
+        let id = manager.add(server.url("/net.bin?size=4000000&rate=1000000"), to: .directory(dir.url))
         #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) > 300_000 })
         network.send(nil)
         #expect(await eventually(timeout: 10) { manager.item(id)?.state == .waitingForNetwork })
