@@ -166,12 +166,10 @@ public final class ChildProcess: Sendable {
     /// Waits until it exits and its output is read, killing its process group after `timeout`
     /// seconds. Returns the status, or nil if it still had not ended 10 s after the kill.
     public func finish(timeout: Double = 60) async -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !state.withLock({ $0.done }) && Date() < deadline { try? await Task.sleep(nanoseconds: 10_000_000) }
-        if !state.withLock({ $0.done }) {
+        let ended = { self.state.withLock { $0.done } }
+        if await !eventually(timeout: timeout, ended) {
             killGroup()
-            let limit = Date().addingTimeInterval(10)
-            while !state.withLock({ $0.done }) && Date() < limit { try? await Task.sleep(nanoseconds: 10_000_000) }
+            _ = await eventually(timeout: 10, ended)
         }
         return status
     }
@@ -182,14 +180,17 @@ public final class ChildProcess: Sendable {
         @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
 
     /// pipe2(2), not in Swift's Glibc module.
-    private static let pipe2: Pipe2? = symbol("pipe2")
+    private static let pipe2: Pipe2? = cSymbol("pipe2")
     /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), not in Swift's Glibc module.
-    private static let closeFrom: CloseFrom? = symbol("posix_spawn_file_actions_addclosefrom_np")
+    private static let closeFrom: CloseFrom? = cSymbol("posix_spawn_file_actions_addclosefrom_np")
     /// glibc's `posix_spawn_file_actions_addchdir_np` (2.29+).
-    private static let chdir: ChangeDirectory? = symbol("posix_spawn_file_actions_addchdir_np")
+    private static let chdir: ChangeDirectory? = cSymbol("posix_spawn_file_actions_addchdir_np")
 
-    private static func symbol<T>(_ name: String) -> T? {
-        guard let pointer = dlsym(dlopen(nil, RTLD_NOW), name) else { return nil }
-        return unsafeBitCast(pointer, to: T.self)
-    }
+}
+
+/// A C function of this process by name, as `T` (a `@convention(c)` type), for the glibc calls
+/// Swift's Glibc module does not import.
+func cSymbol<T>(_ name: String) -> T? {
+    guard let pointer = dlsym(dlopen(nil, RTLD_NOW), name) else { return nil }
+    return unsafeBitCast(pointer, to: T.self)
 }

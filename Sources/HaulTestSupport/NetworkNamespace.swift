@@ -89,11 +89,11 @@ public final class NetworkNamespace: Sendable {
             defer { close(fd) }
             // setns(2) is not imported by Glibc; 0x40000000 is CLONE_NEWNET.
             typealias SetNS = @convention(c) (Int32, Int32) -> Int32
-            guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "setns") else {
+            guard let setns: SetNS = cSymbol("setns") else {
                 result.set(.failure(POSIXError(.ENOSYS)))
                 return
             }
-            guard unsafeBitCast(symbol, to: SetNS.self)(fd, 0x4000_0000) == 0 else {
+            guard setns(fd, 0x4000_0000) == 0 else {
                 result.set(.failure(POSIXError(.init(rawValue: errno) ?? .EIO)))
                 return
             }
