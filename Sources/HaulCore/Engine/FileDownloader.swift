@@ -421,12 +421,17 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     }
 
     private func checkpoint() throws(HaulError) {
-        guard let partial else { return }
-        machine.advance(to: partial.writtenBytes)
-        guard var record = machine.record else { return }
-        record.updatedAt = ISO8601DateFormatter().string(from: Date())
+        guard let partial, let record = stampedRecord(partial) else { return }
         try partial.checkpoint(record)
         lastCheckpoint = monotonicSeconds()
+    }
+
+    /// The record claiming what `partial` holds so far, stamped with the time.
+    private func stampedRecord(_ partial: PartialFile) -> ResumeRecord? {
+        machine.advance(to: partial.writtenBytes)
+        guard var record = machine.record else { return nil }
+        record.updatedAt = ISO8601DateFormatter().string(from: Date())
+        return record
     }
 
     /// Starts a checkpoint of what is written so far on a Dispatch worker, unless one runs. The
@@ -434,6 +439,7 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     /// the disk holds; the transfer goes on writing meanwhile.
     private func checkpointInBackground(_ partial: PartialFile) {
         lastCheckpoint = monotonicSeconds()
+        guard let record = stampedRecord(partial) else { return }
         let done = OneShot<Void>()
         guard
             inFlight.withLock({ s -> Bool in
@@ -442,16 +448,9 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
                 return true
             })
         else { return }
-        machine.advance(to: partial.writtenBytes)
-        guard var record = machine.record else {
-            inFlight.withLock { $0.done = nil }
-            return
-        }
-        record.updatedAt = ISO8601DateFormatter().string(from: Date())
-        let stamped = record
         Sys.blockingQueue().async { [inFlight] in
             var failed: HaulError?
-            do throws(HaulError) { try partial.checkpoint(stamped) } catch { failed = error }
+            do throws(HaulError) { try partial.checkpoint(record) } catch { failed = error }
             inFlight.withLock { s in
                 s.done = nil
                 if let failed, s.error == nil { s.error = failed }
