@@ -123,6 +123,8 @@ public final class DownloadManager: Sendable {
         var sequence: Int
     }
 
+    private typealias Completion = @Sendable (Result<DownloadResult, HaulError>) -> Void
+
     private struct Inner {
         var items: [UUID: Item] = [:]
         var tasks: [UUID: DownloadTask] = [:]
@@ -135,7 +137,7 @@ public final class DownloadManager: Sendable {
         var awaitingStop: Set<UUID> = []
         var progressHandlers: [UUID: @Sendable (TransferProgress) -> Void] = [:]
         var options: [UUID: DownloadOptions] = [:]
-        var completionHandlers: [UUID: @Sendable (Result<DownloadResult, HaulError>) -> Void] = [:]
+        var completionHandlers: [UUID: Completion] = [:]
         var sequence = 0
         var subscribers: [Int: AsyncStream<[Item]>.Continuation] = [:]
         var nextSubscriber = 0
@@ -154,6 +156,14 @@ public final class DownloadManager: Sendable {
         /// Completion handlers taken out to be called (outside the lock) and not yet returned:
         /// the manager is not idle before they have run, or a waiter could miss an outcome.
         var completing = 0
+
+        /// Removes `id`'s completion handler, to be called outside the lock by ``deliver(_:)``;
+        /// counted in `completing` until then.
+        mutating func takeCompletion(_ id: UUID) -> Completion? {
+            guard let completion = completionHandlers.removeValue(forKey: id) else { return nil }
+            completing += 1
+            return completion
+        }
 
         var isIdle: Bool {
             counts[.queued, default: 0] == 0 && counts[.running, default: 0] == 0
@@ -249,8 +259,8 @@ public final class DownloadManager: Sendable {
 
     private func networkChanged(_ path: NetworkPath) {
         let allowed = allows(path)
-        typealias Completion = @Sendable (Result<DownloadResult, HaulError>) -> Void
-        let (stop, failed) = inner.withLock { s -> ([DownloadTask], [(Completion?, HaulError)]) in
+        let (stop, failed) = inner.withLock {
+            s -> ([DownloadTask], [(Completion?, Result<DownloadResult, HaulError>)]) in
             s.blockedPath = allowed ? nil : path
             guard s.networkAllowed != allowed else { return ([], []) }
             s.networkAllowed = allowed
@@ -262,7 +272,7 @@ public final class DownloadManager: Sendable {
                 ($0.state == .queued || $0.state == .running) && needsNetwork($0.url)
             }.map(\.id)
             var tasks: [DownloadTask] = []
-            var failed: [(Completion?, HaulError)] = []
+            var failed: [(Completion?, Result<DownloadResult, HaulError>)] = []
             for id in affected {
                 if let task = s.tasks.removeValue(forKey: id) {
                     tasks.append(task)
@@ -274,8 +284,7 @@ public final class DownloadManager: Sendable {
                     let error = Self.noPath(path)
                     s.set(id, .failed)
                     s.items[id]!.error = error
-                    failed.append((s.completionHandlers.removeValue(forKey: id), error))
-                    s.completing += 1
+                    failed.append((s.takeCompletion(id), .failure(error)))
                 }
             }
             return (tasks, failed)
@@ -287,8 +296,7 @@ public final class DownloadManager: Sendable {
         } else {
             for task in stop { Task { _ = await task.cancelProducingResumeData() } }
         }
-        for (completion, error) in failed { completion?(.failure(error)) }
-        if !failed.isEmpty { inner.withLock { $0.completing -= failed.count } }
+        deliver(failed)
         changed(persist: true)
         schedule()
     }
@@ -424,7 +432,6 @@ public final class DownloadManager: Sendable {
 
     /// Cancels an item and removes its partial file.
     public func cancel(_ id: UUID) {
-        typealias Completion = @Sendable (Result<DownloadResult, HaulError>) -> Void
         let (task, completion) = inner.withLock { s -> (DownloadTask?, Completion?) in
             guard let item = s.items[id], item.state != .completed, item.state != .failed else { return (nil, nil) }
             var completion: Completion?
@@ -432,16 +439,12 @@ public final class DownloadManager: Sendable {
                 // Not running: no task will report the end; its completion is called here.
                 s.set(id, .failed)
                 s.items[id]!.error = HaulError(.cancelled, "cancelled")
-                completion = s.completionHandlers.removeValue(forKey: id)
-                if completion != nil { s.completing += 1 }
+                completion = s.takeCompletion(id)
             }
             return (s.tasks[id] ?? s.stopped[id], completion)
         }
         task?.cancel()
-        if let completion {
-            completion(.failure(HaulError(.cancelled, "cancelled")))
-            inner.withLock { $0.completing -= 1 }
-        }
+        deliver([(completion, .failure(HaulError(.cancelled, "cancelled")))])
         changed(persist: true)
         schedule()
     }
@@ -570,7 +573,7 @@ public final class DownloadManager: Sendable {
         }
         let lostNetwork = pathNow.map { !allows($0) } ?? false
         let (completion, result, recheck) = inner.withLock {
-            s -> ((@Sendable (Result<DownloadResult, HaulError>) -> Void)?, Result<DownloadResult, HaulError>?, Bool) in
+            s -> (Completion?, Result<DownloadResult, HaulError>?, Bool) in
             guard s.items[id]?.state == .running, !s.shutDown else { return (nil, nil, false) }
             s.tasks[id] = nil
             let result: Result<DownloadResult, HaulError>
@@ -592,19 +595,25 @@ public final class DownloadManager: Sendable {
                 s.items[id]!.error = error
                 result = .failure(error)
             }
-            s.completing += 1
-            return (s.completionHandlers.removeValue(forKey: id), result, false)
+            return (s.takeCompletion(id), result, false)
         }
-        if let result {
-            completion?(result)
-            inner.withLock { $0.completing -= 1 }
-        }
+        if let result { deliver([(completion, result)]) }
         if recheck, let pathNow {
             networkChanged(pathNow)  // the others stop too
             watchForReturn()
         }
         changed(persist: true)
         schedule()
+    }
+
+    /// Calls completion handlers taken out with `takeCompletion`, then stops counting them.
+    private func deliver(_ calls: [(Completion?, Result<DownloadResult, HaulError>)]) {
+        var called = 0
+        for case (let completion?, let result) in calls {
+            completion(result)
+            called += 1
+        }
+        if called > 0 { inner.withLock { $0.completing -= called } }
     }
 
     /// After a failure showed the path gone before the source said so: look every second until
