@@ -16,30 +16,15 @@ struct FileWorkerTests {
         }
     }
 
-    /// Holds the sync of `held` (setting `entered`) until `release` is set (bounded: 10 s),
-    /// failing `failing` with EIO.
-    func hook(held: String, failing: String? = nil, entered: Locked<Bool>, release: Locked<Bool>) -> Int {
-        FaultInjection.add { call, _, path in
-            guard call == .fsync else { return nil }
-            if path == held {
-                entered.set(true)
-                let deadline = Date().addingTimeInterval(10)
-                while !release.get() && Date() < deadline { usleep(1000) }
-            }
-            return failing != nil && path == failing ? Errno(EIO) : nil
-        }
-    }
-
     @Test func syncsThatArriveDuringASyncFormTheNextGroup() async throws {
         let dir = try TemporaryDirectory()
         let files = try files(8, in: dir)
         defer { for f in files { Sys.close(f.fd) } }
         let worker = FileWorker()
-        let (entered, release) = (Locked(false), Locked(false))
-        let id = hook(held: files[0].path, entered: entered, release: release)
-        defer { FaultInjection.remove(id) }
+        let hold = SyncHold([files[0].path])
+        defer { hold.remove() }
         let first = Task { await worker.sync(files[0].fd, path: files[0].path) }
-        #expect(await eventually { entered.get() })  // the syncer has it, alone
+        #expect(await eventually { !hold.held.isEmpty })  // the syncer has it, alone
         let rest = Task {
             await withTaskGroup(of: Errno?.self) { group in
                 for f in files.dropFirst() { group.addTask { await worker.sync(f.fd, path: f.path) } }
@@ -47,7 +32,7 @@ struct FileWorkerTests {
             }
         }
         #expect(await eventually { worker.waitingCount == 7 })
-        release.set(true)
+        hold.release()
         #expect(await first.value == nil)
         #expect(await rest.value.allSatisfy { $0 == nil })
         #expect(worker.groupedCount == 7)
@@ -59,14 +44,13 @@ struct FileWorkerTests {
         let files = try files(4, in: dir)
         defer { for f in files { Sys.close(f.fd) } }
         let worker = FileWorker()
-        let (entered, release) = (Locked(false), Locked(false))
-        let id = hook(held: files[0].path, failing: files[2].path, entered: entered, release: release)
-        defer { FaultInjection.remove(id) }
+        let hold = SyncHold([files[0].path], failing: files[2].path)
+        defer { hold.remove() }
         let first = Task { await worker.sync(files[0].fd, path: files[0].path) }
-        #expect(await eventually { entered.get() })
+        #expect(await eventually { !hold.held.isEmpty })
         let rest = files.dropFirst().map { f in Task { await worker.sync(f.fd, path: f.path) } }
         #expect(await eventually { worker.waitingCount == 3 })
-        release.set(true)
+        hold.release()
         #expect(await first.value == nil)
         var results: [Errno?] = []
         for task in rest { results.append(await task.value) }

@@ -372,20 +372,13 @@ struct DownloadTests {
         defer { cleanUp(server, dir) }
         let partA = dir.file("slowdisk-a.bin.part")
         let partB = dir.file("slowdisk-b.bin.part")
-        let (entered, release) = (Locked(false), Locked(false))
-        let hook = FaultInjection.add { call, _, path in
-            guard call == .fsync, path == partA else { return nil }
-            entered.set(true)
-            let deadline = Date().addingTimeInterval(10)
-            while !release.get() && Date() < deadline { usleep(1000) }
-            return nil
-        }
-        defer { FaultInjection.remove(hook) }
+        let hold = SyncHold([partA])
+        defer { hold.remove() }
         let session = testSession()
         let a = Task {
             await run(session, server.url("/slowdisk-a.bin?size=4000000&rate=1000000"), to: .directory(dir.url))
         }
-        #expect(await eventually(timeout: 10) { entered.get() })
+        #expect(await eventually(timeout: 10) { !hold.held.isEmpty })
         let b = Task {
             await run(session, server.url("/slowdisk-b.bin?size=4000000&rate=1000000&seed=2"), to: .directory(dir.url))
         }
@@ -395,7 +388,7 @@ struct DownloadTests {
         #expect(
             await eventually(timeout: 5) { size(partB) >= 500_000 },
             "B got \(size(partB)) bytes while A's sync was held")
-        release.set(true)
+        hold.release()
         let (ra, rb) = (await a.value, await b.value)
         #expect(ra.0.error == nil && rb.0.error == nil)
         expectFile(dir.file("slowdisk-a.bin"), equals: TestContent.bytes(count: 4_000_000))
@@ -409,16 +402,8 @@ struct DownloadTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let parts = (0..<8).map { dir.file("held\($0).bin.part") }
-        let (held, release) = (Locked(Set<String>()), Locked(false))
-        let hook = FaultInjection.add { call, _, path in
-            guard call == .fsync, let path, parts.contains(path) else { return nil }
-            held.withLock { _ = $0.insert(path) }
-            let deadline = Date().addingTimeInterval(10)
-            while !release.get() && Date() < deadline { usleep(1000) }
-            held.withLock { _ = $0.remove(path) }
-            return nil
-        }
-        defer { FaultInjection.remove(hook) }
+        let hold = SyncHold(Set(parts))
+        defer { hold.remove() }
         let session = testSession()
         let downloads = (0..<8).map { i in
             Task {
@@ -427,11 +412,11 @@ struct DownloadTests {
                     to: .directory(dir.url))
             }
         }
-        #expect(await eventually(timeout: 10) { held.get().count == 8 })
+        #expect(await eventually(timeout: 10) { hold.held.count == 8 })
         // Tasks still run while all eight syncs are held.
-        let ranWhileHeld = await Task.detached { held.get().count == 8 }.value
+        let ranWhileHeld = await Task.detached { hold.held.count == 8 }.value
         #expect(ranWhileHeld)
-        release.set(true)
+        hold.release()
         for (i, download) in downloads.enumerated() {
             #expect(await download.value.0.error == nil)
             expectFile(dir.file("held\(i).bin"), equals: TestContent.bytes(seed: i + 1, count: 3_000_000))
