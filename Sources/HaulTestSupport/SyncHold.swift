@@ -35,6 +35,10 @@ package final class SyncHold: Sendable {
     /// Lets every held sync (and those to come) go on.
     package func release() { released.set(true) }
 
-    /// Removes the fault-injection hook.
-    package func remove() { FaultInjection.remove(id) }
+    /// Releases what is held and removes the fault-injection hook (a test that ends early
+    /// leaves no sync waiting out its 10 s).
+    package func remove() {
+        release()
+        FaultInjection.remove(id)
+    }
 }

@@ -98,9 +98,10 @@ struct DownloadManagerTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let manager = DownloadManager(configuration: configuration())
-        // 1 MB/s: almost two seconds between the first 200 kB and the end, room for a stall.
-        let keep = manager.add(server.url("/keep?size=2000000&rate=1000000"), to: .directory(dir.url))
-        let drop = manager.add(server.url("/drop?size=2000000&rate=1000000"), to: .directory(dir.url))
+        // 1 MB/s: almost four seconds between the first 200 kB and the end, room for a stall
+        // (with two, the whole ThreadSanitizer run once let both finish before the pause).
+        let keep = manager.add(server.url("/keep?size=4000000&rate=1000000"), to: .directory(dir.url))
+        let drop = manager.add(server.url("/drop?size=4000000&rate=1000000"), to: .directory(dir.url))
         #expect(await eventually(timeout: 10) { (manager.item(keep)?.progress?.completedBytes ?? 0) >= 200_000 })
         manager.pause(keep)
         manager.cancel(drop)
@@ -109,7 +110,7 @@ struct DownloadManagerTests {
         manager.resume(keep)
         await manager.waitUntilIdle()
         #expect(manager.item(keep)?.state == .completed)
-        expectFile(dir.file("keep"), equals: TestContent.bytes(count: 2_000_000))
+        expectFile(dir.file("keep"), equals: TestContent.bytes(count: 4_000_000))
         #expect((server.requests(path: "/keep").last?.rangeStart ?? 0) > 0)
         #expect(!dir.contents().contains { $0.hasPrefix("drop") })
     }
