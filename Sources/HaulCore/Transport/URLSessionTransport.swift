@@ -142,14 +142,28 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
         case .proceed: break
         case .pause:
             lock.withLock { $0.held = data }
-            task.suspend()
+            suspendTask()
         case .abort:
             lock.withLock { $0.aborted = true }
             task.cancel()
         }
     }
 
-    func pause() { task.suspend() }
+    /// Holds back what arrives from now on (delivered by ``resume()``).
+    func pause() {
+        lock.withLock { s in if s.held == nil { s.held = Data() } }
+        suspendTask()
+    }
+
+    /// On Linux pausing holds the chunks here and leaves the task running: there a suspended
+    /// task keeps receiving anyway, and a suspend and resume once delivered the body a second
+    /// time from byte 0 (a ThreadSanitizer CI run: 8.7 MB for 6 MB, the second copy starting
+    /// after 2.7 MB).
+    private func suspendTask() {
+        #if !os(Linux)
+            task.suspend()
+        #endif
+    }
 
     /// Redelivers what was held back, then lets the task go on. On the delivery queue: a chunk
     /// URLSession delivers meanwhile (a suspended task on Linux keeps delivering) can then only
@@ -161,7 +175,7 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
                 defer { s.held = nil }
                 return s.held
             }
-            if let held { body(held) }
+            if let held, !held.isEmpty { body(held) }
             let end = lock.withLock { s -> Result<Void, TransportError>?? in
                 guard s.held == nil else { return nil }  // the handler paused again
                 defer { s.pendingEnd = nil }
@@ -172,7 +186,10 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
             }
             switch end {
             case .none: break
-            case .some(.none): task.resume()
+            case .some(.none):
+                #if !os(Linux)
+                    task.resume()
+                #endif
             case .some(.some(let result)): done.fulfill(result)
             }
         }
