@@ -74,8 +74,8 @@ package final class FileDownloader: Sendable {
     package let options: EngineOptions
     private let transport: any HTTPTransport
     package let onEvent: @Sendable (DownloadEngineEvent) -> Void
-    /// One speed meter for the whole download, so a resumed attempt keeps its speed history.
-    fileprivate let meter = Locked(ProgressMeter())
+    /// One reporter for the whole download, so a resumed attempt keeps its speed history.
+    fileprivate let reporter: ProgressReporter
 
     package init(
         url: URL, target: DownloadTarget, options: EngineOptions, transport: any HTTPTransport,
@@ -86,10 +86,13 @@ package final class FileDownloader: Sendable {
         self.options = options
         self.transport = transport
         self.onEvent = onEvent
+        reporter = ProgressReporter(interval: options.progressInterval) { onEvent(.progress($0)) }
     }
 
     package func run() async throws(HaulError) -> DownloadOutcome {
         try Self.validate(url)
+        ProgressClock.shared.add(reporter)
+        defer { ProgressClock.shared.remove(reporter) }
         var destination: String?
         switch target {
         case .file(let path):
@@ -181,6 +184,7 @@ package final class FileDownloader: Sendable {
                 task.cancel()
             }
             // From here on the attempt's partial and record are touched by this task only.
+            reporter.idle()
             await attempt.checkpointsSettled()
             if let failure = attempt.failure { return .failed(failure, transient: false) }
             if case .failure(let error) = result, error.kind == .cancelled || Task.isCancelled {
@@ -245,11 +249,7 @@ package final class FileDownloader: Sendable {
     {
         guard let partial = attempt.partial else { throw HaulError(.invalidResponse, "no partial file") }
         try await partial.commit(replacing: options.overwrite, verifying: options.sha256)
-        onEvent(
-            .progress(
-                TransferProgress(
-                    completedBytes: bytes, totalBytes: bytes,
-                    bytesPerSecond: attempt.lastSpeed.0, smoothedBytesPerSecond: attempt.lastSpeed.1)))
+        reporter.finish(bytes, total: bytes)
         return DownloadOutcome(path: partial.destination, bytes: bytes, alreadyComplete: alreadyComplete)
     }
 
@@ -312,9 +312,7 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     var connectRefused = false
     /// The destination turned out to hold a partial of this URL: ask again with Range.
     var askAgain = false
-    var lastSpeed: (Double, Double) = (0, 0)
     private var lastCheckpoint = monotonicSeconds()
-    private var lastProgress = 0.0
     /// The periodic checkpoint running on a Dispatch worker, if any (at most one), and the
     /// error of the last one. Off the transport's thread: its fsync on a slow disk held every
     /// transfer of the process, this one's cancel included (tested).
@@ -374,6 +372,7 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         let hadRecord = machine.record != nil
         try file.open(at: offset)
         machine.accept(offset: offset, validators: validators, url: downloader.url, finalURL: response.url)
+        downloader.reporter.begin(at: offset, total: machine.record?.totalLength)
         if hadRecord {
             // The record on disk describes other bytes now (a resume, or a restart from zero):
             // replace it before writing anything.
@@ -408,15 +407,7 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         if now - lastCheckpoint >= downloader.options.checkpointInterval {
             checkpointInBackground(partial)
         }
-        if now - lastProgress >= downloader.options.progressInterval {
-            lastProgress = now
-            lastSpeed = downloader.meter.withLock { $0.record(bytes: partial.writtenBytes, at: now) }
-            downloader.emit(
-                .progress(
-                    TransferProgress(
-                        completedBytes: partial.writtenBytes, totalBytes: machine.record?.totalLength,
-                        bytesPerSecond: lastSpeed.0, smoothedBytesPerSecond: lastSpeed.1)))
-        }
+        downloader.reporter.update(partial.writtenBytes, total: machine.record?.totalLength, at: now)
         return .proceed
     }
 

@@ -130,7 +130,7 @@ package final class SegmentedDownloader: Sendable {
             ).run()
         }
         try await partial.commit(replacing: options.overwrite, verifying: options.sha256)
-        onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
+        run.reporter.finish(total, total: total)
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
     }
 
@@ -369,8 +369,6 @@ private final class SegmentedRun: @unchecked Sendable {
     let segments: SegmentOptions
     private struct State {
         var planner: SegmentPlanner
-        var meter = ProgressMeter()
-        var lastEvent = 0.0
         var failures = 0
         /// Running fetches by serial, for the slow-connection watchdog.
         var fetches: [Int: SegmentFetch] = [:]
@@ -381,6 +379,8 @@ private final class SegmentedRun: @unchecked Sendable {
         var adopted: (fetch: SegmentFetch, task: any TransportTask, end: Int64)?
     }
     private let state: Locked<State>
+    /// Progress of all ranges together.
+    let reporter: ProgressReporter
 
     init(
         url: URL, headers: HTTPHeaders, total: Int64, probe: SegmentedDownloader.Probe, partial: PartialFile,
@@ -398,6 +398,7 @@ private final class SegmentedRun: @unchecked Sendable {
         self.transport = transport
         self.onEvent = onEvent
         state = Locked(State(planner: planner))
+        reporter = ProgressReporter(interval: options.progressInterval) { onEvent(.progress($0)) }
     }
 
     var completedBytes: Int64 { state.withLock { $0.planner.completedBytes } }
@@ -417,6 +418,12 @@ private final class SegmentedRun: @unchecked Sendable {
 
     func execute(record: ResumeRecord) async throws(HaulError) {
         try checkpoint(record)
+        reporter.begin(at: completedBytes, total: total)
+        ProgressClock.shared.add(reporter)
+        defer {
+            ProgressClock.shared.remove(reporter)
+            reporter.idle()
+        }
         let outcome: Result<Void, HaulError> = await withTaskGroup(of: Result<Void, HaulError>.self) { group in
             group.addTask {
                 // Checkpoints every second while the workers run.
@@ -565,17 +572,11 @@ private final class SegmentedRun: @unchecked Sendable {
     fileprivate func end(of id: Int) -> Int64 { state.withLock { $0.planner.end(of: id) ?? 0 } }
 
     fileprivate func wrote(_ id: Int, upTo cursor: Int64) {
-        let now = monotonicSeconds()
-        let event = state.withLock { s -> TransferProgress? in
+        let done = state.withLock { s -> Int64 in
             s.planner.advance(id, to: cursor)
-            guard now - s.lastEvent >= options.progressInterval else { return nil }
-            s.lastEvent = now
-            let done = s.planner.completedBytes
-            let (speed, smoothed) = s.meter.record(bytes: done, at: now)
-            return TransferProgress(
-                completedBytes: done, totalBytes: total, bytesPerSecond: speed, smoothedBytesPerSecond: smoothed)
+            return s.planner.completedBytes
         }
-        if let event { onEvent(.progress(event)) }
+        reporter.update(done, total: total)
     }
 }
 

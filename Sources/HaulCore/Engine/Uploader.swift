@@ -180,27 +180,15 @@ package final class Uploader: Sendable {
     package func run() async throws(HaulError) -> UploadOutcome {
         try FileDownloader.validate(url)
         let total = body.length
-        let meter = Locked((meter: ProgressMeter(), last: 0.0))
-        let interval = options.progressInterval
         let onEvent = self.onEvent
-        body.onProgress = { sent in
-            let now = monotonicSeconds()
-            let speeds = meter.withLock { m -> (Double, Double)? in
-                guard now - m.last >= interval else { return nil }
-                m.last = now
-                return m.meter.record(bytes: sent, at: now)
-            }
-            if let (speed, smoothed) = speeds {
-                onEvent(
-                    .progress(
-                        TransferProgress(
-                            completedBytes: sent, totalBytes: total, bytesPerSecond: speed,
-                            smoothedBytesPerSecond: smoothed)))
-            }
-        }
+        let reporter = ProgressReporter(interval: options.progressInterval) { onEvent(.progress($0)) }
+        ProgressClock.shared.add(reporter)
+        defer { ProgressClock.shared.remove(reporter) }
+        body.onProgress = { sent in reporter.update(sent, total: total) }
         var failures = 0
         while true {
             try body.rewind()
+            reporter.begin(at: 0, total: total)
             let collector = ResponseCollector(limit: options.maxResponseBytes)
             var request = TransportRequest(
                 url: url, headers: options.headers, connectTimeout: options.connectTimeout,
@@ -213,20 +201,14 @@ package final class Uploader: Sendable {
             } onCancel: {
                 task.cancel()
             }
+            reporter.idle()
             if Task.isCancelled { throw HaulError(.cancelled, "cancelled") }
             switch result {
             case .success:
                 guard let response = collector.response else {
                     throw HaulError(.invalidResponse, "no response from \(ResumeRecord.redacted(url))")
                 }
-                let (sent, speeds) = (
-                    total ?? 0, meter.withLock { $0.meter.record(bytes: total ?? 0, at: monotonicSeconds()) }
-                )
-                onEvent(
-                    .progress(
-                        TransferProgress(
-                            completedBytes: sent, totalBytes: total, bytesPerSecond: speeds.window,
-                            smoothedBytesPerSecond: speeds.smoothed)))
+                reporter.finish(total ?? 0, total: total)
                 return UploadOutcome(response: response, body: collector.body, bodyTruncated: collector.truncated)
             case .failure(let transportError):
                 if let bodyError = body.failure { throw bodyError }  // reading the source failed
