@@ -112,7 +112,9 @@ public final class DownloadTask: Sendable {
         }
     }
 
-    /// Stops the transfer, keeping its bytes; ``resume()`` continues from them.
+    /// Stops the transfer, keeping its bytes; ``resume()`` continues from them. A transfer whose
+    /// last bytes had already arrived completes anyway (``events`` then reports `.suspended` and
+    /// `.completed`).
     public func suspend() {
         let runner = inner.withLock { s -> Task<Void, Never>? in
             guard s.state == .running else { return nil }
@@ -137,7 +139,8 @@ public final class DownloadTask: Sendable {
     }
 
     /// Cancels the download and removes its partial file. ``finished()`` throws
-    /// ``HaulError/Code/cancelled``.
+    /// ``HaulError/Code/cancelled``, unless the last bytes had already arrived: then the task
+    /// completes with its file.
     public func cancel() {
         let (runner, wasRunning) = beginCanceling(.cancel)
         if wasRunning {
