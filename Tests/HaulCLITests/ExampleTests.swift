@@ -43,8 +43,10 @@ struct ExampleTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
+        // The first answer stops after 500 KB (`stall`), so the suspend always comes first.
         let r = try await run(
-            "TaskControlExample", [server.url("/t.bin?size=2000000&rate=4000000").absoluteString, dir.file("t.bin")])
+            "TaskControlExample",
+            [server.url("/t.bin?size=2000000&stall=500000&stalls=1").absoluteString, dir.file("t.bin")])
         #expect(r.status == 0 && r.stdout.contains("state suspended") && r.stdout.contains("finished: 2000000 bytes"))
         expectFile(dir.file("t.bin"), equals: TestContent.bytes(count: 2_000_000))
         #expect(server.requests(path: "/t.bin").count == 2)
@@ -66,7 +68,9 @@ struct ExampleTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let url = server.url("/w.bin?size=3000000&rate=3000000").absoluteString
+        // The first two answers (before and after the example's own suspend) stop after 1 MB,
+        // so the cancel always finds the download unfinished; the resume gets the rest.
+        let url = server.url("/w.bin?size=3000000&stall=1000000&stalls=2").absoluteString
         let start = try await run("ResumeWalkthrough", ["start", url, dir.file("w.bin"), dir.file("resume.json")])
         #expect(start.status == 0 && start.stdout.contains("saved resume data"), "\(start.stdout)\(start.stderr)")
         let saved = try #require(

@@ -205,7 +205,10 @@ struct GetCommandTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let args = ["get", "-x", "1", "-d", dir.path, server.url("/int.bin?size=6000000&rate=3000000").absoluteString]
+        // The first answer stops after 4 MB (`stall`), so Ctrl-C always finds it unfinished; the
+        // rate lets the first checkpoint (after a second of transfer) happen before.
+        let url = server.url("/int.bin?size=6000000&rate=3000000&stall=4000000&stalls=1")
+        let args = ["get", "-x", "1", "-d", dir.path, url.absoluteString]
         let p = try CLI.start(args)
         #expect(
             await eventually { (ResumeRecord.decode(contents(dir.file("int.bin.haul")))?.contiguousBytes ?? 0) > 0 })

@@ -143,7 +143,7 @@ struct DownloadManagerTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let manager = DownloadManager(configuration: configuration())
-        let id = manager.add(server.url("/gone?size=3000000&rate=1500000"), to: .directory(dir.url))
+        let id = manager.add(server.url("/gone?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url))
         #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
         manager.pause(id)
         #expect(await eventually(timeout: 10) { dir.contents() == ["gone.haul", "gone.part"] })
@@ -199,7 +199,7 @@ struct DownloadManagerTests {
         let manager = DownloadManager(configuration: configuration())
         let outcome = Box<HaulError?>(nil)
         let id = manager.add(
-            server.url("/told?size=3000000&rate=1500000"), to: .directory(dir.url),
+            server.url("/told?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url),
             completion: { result in if case .failure(let e) = result { outcome.set(e) } })
         #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
         manager.pause(id)
@@ -212,7 +212,7 @@ struct DownloadManagerTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let manager = DownloadManager(configuration: configuration())
-        let id = manager.add(server.url("/held?size=3000000&rate=1500000"), to: .directory(dir.url))
+        let id = manager.add(server.url("/held?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url))
         #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
         manager.pause(id)
         await manager.shutdown()
@@ -232,7 +232,8 @@ struct DownloadManagerTests {
             $0.stateDirectory = state.url
         }
         let first = DownloadManager(configuration: persistent)
-        let id = first.add(server.url("/p1.bin?size=3000000&rate=1500000"), to: .directory(dir.url), priority: 3)
+        let id = first.add(
+            server.url("/p1.bin?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url), priority: 3)
         #expect(await eventually(timeout: 10) { (first.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
         await first.shutdown()
         #expect(FileManager.default.fileExists(atPath: state.file("downloads.json")))
