@@ -130,7 +130,9 @@ public final class DownloadManager: Sendable {
         var tasks: [UUID: DownloadTask] = [:]
         /// Tasks suspended by a pause or a lost network, kept so that the item continues with the
         /// same task: its resume waits until the stopped transfer has ended (and written its
-        /// record), where a new task would start a second transfer on the same partial.
+        /// record), where a new task would start a second transfer on the same partial. Tasks
+        /// that a lost network cancels (`waitsForConnectivity == false`) stay here until their
+        /// cancel has ended, for the same reason.
         var stopped: [UUID: DownloadTask] = [:]
         /// Items whose stopped task is still being cancelled: they start once it has ended (its
         /// end removes the files, which must not be the new task's).
@@ -260,7 +262,7 @@ public final class DownloadManager: Sendable {
     private func networkChanged(_ path: NetworkPath) {
         let allowed = allows(path)
         let (stop, failed) = inner.withLock {
-            s -> ([DownloadTask], [(Completion?, Result<DownloadResult, HaulError>)]) in
+            s -> ([(UUID, DownloadTask)], [(Completion?, Result<DownloadResult, HaulError>)]) in
             s.blockedPath = allowed ? nil : path
             guard s.networkAllowed != allowed else { return ([], []) }
             s.networkAllowed = allowed
@@ -271,12 +273,12 @@ public final class DownloadManager: Sendable {
             let affected = s.items.values.filter {
                 ($0.state == .queued || $0.state == .running) && needsNetwork($0.url)
             }.map(\.id)
-            var tasks: [DownloadTask] = []
+            var tasks: [(UUID, DownloadTask)] = []
             var failed: [(Completion?, Result<DownloadResult, HaulError>)] = []
             for id in affected {
                 if let task = s.tasks.removeValue(forKey: id) {
-                    tasks.append(task)
-                    if configuration.waitsForConnectivity { s.stopped[id] = task }
+                    tasks.append((id, task))
+                    s.stopped[id] = task
                 }
                 if configuration.waitsForConnectivity {
                     s.set(id, .waitingForNetwork)
@@ -292,9 +294,14 @@ public final class DownloadManager: Sendable {
         // Both keep the partial file and its record: waiting ones continue from them later,
         // failed ones when the caller resumes them (or a later run does).
         if configuration.waitsForConnectivity {
-            for task in stop { task.suspend() }
+            for (_, task) in stop { task.suspend() }
         } else {
-            for task in stop { Task { _ = await task.cancelProducingResumeData() } }
+            for (id, task) in stop {
+                Task { [weak self] in
+                    _ = await task.cancelProducingResumeData()
+                    self?.inner.withLock { s in if s.stopped[id] === task { s.stopped[id] = nil } }
+                }
+            }
         }
         deliver(failed)
         changed(persist: true)

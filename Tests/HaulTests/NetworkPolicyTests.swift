@@ -88,6 +88,36 @@ struct NetworkPolicyTests {
         #expect(starts.first == 0 && zip(starts, starts.dropFirst()).allSatisfy { $0 < $1 }, "\(starts)")
     }
 
+    @Test func aResumeRightAfterTheNetworkFailedADownloadContinuesFromItsBytes() async throws {
+        // Without waiting for connectivity the lost network fails the download and cancels its
+        // transfer; a resume that comes while that transfer is still stopping (here its last
+        // checkpoint waits for a slow fsync) must wait for it, where a new transfer found no
+        // record yet and started the same partial over from byte 0.
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let hold = SyncHold([dir.file("back.bin.part")])
+        defer { hold.remove() }
+        let network = FakeNetwork()
+        network.send(.wifi)
+        let manager = manager(network) { $0.waitsForConnectivity = false }
+        let id = manager.add(server.url("/back.bin?size=3000000&rate=1500000"), to: .directory(dir.url))
+        #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) > 300_000 })
+        network.send(nil)
+        #expect(await eventually(timeout: 5) { manager.item(id)?.state == .failed })
+        network.send(.wired)
+        #expect(await eventually(timeout: 5) { manager.networkUnavailableReason == nil })
+        #expect(await eventually(timeout: 5) { !hold.held.isEmpty }, "the cancelled transfer's checkpoint waits")
+        manager.resume(id)
+        try await Task.sleep(nanoseconds: 300_000_000)
+        hold.release()
+        await manager.waitUntilIdle()
+        #expect(manager.item(id)?.state == .completed, "\(String(describing: manager.item(id)?.error))")
+        expectFile(dir.file("back.bin"), equals: TestContent.bytes(count: 3_000_000))
+        let starts = server.requests(path: "/back.bin").map { $0.rangeStart ?? 0 }
+        #expect(starts.count == 2 && starts[0] == 0 && starts.last! > 0, "\(starts)")
+    }
+
     @Test func cellularIsAvoidedWhenNotAllowed() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
