@@ -126,15 +126,16 @@ public final class DownloadTask: Sendable {
         if runner != nil { emit(.suspended) }
     }
 
-    /// Moves a running or suspended task to `.canceling` with `stop`; returns its runner and
-    /// whether it was running (nothing, when it was neither).
-    private func beginCanceling(_ stop: Stop) -> (runner: Task<Void, Never>?, wasRunning: Bool) {
+    /// Moves a running or suspended task to `.canceling` with `stop`; returns its runner and the
+    /// state it was in (a task in any other state is left as it is).
+    private func beginCanceling(_ stop: Stop) -> (runner: Task<Void, Never>?, from: State, stop: Stop?) {
         inner.withLock { s in
-            guard s.state == .running || s.state == .suspended else { return (nil, false) }
-            let running = s.state == .running
-            s.state = .canceling
-            s.stop = stop
-            return (s.runner, running)
+            let from = s.state
+            if from == .running || from == .suspended {
+                s.state = .canceling
+                s.stop = stop
+            }
+            return (s.runner, from, s.stop)
         }
     }
 
@@ -142,24 +143,39 @@ public final class DownloadTask: Sendable {
     /// ``HaulError/Code/cancelled``, unless the last bytes had already arrived: then the task
     /// completes with its file.
     public func cancel() {
-        let (runner, wasRunning) = beginCanceling(.cancel)
-        if wasRunning {
+        let (runner, from, _) = beginCanceling(.cancel)
+        switch from {
+        case .running:
             runner?.cancel()
-        } else if inner.withLock({ $0.state == .canceling }) {
+        case .suspended:
             Task { [self] in
                 await runner?.value
                 complete(.failure(HaulError(.cancelled, "cancelled")), stop: .cancel)
             }
+        case .canceling, .completed:
+            break  // already stopping or finished
         }
     }
 
     /// Cancels the download keeping its bytes, and returns what a later task needs to continue
-    /// (nil when nothing was written yet, or the task had already completed).
+    /// (nil when nothing was written yet, or the task had already completed). While another
+    /// cancel is under way it waits for that one; it returns resume data only if that cancel
+    /// keeps the bytes too.
     public func cancelProducingResumeData() async -> ResumeData? {
-        let (runner, wasRunning) = beginCanceling(.cancelKeepingData)
-        if wasRunning { runner?.cancel() }
-        await runner?.value
-        if !wasRunning { complete(.failure(HaulError(.cancelled, "cancelled")), stop: .cancelKeepingData) }
+        let (runner, from, stop) = beginCanceling(.cancelKeepingData)
+        switch from {
+        case .running:
+            runner?.cancel()
+            await runner?.value
+        case .suspended:
+            await runner?.value
+            complete(.failure(HaulError(.cancelled, "cancelled")), stop: .cancelKeepingData)
+        case .canceling:
+            await runner?.value
+            guard stop == .cancelKeepingData else { return nil }
+        case .completed:
+            return nil
+        }
         guard let destination = inner.withLock({ $0.destination }),
             let bytes = try? Sys.readSmallFile(destination + ResumeRecord.fileExtension),
             let record = ResumeRecord.decode(bytes), record.contiguousBytes > 0

@@ -204,6 +204,34 @@ struct DownloadTaskTests {
         #expect(events.last?.1.fraction == 1)
     }
 
+    @Test func stoppingAFinishedTaskChangesNothing() async throws {
+        // cancelProducingResumeData() on a completed task completed it again: its handlers got
+        // `.failed(cancelled)` after `.completed`, and `error` said cancelled.
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("done.bin")
+        let task = testSession().downloadTask(with: server.url("/done.bin?size=100000"), to: .file(dest))
+        let events = EventLog()
+        task.onEvent { events.append($0) }
+        task.resume()
+        let result = try await task.finished()
+        #expect(await task.cancelProducingResumeData() == nil)
+        task.cancel()
+        task.suspend()
+        try await Task.sleep(nanoseconds: 100_000_000)
+        let ends = events.events.filter {
+            switch $0 {
+            case .completed, .failed, .suspended: return true
+            default: return false
+            }
+        }
+        #expect(ends.count == 1, "\(ends)")
+        #expect(task.state == .completed && task.error == nil)
+        #expect(try await task.finished() == result)
+        expectFile(dest.path, equals: TestContent.bytes(count: 100_000))
+    }
+
     @Test func invalidResumeDataIsAClearError() {
         #expect(throws: HaulError.self) { try ResumeData(data: Data("{}".utf8)) }
     }
