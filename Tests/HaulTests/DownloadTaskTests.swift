@@ -232,6 +232,26 @@ struct DownloadTaskTests {
         expectFile(dest.path, equals: TestContent.bytes(count: 100_000))
     }
 
+    @Test func twoCancelsKeepingDataAtOnceBothGetTheSameResumeData() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("twice.bin")
+        let task = testSession().downloadTask(
+            with: server.url("/twice.bin?size=3000000&stall=1000000&stalls=1"), to: .file(dest))
+        let events = EventLog()
+        task.onEvent { events.append($0) }
+        task.resume()
+        #expect(await eventually { (task.progress?.completedBytes ?? 0) > 300_000 })
+        async let first = task.cancelProducingResumeData()
+        async let second = task.cancelProducingResumeData()
+        let (a, b) = await (first, second)
+        #expect(a != nil && a?.bytesOnDisk == b?.bytesOnDisk, "\(String(describing: a)) \(String(describing: b))")
+        let ends = events.events.filter { if case .failed = $0 { return true } else { return false } }
+        #expect(ends.count == 1, "\(ends)")
+        #expect(task.error?.code == .cancelled)
+    }
+
     @Test func invalidResumeDataIsAClearError() {
         #expect(throws: HaulError.self) { try ResumeData(data: Data("{}".utf8)) }
     }
