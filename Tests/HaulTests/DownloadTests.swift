@@ -395,6 +395,34 @@ struct DownloadTests {
         expectFile(dir.file("slowdisk-b.bin"), equals: TestContent.bytes(seed: 2, count: 4_000_000))
     }
 
+    @Test func aResumeDoesNotWaitForASyncBeforeItsFirstBytes() async throws {
+        // Resuming the same version from where the record ends leaves that record as it is (it
+        // stays true while bytes are added after it); it was rewritten and synced on the
+        // transport's thread first, so one slow disk held every transfer of the session.
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("again.bin")
+        let url = server.url("/again.bin?size=3000000&rate=1000000&stall=600000&stalls=1")
+        let first = testSession().downloadTask(with: url, to: .file(dest))
+        first.resume()
+        #expect(await eventually { (first.progress?.completedBytes ?? 0) >= 600_000 })
+        let saved = try #require(await first.cancelProducingResumeData()).bytesOnDisk
+        let hold = SyncHold([dest.path + ".part"])
+        defer { hold.remove() }
+        let session = testSession()
+        let resumed = Task { await run(session, url, to: .file(dest)) }
+        func size() -> Int64 {
+            ((try? FileManager.default.attributesOfItem(atPath: dest.path + ".part"))?[.size] as? Int64) ?? 0
+        }
+        #expect(
+            await eventually(timeout: 5) { size() >= saved + 300_000 }, "\(size()) bytes: the resume's bytes flow")
+        hold.release()
+        #expect(await resumed.value.0.error == nil)
+        expectFile(dest.path, equals: TestContent.bytes(count: 3_000_000))
+        #expect(server.requests(path: "/again.bin").last?.rangeStart == Int(saved))
+    }
+
     @Test func slowSyncsDoNotHoldUpSwiftTasks() async throws {
         // On Linux, work items on Dispatch's global queue share threads with Swift's tasks:
         // checkpoints waiting for a slow disk there left no thread for any task.

@@ -369,14 +369,18 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         }
         let file = partial ?? PartialFile(destination: destination)
         partial = file
-        let hadRecord = machine.record != nil
+        let previous = machine.record
         try file.open(at: offset)
         machine.accept(offset: offset, validators: validators, url: downloader.url, finalURL: response.url)
         downloader.reporter.begin(at: offset, total: machine.record?.totalLength)
-        if hadRecord {
-            // The record on disk describes other bytes now (a resume, or a restart from zero):
-            // replace it before writing anything.
+        if let previous, !previous.claimsTheSame(as: machine.record) {
+            // The record on disk describes other bytes now (a restart from zero, or another
+            // version): replace it before writing anything.
             try checkpoint()
+        } else if previous != nil {
+            // A resume of the same version from where the record ends: the record stays true
+            // while bytes are added after it, so no sync holds up the transfer's thread here.
+            lastCheckpoint = monotonicSeconds()
         } else {
             // A fresh download gets its first record at the first checkpoint (or when it fails or
             // is cancelled): a partial without a record is never trusted, and small files finish

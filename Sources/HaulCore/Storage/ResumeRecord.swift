@@ -52,6 +52,13 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
         self.ranges = ranges
     }
 
+    /// Whether `other` claims the same bytes of the same version (all but the time of writing).
+    package func claimsTheSame(as other: ResumeRecord?) -> Bool {
+        guard var other else { return false }
+        other.updatedAt = updatedAt
+        return self == other
+    }
+
     /// The bytes from the start of the file that are on disk without a gap.
     package var contiguousBytes: Int64 {
         var end: Int64 = 0
