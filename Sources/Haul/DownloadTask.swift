@@ -40,6 +40,8 @@ public final class DownloadTask: Sendable {
         var runner: Task<Void, Never>?
         var generation = 0
         var stop: Stop?
+        /// `complete` has run (it runs once).
+        var ended = false
         var subscribers: [Int: AsyncStream<DownloadEvent>.Continuation] = [:]
         var nextSubscriber = 0
         var handlers: [@Sendable (DownloadEvent) -> Void] = []
@@ -238,6 +240,12 @@ public final class DownloadTask: Sendable {
     }
 
     private func complete(_ result: Result<DownloadResult, HaulError>, stop: Stop?) {
+        // Once: the cancel of a suspended task whose transfer finished anyway comes second.
+        let first = inner.withLock { s -> Bool in
+            defer { s.ended = true }
+            return !s.ended
+        }
+        guard first else { return }
         var result = result
         if stop == .cancel || stop == .cancelKeepingData {
             if case .success = result {} else { result = .failure(HaulError(.cancelled, "cancelled")) }

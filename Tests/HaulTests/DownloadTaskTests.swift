@@ -252,6 +252,37 @@ struct DownloadTaskTests {
         #expect(task.error?.code == .cancelled)
     }
 
+    @Test func aSuspendAndCancelAfterTheLastByteLeaveOneCompletion() async throws {
+        // The file's sync is held: every byte is there and the task is putting the file in
+        // place when the suspend and the cancel come. It completes with its file, once (the
+        // cancel of the suspended task completed it a second time, with .failed(cancelled)).
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("last.bin")
+        let hold = SyncHold([dest.path + ".part"])
+        defer { hold.remove() }
+        let task = testSession().downloadTask(with: server.url("/last.bin?size=200000"), to: .file(dest))
+        let events = EventLog()
+        task.onEvent { events.append($0) }
+        task.resume()
+        #expect(await eventually(timeout: 10) { !hold.held.isEmpty })
+        task.suspend()
+        task.cancel()
+        hold.release()
+        let result = try await task.finished()
+        try await Task.sleep(nanoseconds: 200_000_000)  // a second completion would come by now
+        let ends = events.events.filter {
+            switch $0 {
+            case .completed, .failed: return true
+            default: return false
+            }
+        }
+        #expect(ends.count == 1, "\(ends)")
+        #expect(task.error == nil && result.bytes == 200_000)
+        expectFile(dest.path, equals: TestContent.bytes(count: 200_000))
+    }
+
     @Test func invalidResumeDataIsAClearError() {
         #expect(throws: HaulError.self) { try ResumeData(data: Data("{}".utf8)) }
     }
