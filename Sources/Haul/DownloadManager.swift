@@ -410,7 +410,8 @@ public final class DownloadManager: Sendable {
             completedBytes: done, totalBytes: total, bytesPerSecond: speed, smoothedBytesPerSecond: speed)
     }
 
-    /// Pauses an item, keeping its bytes (a running transfer stops).
+    /// Pauses an item, keeping its bytes (a running transfer stops). An item whose transfer
+    /// already had every byte completes instead, once its file is in place.
     public func pause(_ id: UUID) {
         let task = inner.withLock { s -> DownloadTask? in
             guard let item = s.items[id], [.queued, .running, .waitingForNetwork].contains(item.state) else {
@@ -553,7 +554,10 @@ public final class DownloadManager: Sendable {
     /// An event of the task `from`; ignored unless that is the item's current task (a task that
     /// was paused and then cancelled reports its end after a new one may have started).
     private func handle(_ event: DownloadEvent, for id: UUID, from: ObjectIdentifier) {
-        guard inner.withLock({ s in s.tasks[id].map(ObjectIdentifier.init) == from }) else { return }
+        guard inner.withLock({ s in s.tasks[id].map(ObjectIdentifier.init) == from }) else {
+            if case .completed(let url) = event { stoppedTaskCompleted(id, url, from: from) }
+            return
+        }
         switch event {
         case .progress(let p):
             let handler = inner.withLock { s -> (@Sendable (TransferProgress) -> Void)? in
@@ -569,6 +573,30 @@ public final class DownloadManager: Sendable {
         default:
             break
         }
+    }
+
+    /// A stopped task whose transfer had every byte when the stop came completes anyway (see
+    /// ``DownloadTask/suspend()``): so does its item, paused, waiting for the network or queued
+    /// again behind the stop, since its file is in place. (It stayed paused, and its resume
+    /// asked the server again only to find the file complete.)
+    private func stoppedTaskCompleted(_ id: UUID, _ url: URL, from: ObjectIdentifier) {
+        let call = inner.withLock { s -> (Completion?, Result<DownloadResult, HaulError>)? in
+            guard !s.shutDown, let stopped = s.stopped[id], ObjectIdentifier(stopped) == from,
+                let item = s.items[id], [.paused, .waitingForNetwork, .queued].contains(item.state)
+            else { return nil }
+            s.stopped[id] = nil
+            s.set(id, .completed)
+            let progress = stopped.progress ?? item.progress
+            s.items[id]!.progress = progress
+            s.items[id]!.fileURL = url
+            s.items[id]!.error = nil
+            let bytes = progress?.completedBytes ?? 0
+            return (s.takeCompletion(id), .success(DownloadResult(fileURL: url, bytes: bytes, alreadyComplete: false)))
+        }
+        guard let call else { return }
+        deliver([call])
+        changed(persist: true)
+        schedule()
     }
 
     private func finish(_ id: UUID, _ outcome: Result<URL, HaulError>) {

@@ -170,6 +170,34 @@ struct DownloadManagerTests {
         #expect(dir.contents() == ["over"])
     }
 
+    @Test func aPausedItemWhoseTransferHadEveryByteCompletes() async throws {
+        // The file's sync is held: the transfer has every byte when the pause comes. Its task
+        // completes anyway, and so does the item (it stayed paused, and a resume asked the
+        // server again to find the file complete).
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let hold = SyncHold([dir.file("whole.bin.part")])
+        defer { hold.remove() }
+        let manager = DownloadManager(configuration: configuration())
+        let outcomes = Box<[Bool]>([])
+        let id = manager.add(
+            server.url("/whole.bin?size=200000"), to: .directory(dir.url),
+            completion: { result in outcomes.set(outcomes.get() + [(try? result.get()) != nil]) })
+        #expect(await eventually(timeout: 10) { !hold.held.isEmpty })
+        manager.pause(id)
+        #expect(manager.item(id)?.state == .paused)
+        hold.release()
+        #expect(await eventually(timeout: 10) { manager.item(id)?.state == .completed })
+        #expect(await eventually(timeout: 5) { !outcomes.get().isEmpty })
+        try await Task.sleep(nanoseconds: 100_000_000)
+        #expect(outcomes.get() == [true], "the completion is called once, with the file")
+        #expect(manager.item(id)?.fileURL?.path == dir.file("whole.bin"))
+        #expect(server.requests(path: "/whole.bin").count == 1)
+        expectFile(dir.file("whole.bin"), equals: TestContent.bytes(count: 200_000))
+        await manager.waitUntilIdle()
+    }
+
     @Test func idleComesAfterEveryCompletionHasRun() async throws {
         // A completion still running (here a slow one) while another download finishes: the
         // manager was idle as soon as the states said so, and a waiter missed that outcome
