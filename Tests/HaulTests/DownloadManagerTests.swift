@@ -98,10 +98,10 @@ struct DownloadManagerTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let manager = DownloadManager(configuration: configuration())
-        // 1 MB/s: almost four seconds between the first 200 kB and the end, room for a stall
-        // (with two, the whole ThreadSanitizer run once let both finish before the pause).
-        let keep = manager.add(server.url("/keep?size=4000000&rate=1000000"), to: .directory(dir.url))
-        let drop = manager.add(server.url("/drop?size=4000000&rate=1000000"), to: .directory(dir.url))
+        // The first answers stall after 1 MB, so the pause and the cancel always find them
+        // unfinished (at 2 MB/s a whole ThreadSanitizer run once let both finish first).
+        let keep = manager.add(server.url("/keep?size=4000000&stall=1000000&stalls=1"), to: .directory(dir.url))
+        let drop = manager.add(server.url("/drop?size=4000000&stall=1000000&stalls=1"), to: .directory(dir.url))
         #expect(await eventually(timeout: 10) { (manager.item(keep)?.progress?.completedBytes ?? 0) >= 200_000 })
         manager.pause(keep)
         manager.cancel(drop)

@@ -318,7 +318,9 @@ struct DownloadTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("cancel.bin")
-        let url = server.url("/cancel.bin?size=6000000&rate=1500000")  // 4 s: a checkpoint comes well before the end
+        // A checkpoint comes after a second of transfer; the answer stalls at 4.5 MB, so the
+        // cancel always finds it unfinished.
+        let url = server.url("/cancel.bin?size=6000000&rate=1500000&stall=4500000&stalls=1")
         let session = testSession()
         let task = Task { try await session.download(from: url, to: .file(dest)) }
         #expect(

@@ -149,7 +149,7 @@ struct NetworkPolicyTests {
             $0.maxConcurrentDownloads = 1  // the second one stays queued
         }
         network.send(.wired)
-        let id = manager.add(server.url("/nowait.bin?size=4000000&rate=1000000"), to: .directory(dir.url))
+        let id = manager.add(server.url("/nowait.bin?size=4000000&stall=1000000&stalls=1"), to: .directory(dir.url))
         #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) > 100_000 })
         let reported = Locked<HaulError?>(nil)
         let queued = manager.add(
