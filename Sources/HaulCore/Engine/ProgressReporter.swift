@@ -16,7 +16,6 @@ package final class ProgressReporter: Sendable {
         var last = 0.0
         /// A transfer is on the wire: the clock may report.
         var active = false
-        var lastSpeed: (window: Double, smoothed: Double) = (0, 0)
     }
 
     private let state = Locked(State())
@@ -26,7 +25,7 @@ package final class ProgressReporter: Sendable {
     private let report: @Sendable (TransferProgress) -> Void
 
     /// Seconds without bytes after which the clock reports.
-    var quietInterval: Double { max(interval, 1) }
+    private var quietInterval: Double { max(interval, 1) }
 
     /// A reporter that calls `report` with each report.
     package init(interval: Double, report: @escaping @Sendable (TransferProgress) -> Void) {
@@ -68,9 +67,6 @@ package final class ProgressReporter: Sendable {
         make(minimumGap: 0)
     }
 
-    /// The speeds of the last report.
-    package var lastSpeed: (window: Double, smoothed: Double) { state.withLock { $0.lastSpeed } }
-
     /// From the clock: reports when a transfer is on the wire and nothing was reported for the
     /// quiet interval.
     func tick(at now: Double) {
@@ -86,10 +82,10 @@ package final class ProgressReporter: Sendable {
             let progress = state.withLock { s -> TransferProgress? in
                 guard now - s.last >= minimumGap, !requireActive || s.active else { return nil }
                 s.last = now
-                s.lastSpeed = s.meter.record(bytes: s.bytes, at: now)
+                let speed = s.meter.record(bytes: s.bytes, at: now)
                 return TransferProgress(
-                    completedBytes: s.bytes, totalBytes: s.total, bytesPerSecond: s.lastSpeed.window,
-                    smoothedBytesPerSecond: s.lastSpeed.smoothed)
+                    completedBytes: s.bytes, totalBytes: s.total, bytesPerSecond: speed.window,
+                    smoothedBytesPerSecond: speed.smoothed)
             }
             if let progress { report(progress) }
         }
