@@ -16,7 +16,10 @@ struct DownloadTaskTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("s.bin")
-        let task = testSession().downloadTask(with: server.url("/s.bin?size=6000000&rate=1500000"), to: .file(dest))
+        // Throttled, and stalling at 3 MB: the suspend reaches a flowing transfer, and even a
+        // late one never finds it finished.
+        let task = testSession().downloadTask(
+            with: server.url("/s.bin?size=6000000&rate=1500000&stall=3000000&stalls=1"), to: .file(dest))
         #expect(task.state == .suspended)
         task.resume()
         #expect(task.state == .running)
