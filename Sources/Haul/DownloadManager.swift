@@ -209,7 +209,9 @@ public final class DownloadManager: Sendable {
     public var activity: NetworkActivity { session.activity }
     private let session: HaulSession
     private let inner = Locked(Inner())
-    private let saving = Locked(())
+    /// Held while the state file is written; counts the writes. (Not `Locked(())`:
+    /// ThreadSanitizer reported the inout access to a zero-sized value as a race.)
+    private let saving = Locked(0)
 
     /// Creates a manager; with ``Configuration/Persistence/default`` it reloads the list kept by
     /// an earlier manager and continues unfinished downloads.
@@ -701,10 +703,11 @@ public final class DownloadManager: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         guard let data = try? encoder.encode(stored) else { return }
-        saving.withLock { _ in
+        saving.withLock { writes in
             // One writer at a time; the file is replaced atomically.
             try? Sys.makeDirectories(file.deletingLastPathComponent().path)
             try? Sys.writeFileAtomically(file.path, Array(data))
+            writes += 1
         }
     }
 

@@ -411,6 +411,9 @@ private final class SegmentedRun: @unchecked Sendable {
             return
         }
         let fetch = SegmentFetch(run: self, segment: segment)
+        // Before its bytes flow: the transport's thread reads it (ThreadSanitizer saw the write
+        // in perform(adopting:) race with the first bytes).
+        fetch.requestedEnd = end
         probe.adopt(fetch)
         state.withLock { $0.adopted = (fetch, task, end) }
         task.resume()
@@ -619,7 +622,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     func perform(adopting held: (task: any TransportTask, end: Int64)? = nil) async -> Result<Void, HaulError> {
         let task: any TransportTask
         if let held {
-            requestedEnd = held.end
+            // requestedEnd was set by SegmentedRun.adopt, before the answer's bytes flowed.
             answer.set(monotonicSeconds())  // the probe's head arrived just before
             task = held.task
         } else {
