@@ -7,9 +7,7 @@ import Testing
 
 @Suite("DownloadTask: suspend, resume, cancel, resume data")
 struct DownloadTaskTests {
-    func partSize(_ dest: URL) -> Int64 {
-        ((try? FileManager.default.attributesOfItem(atPath: dest.path + ".part"))?[.size] as? Int64) ?? -1
-    }
+    func partSize(_ dest: URL) -> Int64 { fileSize(dest.path + ".part") ?? -1 }
 
     @Test func suspendReallyStopsTheTransferAndResumeContinuesAtTheSameOffset() async throws {
         let server = try TestServer()
@@ -223,13 +221,7 @@ struct DownloadTaskTests {
         task.cancel()
         task.suspend()
         try await Task.sleep(nanoseconds: 100_000_000)
-        let ends = events.events.filter {
-            switch $0 {
-            case .completed, .failed, .suspended: return true
-            default: return false
-            }
-        }
-        #expect(ends.count == 1, "\(ends)")
+        #expect(events.ends.count == 1 && events.suspensions == 0, "\(events.events)")
         #expect(task.state == .completed && task.error == nil)
         #expect(try await task.finished() == result)
         expectFile(dest.path, equals: TestContent.bytes(count: 100_000))
@@ -250,8 +242,7 @@ struct DownloadTaskTests {
         async let second = task.cancelProducingResumeData()
         let (a, b) = await (first, second)
         #expect(a != nil && a?.bytesOnDisk == b?.bytesOnDisk, "\(String(describing: a)) \(String(describing: b))")
-        let ends = events.events.filter { if case .failed = $0 { return true } else { return false } }
-        #expect(ends.count == 1, "\(ends)")
+        #expect(events.ends.count == 1, "\(events.ends)")  // one .failed: error is cancelled
         #expect(task.error?.code == .cancelled)
     }
 
@@ -275,13 +266,7 @@ struct DownloadTaskTests {
         hold.release()
         let result = try await task.finished()
         try await Task.sleep(nanoseconds: 200_000_000)  // a second completion would come by now
-        let ends = events.events.filter {
-            switch $0 {
-            case .completed, .failed: return true
-            default: return false
-            }
-        }
-        #expect(ends.count == 1, "\(ends)")
+        #expect(events.ends.count == 1, "\(events.ends)")
         #expect(task.error == nil && result.bytes == 200_000)
         expectFile(dest.path, equals: TestContent.bytes(count: 200_000))
     }

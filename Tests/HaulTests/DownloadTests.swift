@@ -384,12 +384,9 @@ struct DownloadTests {
         let b = Task {
             await run(session, server.url("/slowdisk-b.bin?size=4000000&rate=1000000&seed=2"), to: .directory(dir.url))
         }
-        func size(_ path: String) -> Int {
-            ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
-        }
         #expect(
-            await eventually(timeout: 5) { size(partB) >= 500_000 },
-            "B got \(size(partB)) bytes while A's sync was held")
+            await eventually(timeout: 5) { (fileSize(partB) ?? 0) >= 500_000 },
+            "B got \(fileSize(partB) ?? 0) bytes while A's sync was held")
         hold.release()
         let (ra, rb) = (await a.value, await b.value)
         #expect(ra.0.error == nil && rb.0.error == nil)
@@ -414,11 +411,10 @@ struct DownloadTests {
         defer { hold.remove() }
         let session = testSession()
         let resumed = Task { await run(session, url, to: .file(dest)) }
-        func size() -> Int64 {
-            ((try? FileManager.default.attributesOfItem(atPath: dest.path + ".part"))?[.size] as? Int64) ?? 0
-        }
+        let part = dest.path + ".part"
         #expect(
-            await eventually(timeout: 5) { size() >= saved + 300_000 }, "\(size()) bytes: the resume's bytes flow")
+            await eventually(timeout: 5) { (fileSize(part) ?? 0) >= saved + 300_000 },
+            "\(fileSize(part) ?? 0) bytes: the resume's bytes flow")
         hold.release()
         #expect(await resumed.value.0.error == nil)
         expectFile(dest.path, equals: TestContent.bytes(count: 3_000_000))

@@ -1,5 +1,6 @@
 import Foundation
 import Haul
+import HaulCore
 import HaulTestSupport
 import Testing
 
@@ -16,7 +17,20 @@ final class EventLog: @unchecked Sendable {
         events.compactMap { if case .retrying(let a, let e, let d) = $0 { return (a, e, d) } else { return nil } }
     }
     var restarts: [String] { events.compactMap { if case .restarted(let r) = $0 { return r } else { return nil } } }
+    /// `.completed` and `.failed`: a task reports exactly one.
+    var ends: [DownloadEvent] {
+        events.filter {
+            switch $0 {
+            case .completed, .failed: return true
+            default: return false
+            }
+        }
+    }
+    var suspensions: Int { events.filter { if case .suspended = $0 { return true } else { return false } }.count }
 }
+
+/// The size of the file at `path`, nil when there is none.
+func fileSize(_ path: String) -> Int64? { (try? Sys.fileSize(path)) ?? nil }
 
 /// A session with quick retries for tests.
 func testSession(_ adjust: (inout HaulConfiguration) -> Void = { _ in }) -> HaulSession {
