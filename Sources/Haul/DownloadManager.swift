@@ -167,6 +167,15 @@ public final class DownloadManager: Sendable {
             return completion
         }
 
+        /// Marks `id` completed with its file at `url`; the result for its completion handler
+        /// (bytes from its last progress).
+        mutating func complete(_ id: UUID, fileAt url: URL) -> DownloadResult {
+            set(id, .completed)
+            items[id]!.fileURL = url
+            let bytes = items[id]!.progress?.completedBytes ?? 0
+            return DownloadResult(fileURL: url, bytes: bytes, alreadyComplete: false)
+        }
+
         var isIdle: Bool {
             counts[.queued, default: 0] == 0 && counts[.running, default: 0] == 0
                 && counts[.waitingForNetwork, default: 0] == 0 && completing == 0
@@ -587,13 +596,10 @@ public final class DownloadManager: Sendable {
                 let item = s.items[id], [.paused, .waitingForNetwork, .queued].contains(item.state)
             else { return nil }
             s.stopped[id] = nil
-            s.set(id, .completed)
-            let progress = stopped.progress ?? item.progress
-            s.items[id]!.progress = progress
-            s.items[id]!.fileURL = url
+            s.items[id]!.progress = stopped.progress ?? item.progress
             s.items[id]!.error = nil
-            let bytes = progress?.completedBytes ?? 0
-            return (s.takeCompletion(id), .success(DownloadResult(fileURL: url, bytes: bytes, alreadyComplete: false)))
+            let result = s.complete(id, fileAt: url)
+            return (s.takeCompletion(id), .success(result))
         }
         guard let call else { return }
         deliver([call])
@@ -616,10 +622,7 @@ public final class DownloadManager: Sendable {
             let result: Result<DownloadResult, HaulError>
             switch outcome {
             case .success(let url):
-                s.set(id, .completed)
-                s.items[id]!.fileURL = url
-                let bytes = s.items[id]!.progress?.completedBytes ?? 0
-                result = .success(DownloadResult(fileURL: url, bytes: bytes, alreadyComplete: false))
+                result = .success(s.complete(id, fileAt: url))
             case .failure(let error)
             where error.isTransient && configuration.waitsForConnectivity && needsNetwork(s.items[id]!.url)
                 && (!s.networkAllowed || lostNetwork):
