@@ -1,5 +1,6 @@
-/// A small option parser in the style of curl and wget: `-o FILE`, `--output FILE`,
-/// `--output=FILE`, repeated `-H`, and flags.
+/// A small option parser in the style of curl, wget and aria2 (getopt's rules): `-o FILE`,
+/// `-oFILE`, `--output FILE`, `--output=FILE`, repeated `-H`, flags, and short options run
+/// together (`-qx16` is `-q -x 16`).
 enum Arguments {
     /// Parses against a table of option names; returns values by canonical name.
     static func parse(
@@ -18,6 +19,10 @@ enum Arguments {
             }
             if arg == "--" {
                 onlyPositionals = true
+                continue
+            }
+            if !arg.hasPrefix("--") && arg.count > 2 {
+                try parseShortCluster(arg, options: options, values: &values, args: args, next: &i)
                 continue
             }
             var name = arg
@@ -43,6 +48,33 @@ enum Arguments {
             }
         }
         return (values, positionals)
+    }
+
+    /// `-qx16`, `-x16`, `-qo FILE`: flags one letter each, until an option that takes a value,
+    /// which takes the rest of the word or, when nothing is left, the next argument.
+    private static func parseShortCluster(
+        _ arg: String, options: [Option], values: inout [String: [String]], args: [String], next i: inout Int
+    ) throws(UsageError) {
+        var rest = arg.dropFirst()
+        while let letter = rest.first {
+            rest = rest.dropFirst()
+            let name = "-\(letter)"
+            guard let option = options.first(where: { $0.names.contains(name) }) else {
+                throw UsageError("unknown option \(name) in \(arg) (see haul help)")
+            }
+            guard option.takesValue else {
+                values[option.key, default: []].append("")
+                continue
+            }
+            if !rest.isEmpty {
+                values[option.key, default: []].append(String(rest))
+            } else {
+                guard i < args.count else { throw UsageError("\(name) needs a value") }
+                values[option.key, default: []].append(args[i])
+                i += 1
+            }
+            return
+        }
     }
 
     struct Option {

@@ -79,6 +79,9 @@ struct GetCommand {
           -q, --quiet             print nothing but errors
               --json              print one JSON event per line on stdout
 
+        Short options take their value attached or apart (-x16, -x 16) and run together
+        (-qx16); long ones take it after a space or '=' (--connections=16).
+
         Exit codes: 0 ok, 2 usage, 3 network, 4 HTTP status, 5 file system, 6 integrity,
         7 TLS, 130 interrupted (partial kept; rerun to resume).
         """
