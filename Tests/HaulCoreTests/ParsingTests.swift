@@ -62,6 +62,16 @@ struct ParsingTests {
         #expect(SafeFileName.suggestedName(contentDisposition: nil, url: url) == "naïve.bin")
         #expect(SafeFileName.suggestedName(contentDisposition: "attachment; filename=\"..\"", url: url) == "naïve.bin")
         #expect(SafeFileName.suggestedName(contentDisposition: nil, url: URL(string: "http://h/")!) == "index.html")
+        #expect(SafeFileName.suggestedName(contentDisposition: nil, url: URL(string: "http://h")!) == "index.html")
+    }
+
+    /// A URL naming a directory gets `index.html`, as with wget and aria2, not the directory's
+    /// name (Foundation's `URL.path` drops the trailing slash).
+    @Test(arguments: ["http://h/dir/", "http://h/dir/?page=2", "http://h/a/b/"])
+    func aDirectoryURLIsSavedAsIndexHTML(url: String) throws {
+        let url = try #require(URL(string: url))
+        #expect(SafeFileName.suggestedName(contentDisposition: nil, url: url) == "index.html")
+        #expect(SafeFileName.suggestedName(contentDisposition: "attachment; filename=list.txt", url: url) == "list.txt")
     }
 
     @Test func retryPolicyBacksOffExponentiallyWithJitterAndGivesUp() {

@@ -220,7 +220,8 @@ package enum SafeFileName {
             return safe
         }
         let decoded = String(decoding: HTTPParsing.percentDecodedBytes(url.lastPathComponent), as: UTF8.self)
-        if !url.path.hasSuffix("/"), let safe = sanitize(decoded) { return safe }
+        // `url.path` drops a trailing slash; the percent-encoded path keeps it.
+        if !url.path(percentEncoded: true).hasSuffix("/"), let safe = sanitize(decoded) { return safe }
         return "index.html"
     }
 
