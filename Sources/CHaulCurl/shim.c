@@ -2,6 +2,9 @@
 #include "CHaulCurl.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <fcntl.h>
 #include <stdio.h>
 
@@ -162,5 +165,15 @@ int haul_rename_noreplace(const char *from, const char *to) {
     (void)from;
     (void)to;
     return ENOSYS;
+#endif
+}
+
+void haul_malloc_keep_freed(int mmap_threshold, int trim_threshold) {
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, mmap_threshold);
+    mallopt(M_TRIM_THRESHOLD, trim_threshold);
+#else
+    (void)mmap_threshold;
+    (void)trim_threshold;
 #endif
 }

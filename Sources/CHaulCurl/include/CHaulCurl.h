@@ -118,5 +118,8 @@ int haul_start_writeback(int fd);
 /// returns 0 or an errno (ENOSYS where there is no renameat2, EINVAL where the file system
 /// cannot do it).
 int haul_rename_noreplace(const char *from, const char *to);
+/// glibc's mallopt(M_MMAP_THRESHOLD) and mallopt(M_TRIM_THRESHOLD) (<malloc.h>, which Swift's
+/// Glibc module does not declare); a no-op elsewhere.
+void haul_malloc_keep_freed(int mmap_threshold, int trim_threshold);
 
 #endif
