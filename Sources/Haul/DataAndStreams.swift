@@ -33,7 +33,8 @@ public struct HTTPResponse: Sendable, Equatable {
     }
 }
 
-/// A GET request with extra headers, for ``HaulSession/data(for:maxBytes:)``.
+/// A GET request with extra headers, for ``HaulSession/data(for:maxBytes:)`` and
+/// ``HaulSession/bytes(for:window:)``.
 public struct HaulRequest: Sendable {
     /// The URL.
     public var url: URL
@@ -49,31 +50,30 @@ public struct HaulRequest: Sendable {
 /// A response body as an `AsyncSequence` of chunks with back-pressure: when the consumer falls
 /// behind by more than the window, the transfer pauses (no socket reads) until it catches up.
 /// Iteration throws ``HaulError``.
+///
+/// A connection that drops or stalls mid-body is continued where it broke, as downloads are:
+/// after the retry policy's delay, a `Range` request for the next byte with `If-Range` naming the
+/// first answer's validator. The stream never yields bytes of another version: if the file
+/// changed on the server it ends with ``HaulError/Code/serverChangedFile``. A body without a
+/// validator (no strong ETag, no Last-Modified), a compressed body, or the answer to a request
+/// that set its own `Range` is not continued: the drop ends the stream with its error.
 public struct ByteStream: AsyncSequence, Sendable {
     /// A chunk of the body.
     public typealias Element = Data
-    let body: BodyStream
-    let url: URL
-    let idleTimeout: Double
+    let source: ResumingBody
 
     /// The iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let body: BodyStream
-        let url: URL
-        let idleTimeout: Double
+        let source: ResumingBody
         /// The next chunk, nil at the end.
-        public mutating func next() async throws -> Data? {
-            do { return try await body.next() } catch {
-                throw error.haulError(url: url, connectTimeout: idleTimeout, idleTimeout: idleTimeout)
-            }
-        }
+        public mutating func next() async throws -> Data? { try await source.next() }
     }
 
     /// Starts iterating.
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(body: body, url: url, idleTimeout: idleTimeout) }
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(source: source) }
 
     /// Stops the transfer.
-    public func cancel() { body.cancel() }
+    public func cancel() { source.cancel() }
 
     /// Collects the whole body, failing with ``HaulError/Code/responseTooLarge`` past `maxBytes`.
     public func collect(upTo maxBytes: Int) async throws(HaulError) -> Data {
@@ -84,7 +84,7 @@ public struct ByteStream: AsyncSequence, Sendable {
                 if data.count + chunk.count > maxBytes {
                     cancel()
                     throw HaulError(
-                        .responseTooLarge, "body of \(ResumeRecord.redacted(url)) exceeds \(maxBytes) bytes")
+                        .responseTooLarge, "body of \(ResumeRecord.redacted(source.url)) exceeds \(maxBytes) bytes")
                 }
                 data.append(chunk)
             }
@@ -148,8 +148,11 @@ extension HaulSession {
     {
         var failures = 0
         while true {
+            // A body the stream continues after drops has had its retries when it fails.
+            var retriedWithin = false
             do throws(HaulError) {
                 let (response, stream) = try await bytes(for: request, window: min(maxBytes, 4 << 20) + 1)
+                retriedWithin = stream.source.continuesAfterDrops
                 if let length = response.expectedContentLength, length > maxBytes {
                     stream.cancel()
                     throw HaulError(
@@ -157,7 +160,10 @@ extension HaulSession {
                         "body of \(ResumeRecord.redacted(request.url)) is \(length) bytes, more than \(maxBytes)")
                 }
                 return (try await stream.collect(upTo: maxBytes), response)
-            } catch  where [.network, .timeout].contains(error.code) && !error.message.hasPrefix("cannot resolve") {
+            } catch
+                where [.network, .timeout].contains(error.code) && !retriedWithin
+                && !error.message.hasPrefix("cannot resolve")
+            {
                 failures += 1
                 let policy = retryPolicy
                 guard case .retry(let delay) = policy.decide(failures: failures, retryAfter: nil) else { throw error }
@@ -193,14 +199,27 @@ extension HaulSession {
     ) async throws(HaulError) -> (
         HTTPResponse, ByteStream
     ) {
+        let (response, body, url) = try await open(request, extraHeaders: [], decodeContent: true, window: window)
+        let source = ResumingBody(
+            session: self, request: request, first: response, url: url, body: body, window: window)
+        return (HTTPResponse(response, url: url), ByteStream(source: source))
+    }
+
+    /// Sends `request` (with `extraHeaders` on top), following redirects; returns the answer's
+    /// head, its body and the URL that gave it.
+    func open(
+        _ request: HaulRequest, extraHeaders: [(String, String)], decodeContent: Bool, window: Int
+    ) async throws(HaulError) -> (TransportResponse, BodyStream, URL) {
         let transport = try transport.get()
         var chain = RedirectChain(
             url: request.url, headers: headers(adding: request.headers), maxRedirects: configuration.maxRedirects)
         while true {
+            var headers = chain.headers
+            for (name, value) in extraHeaders { headers.replace(name, value) }
             var t = TransportRequest(
-                url: chain.current, headers: chain.headers, connectTimeout: configuration.timeout.connect,
+                url: chain.current, headers: headers, connectTimeout: configuration.timeout.connect,
                 idleTimeout: configuration.timeout.idle, caFile: configuration.trustedCertificatesFile)
-            t.decodeContent = true
+            t.decodeContent = decodeContent
             let body = BodyStream(window: max(1, window))
             switch await body.start(t, on: transport) {
             case .failure(let error):
@@ -213,10 +232,7 @@ extension HaulSession {
                     try chain.follow(to: next)
                     continue
                 }
-                return (
-                    HTTPResponse(response, url: chain.current),
-                    ByteStream(body: body, url: chain.current, idleTimeout: configuration.timeout.idle)
-                )
+                return (response, body, chain.current)
             }
         }
     }
@@ -255,5 +271,181 @@ extension HaulSession {
     func haulError(_ error: TransportError, _ url: URL) -> HaulError {
         error.haulError(
             url: url, connectTimeout: configuration.timeout.connect, idleTimeout: configuration.timeout.idle)
+    }
+}
+
+/// The body behind a ``ByteStream``: one answer's bytes, continued after a drop by a `Range` +
+/// `If-Range` request whose answer the download engine's ``ResumeStateMachine`` judges. Read by
+/// one consumer at a time; ``cancel()`` may come from anywhere.
+final class ResumingBody: @unchecked Sendable {
+    private let session: HaulSession
+    private let request: HaulRequest
+    private let window: Int
+    /// The URL of the first answer, for messages.
+    let url: URL
+    /// What was delivered, as a record of the first answer's version; nil when the body cannot
+    /// be continued.
+    private var machine: ResumeStateMachine?
+    private var delivered: Int64 = 0
+    /// Bytes still to drop from an answer that started again from byte 0 (the same version, from
+    /// a server that ignores ranges).
+    private var skip: Int64 = 0
+    private var failures = 0
+    private var ended = false
+    private let shared: Locked<(body: BodyStream, cancelled: Bool, wake: OneShot<Void>?)>
+
+    init(session: HaulSession, request: HaulRequest, first: TransportResponse, url: URL, body: BodyStream, window: Int)
+    {
+        self.session = session
+        self.request = request
+        self.window = window
+        self.url = url
+        shared = Locked((body, false, nil))
+        let h = first.headers
+        let etag = h["ETag"].flatMap { $0.hasPrefix("W/") ? nil : $0 }
+        let lastModified = h["Last-Modified"]
+        let encoding = h["Content-Encoding"]?.trimmingASCIIWhitespace().lowercased() ?? "identity"
+        let continuable =
+            first.status == 200 && !request.headers.keys.contains { $0.lowercased() == "range" }
+            && encoding == "identity" && h["Accept-Ranges"]?.lowercased() != "none"
+            && (etag != nil || lastModified != nil)
+        if continuable {
+            let length = h["Content-Length"].flatMap { Int64($0.trimmingASCIIWhitespace()) }
+            machine = ResumeStateMachine(
+                record: ResumeRecord(
+                    url: ResumeRecord.redacted(request.url), finalURL: ResumeRecord.redacted(url), etag: etag,
+                    lastModified: lastModified, totalLength: length))
+        }
+    }
+
+    /// Whether a drop is followed by a request for the rest (else it ends the stream).
+    var continuesAfterDrops: Bool { machine != nil }
+
+    func cancel() {
+        let (body, wake) = shared.withLock { s -> (BodyStream, OneShot<Void>?) in
+            s.cancelled = true
+            return (s.body, s.wake)
+        }
+        body.cancel()
+        wake?.fulfill(())
+    }
+
+    func next() async throws(HaulError) -> Data? {
+        while !ended {
+            let body = shared.withLock { $0.body }
+            do {
+                guard var chunk = try await body.next() else {
+                    ended = true
+                    return nil
+                }
+                if skip > 0 {
+                    let dropped = min(skip, Int64(chunk.count))
+                    chunk.removeFirst(Int(dropped))
+                    skip -= dropped
+                    if chunk.isEmpty { continue }
+                }
+                delivered += Int64(chunk.count)
+                failures = 0
+                machine?.advance(to: delivered)
+                return chunk
+            } catch {
+                let failure = session.haulError(error, url)
+                guard failure.isTransient, machine != nil else { throw failure }
+                try await continueAfter(failure)
+            }
+        }
+        return nil
+    }
+
+    /// Waits out the retry policy and asks for the rest, until an answer continues the body or
+    /// the policy gives up (then `failure`, or the last error, is thrown).
+    private func continueAfter(_ failure: HaulError) async throws(HaulError) {
+        var last = failure
+        while true {
+            failures += 1
+            guard case .retry(let delay) = session.retryPolicy.decide(failures: failures, retryAfter: last.retryAfter)
+            else { throw last }
+            try await pause(delay)
+            do throws(HaulError) {
+                try await reopen()
+                return
+            } catch  where error.isTransient {
+                last = error
+            }
+        }
+    }
+
+    private func reopen() async throws(HaulError) {
+        guard let machine else { return }
+        let (response, body, answered) = try await session.open(
+            request, extraHeaders: machine.resumeHeaders(), decodeContent: false, window: window)
+        let offset = delivered
+        var accepted = false
+        defer { if !accepted { body.cancel() } }
+        switch machine.responseReceived(status: response.status, headers: response.headers, url: answered) {
+        case .write(let start, let startsOver, let seen):
+            if startsOver {
+                // A 200: the range was ignored, or If-Range found another version.
+                guard Self.sameVersion(machine.record, seen) else {
+                    throw HaulError(
+                        .serverChangedFile,
+                        "\(ResumeRecord.redacted(url)) changed on the server after \(offset) bytes were streamed")
+                }
+                skip = offset
+            } else if start != offset {
+                throw HaulError(.invalidResponse, "server continued at byte \(start), asked for \(offset)")
+            }
+        case .alreadyComplete:
+            ended = true
+        case .restart(let reason):
+            throw HaulError(.serverChangedFile, "cannot continue \(ResumeRecord.redacted(url)): \(reason)")
+        case .retry(var error):
+            error.isTransient = true
+            throw error
+        case .fail(let error):
+            throw error
+        case .redirect(let next):
+            throw HaulError(.invalidResponse, "unexpected redirect to \(ResumeRecord.redacted(next))")
+        }
+        accepted = true
+        let cancelled = shared.withLock { s -> Bool in
+            if !s.cancelled { s.body = body }
+            return s.cancelled
+        }
+        if cancelled {
+            body.cancel()
+            throw HaulError(.cancelled, "cancelled")
+        }
+    }
+
+    /// The answer that started over is the version already streamed: the same strong ETag, or
+    /// with no ETag on either side the same Last-Modified and length.
+    private static func sameVersion(_ record: ResumeRecord?, _ seen: ResumeStateMachine.Validators) -> Bool {
+        guard let record else { return false }
+        if let mine = record.etag { return seen.etag == mine }
+        guard seen.etag == nil, let date = record.lastModified, seen.lastModified == date else { return false }
+        return record.totalLength == seen.totalLength
+    }
+
+    /// Sleeps `seconds`, ending early (with `cancelled`) when the stream or its task is cancelled.
+    private func pause(_ seconds: Double) async throws(HaulError) {
+        let wake = OneShot<Void>()
+        let cancelled = shared.withLock { s -> Bool in
+            s.wake = wake
+            return s.cancelled
+        }
+        if !cancelled {
+            let timer = Task {
+                try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
+                wake.fulfill(())
+            }
+            await withTaskCancellationHandler {
+                await wake.value()
+            } onCancel: {
+                wake.fulfill(())
+            }
+            timer.cancel()
+        }
+        if Task.isCancelled || shared.withLock({ $0.cancelled }) { throw HaulError(.cancelled, "cancelled") }
     }
 }

@@ -103,8 +103,88 @@ struct DataAndStreamTests {
         #expect(recorder.status == 200 && recorder.finished && recorder.error == nil)
         #expect(TestContent.difference(Array(recorder.data), TestContent.bytes(count: 500_000)) == nil)
 
+        // Without a validator a dropped stream cannot be continued safely: it fails.
         let failing = Recorder()
-        await testSession().stream(from: server.url("/del2?size=500000&drop=1000"), delegate: failing).value
+        await testSession().stream(from: server.url("/del2?size=500000&drop=1000&etag=0&lm=0"), delegate: failing)
+            .value
         #expect(failing.error?.code == .network && !failing.finished)
+    }
+
+    /// Reads a whole stream; returns the bytes and the error that ended it, if any.
+    func drain(_ body: ByteStream) async -> (bytes: [UInt8], error: HaulError?) {
+        var collected: [UInt8] = []
+        do {
+            for try await chunk in body { collected += chunk }
+            return (collected, nil)
+        } catch {
+            return (collected, error as? HaulError)
+        }
+    }
+
+    @Test func aDroppedStreamContinuesFromTheNextByteWithIfRange() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let (_, body) = try await testSession().bytes(from: server.url("/r?size=3000000&drop=1000000&drops=2"))
+        let (bytes, error) = await drain(body)
+        #expect(error == nil)
+        #expect(TestContent.difference(bytes, TestContent.bytes(count: 3_000_000)) == nil)
+        let requests = server.requests(path: "/r")
+        #expect(requests.map(\.rangeStart) == [nil, 1_000_000, 2_000_000], "\(requests.map(\.range))")
+        #expect(requests.dropFirst().allSatisfy { $0.ifRange != nil }, "each continuation names the version")
+    }
+
+    @Test func aStreamNeverSplicesAFileThatChangedOnTheServer() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let (_, body) = try await testSession().bytes(from: server.url("/c?size=3000000&drop=1000000&drops=1&change=1"))
+        let (bytes, error) = await drain(body)
+        #expect(error?.code == .serverChangedFile, "\(String(describing: error))")
+        #expect(bytes.count == 1_000_000)
+        #expect(
+            TestContent.difference(bytes, TestContent.bytes(version: 0, count: 1_000_000)) == nil, "first version only")
+    }
+
+    @Test func aServerThatIgnoresRangesSendsTheSameFileAgainAndTheStreamSkipsWhatItHad() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let (_, body) = try await testSession().bytes(from: server.url("/n?size=3000000&drop=1000000&drops=1&ranges=0"))
+        let (bytes, error) = await drain(body)
+        #expect(error == nil)
+        #expect(TestContent.difference(bytes, TestContent.bytes(count: 3_000_000)) == nil)
+        #expect(server.requests(path: "/n").count == 2)
+    }
+
+    @Test func aCompressedStreamIsNotContinuedMidway() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        // Ranges count encoded bytes; the decoder's state cannot be rebuilt from the middle.
+        let (_, body) = try await testSession().bytes(from: server.url("/g?size=3000000&gzip=1&drop=100000&drops=1"))
+        let (_, error) = await drain(body)
+        #expect(error?.code == .network)
+        #expect(server.requests(path: "/g").count == 1)
+    }
+
+    @Test func cancellingDuringTheWaitBeforeContinuingEndsTheStreamAtOnce() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let session = testSession {
+            $0.retry.initialDelay = 30
+            $0.retry.maxDelay = 30
+        }
+        let (_, body) = try await session.bytes(from: server.url("/w?size=3000000&drop=1000000&drops=1"))
+        let started = Date()
+        let reader = Task { await drain(body) }
+        // Wait until the drop has happened (the first answer has been sent), then cancel.
+        let deadline = Date().addingTimeInterval(10)
+        while server.bytesSent(path: "/w") < 1_000_000 && Date() < deadline {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        body.cancel()
+        let (bytes, error) = await reader.value
+        #expect(error?.code == .cancelled)
+        #expect(bytes.count == 1_000_000)
+        #expect(Date().timeIntervalSince(started) < 15, "not held for the 30 s backoff")
+        #expect(server.requests(path: "/w").count == 1)
     }
 }
