@@ -40,6 +40,10 @@ public struct HaulRequest: Sendable {
     public var url: URL
     /// Extra headers (on top of the configuration's).
     public var headers: [String: String] = [:]
+    /// Ask for a compressed body (gzip, deflate, …) and decode it: the default. False asks for
+    /// the body as stored (`Accept-Encoding: identity`) and passes on whatever encoding the
+    /// server applies anyway, as file downloads do.
+    public var decodesContent = true
     /// Creates a request.
     public init(url: URL, headers: [String: String] = [:]) {
         self.url = url
@@ -199,7 +203,8 @@ extension HaulSession {
     ) async throws(HaulError) -> (
         HTTPResponse, ByteStream
     ) {
-        let (response, body, url) = try await open(request, extraHeaders: [], decodeContent: true, window: window)
+        let (response, body, url) = try await open(
+            request, extraHeaders: [], decodeContent: request.decodesContent, window: window)
         let source = ResumingBody(
             session: self, request: request, first: response, url: url, body: body, window: window)
         return (HTTPResponse(response, url: url), ByteStream(source: source))
@@ -305,9 +310,10 @@ final class ResumingBody: @unchecked Sendable {
         let etag = h["ETag"].flatMap { $0.hasPrefix("W/") ? nil : $0 }
         let lastModified = h["Last-Modified"]
         let encoding = h["Content-Encoding"]?.trimmingASCIIWhitespace().lowercased() ?? "identity"
+        // Decoded bodies cannot be continued midway: ranges count the encoded bytes.
         let continuable =
             first.status == 200 && !request.headers.keys.contains { $0.lowercased() == "range" }
-            && encoding == "identity" && h["Accept-Ranges"]?.lowercased() != "none"
+            && (encoding == "identity" || !request.decodesContent) && h["Accept-Ranges"]?.lowercased() != "none"
             && (etag != nil || lastModified != nil)
         if continuable {
             let length = h["Content-Length"].flatMap { Int64($0.trimmingASCIIWhitespace()) }

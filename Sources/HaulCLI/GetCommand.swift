@@ -42,7 +42,9 @@ struct GetCommand {
         Without -o the file is named by the server (Content-Disposition) or the URL, in DIR
         (default: the current directory).
 
-          -o, --output FILE       save to FILE (one URL only)
+          -o, --output FILE       save to FILE (one URL only); '-o -' writes to standard output
+                                  (one connection, no partial file; a dropped connection is
+                                  continued with Range + If-Range, a changed file exits 6)
           -d, --dir DIR           save into DIR (created if missing)
           -c, --continue          resume partial downloads (the default)
               --no-continue       discard a partial download and start over
@@ -91,6 +93,8 @@ struct GetCommand {
     let perURL: [URL: (out: String?, dir: String?)]
     /// Downloads at once (`-j`).
     let jobs: Int
+    /// `-o -`: the body goes to standard output.
+    let toStandardOutput: Bool
     let destination: DownloadDestination
     let configuration: HaulConfiguration
     let options: DownloadOptions
@@ -122,7 +126,17 @@ struct GetCommand {
         if v.flag("--output") && v.flag("--dir") { throw UsageError("use either -o or -d, not both") }
         if v.flag("--continue") && v.flag("--no-continue") { throw UsageError("use either -c or --no-continue") }
         if v.flag("--json") && v.flag("--quiet") { throw UsageError("use either -q or --json") }
-        if let file = v.last("--output") {
+        toStandardOutput = v.last("--output") == "-"
+        if toStandardOutput {
+            guard urls.count == 1 else { throw UsageError("-o - writes one URL to standard output") }
+            for name in Self.notForStandardOutput where v.flag(name) {
+                throw UsageError("\(name) does not apply to -o - (standard output)")
+            }
+            if let n = try v.integer("--connections", min: 1), n > 1 {
+                throw UsageError("-x does not apply to -o - (standard output is written in order, over one connection)")
+            }
+            destination = .directory(URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
+        } else if let file = v.last("--output") {
             guard urls.count == 1 else { throw UsageError("-o names one file; use -d DIR for several URLs") }
             let target = URL(fileURLWithPath: file)
             destination = .file(target)
@@ -253,6 +267,7 @@ struct GetCommand {
     /// Runs every download in turn (or `-j` at once); returns the exit code of the first
     /// failure, else 0.
     func run(interrupts: Interrupts) async -> ExitCode {
+        if toStandardOutput { return await runToStandardOutput(interrupts: interrupts) }
         if jobs > 1 { return await runQueue(interrupts: interrupts) }
         let session = HaulSession(configuration: configuration)
         var worst = ExitCode.success

@@ -7,6 +7,8 @@ struct CLIRun {
     var status: Int32
     var stdout: String
     var stderr: String
+    /// Standard output as bytes (binary bodies written with `-o -`).
+    var stdoutBytes: [UInt8] = []
 }
 
 enum CLI {
@@ -44,7 +46,9 @@ enum CLI {
         let status = await p.finish(timeout: timeout)
         var stderr = String(decoding: p.stderr, as: UTF8.self)
         if status == nil { stderr += "\n[test: pid \(p.pid) did not end within \(timeout) s and a SIGKILL]" }
-        return CLIRun(status: status ?? -1, stdout: String(decoding: p.stdout, as: UTF8.self), stderr: stderr)
+        return CLIRun(
+            status: status ?? -1, stdout: String(decoding: p.stdout, as: UTF8.self), stderr: stderr,
+            stdoutBytes: Array(p.stdout))
     }
 }
 

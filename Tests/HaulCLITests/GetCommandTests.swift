@@ -98,6 +98,9 @@ struct GetCommandTests {
         (["get", "-x", "17", "http://h/x"], "at most 16"),
         (["get", "--limit-rate", "fast", "http://h/x"], "--limit-rate"),
         (["frobnicate"], "unknown command"),
+        (["get", "-o", "-", "--json", "http://h/x"], "--json does not apply to -o -"),
+        (["get", "-o", "-", "-x4", "http://h/x"], "-x does not apply to -o -"),
+        (["get", "-o", "-", "--limit-rate", "1M", "http://h/x"], "--limit-rate does not apply"),
     ])
     func usageErrorsAreOneLineWithExitCode2(args: [String], mentions: String) async throws {
         let r = try await CLI.run(args)
@@ -105,6 +108,36 @@ struct GetCommandTests {
         let lines = r.stderr.split(separator: "\n")
         #expect(lines.count == 1, "\(r.stderr)")
         #expect(r.stderr.hasPrefix("haul: error: ") && r.stderr.contains(mentions), "\(r.stderr)")
+    }
+
+    @Test func dashOWritesTheBodyToStandardOutputContinuingAfterADrop() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let url = server.url("/out.bin?size=3000000&drop=1000000&drops=1").absoluteString
+        let r = try await CLI.run(["get", "-q", "--retry-delay", "0.05", "-o", "-", url])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.isEmpty)
+        #expect(TestContent.difference(r.stdoutBytes, TestContent.bytes(count: 3_000_000)) == nil)
+        #expect(server.requests(path: "/out.bin").map(\.rangeStart) == [nil, 1_000_000], "one connection, continued")
+    }
+
+    @Test func dashOStopsWithExit6RatherThanSpliceAFileThatChanged() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let url = server.url("/moving.bin?size=3000000&drop=1000000&drops=1&change=1").absoluteString
+        let r = try await CLI.run(["get", "--retry-delay", "0.05", "-o", "-", url])
+        #expect(r.status == 6, "\(r.stderr)")
+        #expect(r.stderr.contains("changed on the server"), "\(r.stderr)")
+        #expect(TestContent.difference(r.stdoutBytes, TestContent.bytes(count: 1_000_000)) == nil, "first version only")
+    }
+
+    @Test func dashOWithAnErrorStatusWritesNothingAndExits4() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let r = try await CLI.run(["get", "-o", "-", server.url("/gone?status=404").absoluteString])
+        #expect(r.status == 4)
+        #expect(r.stdoutBytes.isEmpty)
+        #expect(r.stderr.contains("HTTP 404"))
     }
 
     @Test func httpErrorExitsWith4AndNamesTheStatus() async throws {

@@ -164,6 +164,21 @@ struct DataAndStreamTests {
         #expect(server.requests(path: "/g").count == 1)
     }
 
+    @Test func aBodyAskedForAsStoredIsPassedOnEncodedAndContinued() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var request = HaulRequest(url: server.url("/raw?size=3000000&gzip=1&drop=1000000&drops=1"))
+        request.decodesContent = false
+        let (response, body) = try await testSession().bytes(for: request)
+        #expect(response.value(forHeader: "Content-Encoding") == "gzip")
+        let (bytes, error) = await drain(body)
+        #expect(error == nil)
+        #expect(TestContent.difference(bytes, TestContent.gzip(TestContent.bytes(count: 3_000_000))) == nil)
+        let requests = server.requests(path: "/raw")
+        #expect(requests.map(\.rangeStart) == [nil, 1_000_000])
+        #expect(requests.allSatisfy { $0.header("Accept-Encoding") == "identity" })
+    }
+
     @Test func cancellingDuringTheWaitBeforeContinuingEndsTheStreamAtOnce() async throws {
         let server = try TestServer()
         defer { server.shutdown() }

@@ -1,0 +1,109 @@
+import Foundation
+import Haul
+import HaulCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+extension GetCommand {
+    /// Options that `-o -` cannot honour: standard output is written in order, over one
+    /// connection, with no partial file (and `--json` would share it with the body).
+    static let notForStandardOutput = [
+        "--json", "--limit-rate", "--max-overall-rate", "--min-split-size", "--lowest-speed-limit",
+    ]
+
+    /// `-o -`: the body goes to standard output as it arrives (a dropped connection is continued
+    /// with `Range` + `If-Range`, never spliced); progress and messages go to stderr.
+    func runToStandardOutput(interrupts: Interrupts) async -> ExitCode {
+        guard let url = urls.first else { return .usage }
+        let output = self.output
+        let shown = ResumeRecord.redacted(url)
+        let name = url.lastPathComponent
+        let session = HaulSession(configuration: configuration)
+        var request = HaulRequest(url: url, headers: options.headers)
+        request.decodesContent = false  // the bytes as stored, as a download to a file gets them
+        let expectedSHA256 = options.sha256
+        let started = Date()
+        let work = Task { () async throws -> Int64 in
+            let (response, body) = try await session.bytes(for: request)
+            guard (200..<300).contains(response.statusCode) else {
+                body.cancel()
+                let status = response.statusCode
+                throw HaulError(
+                    .httpStatus, "HTTP \(status) \(HTTPStatus.reason(status)) from \(shown)", httpStatus: status)
+            }
+            let total = response.expectedContentLength
+            var hasher = expectedSHA256.map { _ in SHA256() }
+            var meter = ProgressMeter()
+            var written: Int64 = 0
+            var reported = 0.0
+            for try await chunk in body {
+                try Self.writeAll(chunk, to: STDOUT_FILENO)
+                hasher?.update(chunk)
+                written += Int64(chunk.count)
+                let now = monotonicSeconds()
+                let (speed, smoothed) = meter.record(bytes: written, at: now)
+                if now - reported >= 0.1 {
+                    reported = now
+                    output.progress(
+                        TransferProgress(
+                            completedBytes: written, totalBytes: total, bytesPerSecond: speed,
+                            smoothedBytesPerSecond: smoothed),
+                        name: name)
+                }
+            }
+            if let expected = expectedSHA256, let actual = hasher?.hexDigest(), actual != expected {
+                throw HaulError(
+                    .checksumMismatch,
+                    "SHA-256 of the body written to standard output is \(actual), expected \(expected)")
+            }
+            return written
+        }
+        let token = interrupts.onInterrupt { work.cancel() }
+        defer { interrupts.remove(token) }
+        let outcome = await work.result
+        output.clearLine()
+        switch outcome {
+        case .success(let bytes):
+            let seconds = Date().timeIntervalSince(started)
+            output.note(
+                "wrote \(Output.bytes(bytes)) from \(shown) to standard output in \(String(format: "%.1f", seconds)) s")
+            return .success
+        case .failure(let failure):
+            let error = HaulError.from(failure)
+            if error.code == .cancelled {
+                output.note("interrupted")
+            } else {
+                output.error(error.message)
+            }
+            return ExitCode(error)
+        }
+    }
+
+    /// Writes all of `data` to `fd` (retrying short writes and EINTR). A reader that went away
+    /// ends the process with SIGPIPE, as it does `cat`.
+    static func writeAll(_ data: Data, to fd: Int32) throws(HaulError) {
+        var failure: Int32 = 0
+        data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
+            var done = 0
+            while done < buffer.count {
+                let n = write(fd, buffer.baseAddress! + done, buffer.count - done)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                done += n
+            }
+        }
+        if failure != 0 {
+            let errno = Errno(failure)
+            throw HaulError(
+                errno.isDiskFull ? .diskFull : .fileSystem, "cannot write to standard output: \(errno)",
+                errno: failure)
+        }
+    }
+}
