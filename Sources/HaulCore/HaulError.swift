@@ -17,6 +17,7 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
             case invalidURL, httpStatus, network, timeout, tooManyRedirects, fileSystem, diskFull
             case checksumMismatch, cancelled, serverChangedFile, destinationExists, tlsFailure
             case incompleteBody, invalidResponse, responseTooLarge, usage, unreachableHost, networkUnavailable
+            case destinationInUse
         }
         let base: Base
 
@@ -42,6 +43,9 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let serverChangedFile = Code(base: .serverChangedFile)
         /// The destination exists and is not a partial download Haul knows.
         public static let destinationExists = Code(base: .destinationExists)
+        /// Another download in this process is writing the same file (the same URL twice, or two
+        /// URLs whose names coincide); nothing was touched.
+        public static let destinationInUse = Code(base: .destinationInUse)
         /// The TLS handshake failed (untrusted certificate, wrong host name, protocol error).
         public static let tlsFailure = Code(base: .tlsFailure)
         /// The connection ended before the announced length arrived, more often than retries allow.

@@ -66,6 +66,19 @@ struct QueueTests {
         #expect(events.contains { $0["event"] as? String == "error" && $0["id"] as? Int == 2 })
     }
 
+    @Test func theSameFileTwiceInOneRunIsDownloadedOnceAndTheDuplicateRefused() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        // Before, both wrote dup.bin.part and the file saved matched neither answer.
+        let url = server.url("/dup.bin?size=6000000&rate=2000000").absoluteString
+        let r = try await CLI.run(["get", "-q", "-j", "2", "-d", dir.path, url, url])
+        #expect(r.status == 5, "\(r.stderr)")
+        #expect(r.stderr.contains("dup.bin is being downloaded by another download"), "\(r.stderr)")
+        expectFile(dir.file("dup.bin"), equals: TestContent.bytes(count: 6_000_000))
+        #expect(dir.contents() == ["dup.bin"])
+    }
+
     @Test func badListIsAUsageError() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

@@ -206,6 +206,73 @@ struct DestinationTests {
     }
 }
 
+/// Two downloads in one process that resolve to the same file: before, both wrote the same
+/// `.part` (a `-j 2` run of one URL twice saved a file that matched neither answer).
+@Suite("One file, two downloads at once")
+struct SameDestinationTests {
+    @Test(arguments: [1, 4])
+    func theSecondDownloadOfTheSameFileIsRefusedAndTheFirstIsExact(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var options = DownloadOptions()
+        options.connections = connections
+        // Seconds at the server's pace (each connection's): the second starts while the first writes.
+        let url = server.url("/twice-\(connections).bin?size=\(6_000_000 * connections)&rate=2000000")
+        let dest = DownloadDestination.file(dir.url.appendingPathComponent("one.bin"))
+        let session = testSession()
+        async let first = run(session, url, to: dest, options: options)
+        // The first has claimed its file by the time the server sends it bytes.
+        let deadline = Date().addingTimeInterval(10)
+        while server.bytesSent(path: "/twice-\(connections).bin") == 0 && Date() < deadline {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let (second, _) = await run(session, url, to: dest, options: options)
+        let (done, _) = await first
+        #expect(second.error?.code == .destinationInUse, "\(String(describing: second.error))")
+        #expect(second.error?.message.contains("one.bin") == true)
+        #expect(done.error == nil, "\(String(describing: done.error))")
+        expectFile(dir.file("one.bin"), equals: TestContent.bytes(count: 6_000_000 * connections))
+        #expect(dir.contents() == ["one.bin"])
+    }
+
+    @Test func twoURLsWithTheSameNameInOneDirectoryNeverShareAFile() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession()
+        async let a = run(session, server.url("/a/same.bin?size=6000000&seed=1&rate=2000000"), to: .directory(dir.url))
+        let deadline = Date().addingTimeInterval(10)
+        while server.bytesSent(path: "/a/same.bin") == 0 && Date() < deadline {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let (b, _) = await run(session, server.url("/b/same.bin?size=2000000&seed=2"), to: .directory(dir.url))
+        let (resultA, _) = await a
+        #expect(b.error?.code == .destinationInUse, "\(String(describing: b.error))")
+        #expect(resultA.error == nil)
+        expectFile(dir.file("same.bin"), equals: TestContent.bytes(seed: 1, count: 6_000_000))
+    }
+
+    @Test func aFileIsFreeAgainOnceItsDownloadEnded() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = DownloadDestination.file(dir.url.appendingPathComponent("again.bin"))
+        let (failed, _) = await run(testSession(), server.url("/gone?status=404"), to: dest)
+        #expect(failed.error?.code == .httpStatus)
+        let (first, _) = await run(testSession(), server.url("/again.bin?size=1000"), to: dest)
+        #expect(first.error == nil)
+        var options = DownloadOptions()
+        options.overwrite = true
+        let (second, _) = await run(
+            testSession(), server.url("/again.bin?size=2000&seed=2"), to: dest, options: options)
+        #expect(second.error == nil)
+        expectFile(dir.file("again.bin"), equals: TestContent.bytes(seed: 2, count: 2000))
+    }
+}
+
 private func contentsOf(_ path: String) -> String {
     String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
 }

@@ -76,16 +76,22 @@ package final class FileDownloader: Sendable {
     package let onEvent: @Sendable (DownloadEngineEvent) -> Void
     /// One reporter for the whole download, so a resumed attempt keeps its speed history.
     fileprivate let reporter: ProgressReporter
+    /// This download's claim on its file (``DestinationClaims``); released when `run` returns,
+    /// unless a caller that hands its download over (a segmented one) passed its own.
+    private let claims: DestinationClaims.Owner
+    private let releasesClaims: Bool
 
     package init(
         url: URL, target: DownloadTarget, options: EngineOptions, transport: any HTTPTransport,
-        onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void = { _ in }
+        claims: DestinationClaims.Owner? = nil, onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void = { _ in }
     ) {
         self.url = url
         self.target = target
         self.options = options
         self.transport = transport
         self.onEvent = onEvent
+        self.claims = claims ?? DestinationClaims.Owner()
+        releasesClaims = claims == nil
         reporter = ProgressReporter(interval: options.progressInterval) { onEvent(.progress($0)) }
     }
 
@@ -93,6 +99,7 @@ package final class FileDownloader: Sendable {
         try Self.validate(url)
         ProgressClock.shared.add(reporter)
         defer { ProgressClock.shared.remove(reporter) }
+        defer { if releasesClaims { DestinationClaims.shared.releaseAll(of: claims) } }
         var destination: String?
         switch target {
         case .file(let path):
@@ -268,6 +275,7 @@ package final class FileDownloader: Sendable {
 
     /// The state machine for a known destination: its record when resuming, nothing otherwise.
     fileprivate func prepare(_ destination: String) throws(HaulError) -> ResumeStateMachine {
+        try DestinationClaims.shared.claim(destination, for: claims)
         let partial = PartialFile(destination: destination)
         guard options.resume else {
             partial.discard()

@@ -32,6 +32,8 @@ package final class SegmentedDownloader: Sendable {
     private let segmentOptions: SegmentOptions
     private let transport: any HTTPTransport
     private let onEvent: @Sendable (DownloadEngineEvent) -> Void
+    /// The download's claim on its file, shared with the one-connection download it may become.
+    private let claims = DestinationClaims.Owner()
 
     package init(
         url: URL, target: DownloadTarget, options: EngineOptions, segments: SegmentOptions,
@@ -46,11 +48,13 @@ package final class SegmentedDownloader: Sendable {
     }
 
     private var single: FileDownloader {
-        FileDownloader(url: url, target: target, options: options, transport: transport, onEvent: onEvent)
+        FileDownloader(
+            url: url, target: target, options: options, transport: transport, claims: claims, onEvent: onEvent)
     }
 
     package func run() async throws(HaulError) -> DownloadOutcome {
         try FileDownloader.validate(url)
+        defer { DestinationClaims.shared.releaseAll(of: claims) }
         guard segmentOptions.connections > 1, let probe = await probe() else { return try await single.run() }
         let adopted = Locked(false)
         defer { if !adopted.get() { probe.held?.task.cancel() } }
@@ -61,6 +65,7 @@ package final class SegmentedDownloader: Sendable {
             do { try Sys.makeDirectories(dir) } catch { throw .fileSystem(error, "create directory", path: dir) }
             destination = dir + "/" + SafeFileName.suggestedName(contentDisposition: probe.contentDisposition, url: url)
         }
+        try DestinationClaims.shared.claim(destination, for: claims)
         if let whole = probe.wholeBody {
             let probe = probe
             return try await store(whole, of: probe, at: destination)
@@ -126,7 +131,8 @@ package final class SegmentedDownloader: Sendable {
             var fresh = options
             fresh.resume = false
             return try await FileDownloader(
-                url: url, target: .file(destination), options: fresh, transport: transport, onEvent: onEvent
+                url: url, target: .file(destination), options: fresh, transport: transport, claims: claims,
+                onEvent: onEvent
             ).run()
         }
         try await partial.commit(replacing: options.overwrite, verifying: options.sha256)
