@@ -60,5 +60,8 @@ package final class DestinationClaims: Sendable {
     /// Whether some download holds `path` (tests).
     package func isClaimed(_ path: String) -> Bool { holders.withLock { $0[Self.key(path)] != nil } }
 
-    private static func key(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.path }
+    /// Lexical only: no system call (`URL(fileURLWithPath:)` would stat the path).
+    private static func key(_ path: String) -> String {
+        URL(filePath: path, directoryHint: .notDirectory).standardized.path(percentEncoded: false)
+    }
 }
