@@ -232,7 +232,10 @@ struct GetCommand {
     static func readList(_ path: String) throws(UsageError) -> [(raw: String, out: String?, dir: String?)] {
         guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read -i \(path)") }
         var entries: [(raw: String, out: String?, dir: String?)] = []
-        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        // isNewline, not "\n": a CRLF pair is one Character in Swift, so a list saved on Windows
+        // was one long line before.
+        let lines = String(decoding: data, as: UTF8.self).split(
+            omittingEmptySubsequences: false, whereSeparator: \.isNewline)
         for (number, line) in lines.enumerated() {
             let trimmed = line.trimmingASCIIWhitespace()
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }

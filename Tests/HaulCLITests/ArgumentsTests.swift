@@ -1,3 +1,5 @@
+import Foundation
+import HaulTestSupport
 import Testing
 
 @testable import HaulCLI
@@ -47,5 +49,30 @@ struct ArgumentsTests {
         let (values, positionals) = try Arguments.parse(["-q", "-", "--", "-x16"], options: Self.options)
         #expect(values == ["--quiet": [""]])
         #expect(positionals == ["-", "-x16"])
+    }
+}
+
+@Suite("-i LIST: URLs one per line, aria2 style")
+struct InputListTests {
+    @Test(arguments: ["\n", "\r\n"])
+    func linesEndWithLFOrCRLF(ending: String) throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let lines = ["# list", "http://h/a.bin", "  out=renamed.bin", "", "http://h/b.bin", "\tdir=sub"]
+        let path = dir.file("list.txt")
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(lines.joined(separator: ending).utf8)))
+        let entries = try GetCommand.readList(path)
+        #expect(entries.map(\.raw) == ["http://h/a.bin", "http://h/b.bin"])
+        #expect(entries.map(\.out) == ["renamed.bin", nil])
+        #expect(entries.map(\.dir) == [nil, "sub"])
+    }
+
+    @Test func aMistakeNamesItsLineWhateverTheLineEndings() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("bad.txt")
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("http://h/a\r\n\r\n  colour=red\r\n".utf8)))
+        let error = #expect(throws: UsageError.self) { try GetCommand.readList(path) }
+        #expect(error?.message.hasPrefix("\(path):3: unknown option 'colour'") == true, "\(error?.message ?? "")")
     }
 }
