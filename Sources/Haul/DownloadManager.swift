@@ -176,8 +176,12 @@ public final class DownloadManager: Sendable {
             return DownloadResult(fileURL: url, bytes: bytes, alreadyComplete: false)
         }
 
+        /// ``shutdown()`` has stopped every transfer: nothing more will run here.
+        var stoppedForGood = false
+
         var isIdle: Bool {
-            counts[.queued, default: 0] == 0 && counts[.running, default: 0] == 0
+            if stoppedForGood { return completing == 0 }
+            return counts[.queued, default: 0] == 0 && counts[.running, default: 0] == 0
                 && counts[.waitingForNetwork, default: 0] == 0 && completing == 0
         }
 
@@ -468,7 +472,8 @@ public final class DownloadManager: Sendable {
         schedule()
     }
 
-    /// Waits until nothing is queued or running.
+    /// Waits until nothing is queued or running, or until ``shutdown()`` has stopped the
+    /// manager (its unfinished downloads keep their place, and nothing more runs).
     public func waitUntilIdle() async {
         await withCheckedContinuation { c in
             let idle = inner.withLock { s -> Bool in
@@ -491,6 +496,7 @@ public final class DownloadManager: Sendable {
             return Array(s.tasks.values) + Array(s.stopped.values)
         }
         for task in tasks { _ = await task.cancelProducingResumeData() }
+        inner.withLock { $0.stoppedForGood = true }  // waitUntilIdle() ends: nothing more will run
         changed(persist: true)
     }
 

@@ -79,6 +79,32 @@ struct QueueTests {
         #expect(dir.contents() == ["dup.bin"])
     }
 
+    @Test func ctrlCWithADownloadStillQueuedExitsAndTheSameCommandFinishes() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        // Before, the command hung after Ctrl-C: the manager's wait for idle never ended while a
+        // download was queued (here q3, behind two that stall).
+        let urls = (1...3).map {
+            server.url("/q\($0)c.bin?size=3000000&seed=\($0)&stall=1000000&stalls=1").absoluteString
+        }
+        let args = ["get", "-j", "2", "-d", dir.path] + urls
+        let p = try CLI.start(args)
+        #expect(
+            await eventually {
+                server.bytesSent(path: "/q1c.bin") >= 1_000_000 && server.bytesSent(path: "/q2c.bin") >= 1_000_000
+            })
+        p.signal(SIGINT)
+        let r = await CLI.finish(p, timeout: 20)
+        #expect(r.status == 130, "\(r.stderr)")
+        #expect(r.stderr.contains("interrupted"), "\(r.stderr)")
+        #expect(server.requests(path: "/q3c.bin").isEmpty)
+        // The rerun finds q3's first answer stalled too (the server's first request of it).
+        let again = try await CLI.run(args + ["-q"])
+        #expect(again.status == 0, "\(again.stderr)")
+        for i in 1...3 { expectFile(dir.file("q\(i)c.bin"), equals: TestContent.bytes(seed: i, count: 3_000_000)) }
+    }
+
     @Test func badListIsAUsageError() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

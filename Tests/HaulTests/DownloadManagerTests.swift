@@ -250,6 +250,35 @@ struct DownloadManagerTests {
         #expect(record.contiguousBytes >= 300_000)
     }
 
+    /// `haul get -j` stops on Ctrl-C with `shutdown()` and then waits with `waitUntilIdle()`:
+    /// with a download still queued (or running) that wait never ended, and the command hung.
+    @Test func waitUntilIdleEndsOnceTheManagerIsShutDownWithDownloadsLeft() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let manager = DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 1 })
+        let running = manager.add(server.url("/sd1?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url))
+        let queued = manager.add(server.url("/sd2?size=1000"), to: .directory(dir.url))
+        #expect(await eventually(timeout: 10) { (manager.item(running)?.progress?.completedBytes ?? 0) >= 300_000 })
+        let waited = Box(false)
+        let waiter = Task {
+            await manager.waitUntilIdle()
+            waited.set(true)
+        }
+        await manager.shutdown()
+        #expect(await eventually(timeout: 10) { waited.get() }, "waitUntilIdle returned after shutdown")
+        waiter.cancel()
+        #expect(manager.item(queued)?.state == .queued, "its place in the list is kept")
+        #expect(server.requests(path: "/sd2").isEmpty)
+        // A wait that starts after the shutdown returns at once.
+        let late = Box(false)
+        Task {
+            await manager.waitUntilIdle()
+            late.set(true)
+        }
+        #expect(await eventually(timeout: 10) { late.get() })
+    }
+
     @Test func theListSurvivesARestartAndUnfinishedDownloadsContinue() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
