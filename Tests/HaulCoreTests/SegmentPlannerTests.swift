@@ -144,6 +144,20 @@ struct SlowConnectionDetectorTests {
         #expect(feed(&expired, [2: 20_000], from: 7, seconds: 3).isEmpty, "a reference from long ago is gone")
     }
 
+    /// Ranges that end within 50 ms (a fast server on a short path) were not kept as references:
+    /// a connection stalled beside them was left to the idle timeout (36 s in a CLI run here).
+    @Test func aRangeThatEndedAlmostAtOnceIsAReferenceToo() {
+        var d = SlowConnectionDetector(window: 3)
+        d.ended(1, bytes: 1_000_000, seconds: 0.01, at: 0.05)
+        d.ended(2, bytes: 1_000_000, seconds: 0, at: 0.05)
+        let verdicts = feed(&d, [3: 0], from: 0.25, seconds: 3, remaining: 1_000_000)
+        #expect(verdicts.map(\.fetch) == [3])
+        #expect(verdicts.first?.speed == 0)
+        var empty = SlowConnectionDetector(window: 3)
+        empty.ended(1, bytes: 0, seconds: 0.01, at: 0.05)
+        #expect(feed(&empty, [3: 0], from: 0.25, seconds: 3).isEmpty, "a range that wrote nothing is no reference")
+    }
+
     @Test func aNearlyFinishedRangeIsNotReplaced() {
         var d = SlowConnectionDetector(window: 3)
         // 200 kB left at 100 kB/s: done within the next window anyway.

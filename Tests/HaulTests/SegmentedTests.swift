@@ -229,6 +229,35 @@ struct SegmentedTests {
         #expect(starts.contains { $0 > 2_097_152 && $0 < 2_200_000 }, "\(starts)")
     }
 
+    /// The other ranges of a fast server end within milliseconds; the one that stalls beside them
+    /// was left to the idle timeout (30 s; 36 s in a CLI run) because ranges that quick were not
+    /// taken as references.
+    @Test func aStalledRangeBesideRangesThatEndedAtOnceIsReplacedNotWaitedOut() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("stalled.bin")
+        let size = 3_000_000
+        // The probe's answer (the first range) stops after 1 MB; the other ranges come at once.
+        let url = server.url("/stalled.bin?size=\(size)&stall=1000000&stalls=1")
+        let session = testSession { $0.timeout.idle = 30 }
+        let download = Task { await run(session, url, to: .file(dest), options: options()) }
+        let bounded = Task {
+            try await Task.sleep(nanoseconds: 60_000_000_000)  // bound the test, not a speed check
+            download.cancel()
+        }
+        let (result, log) = await download.value
+        bounded.cancel()
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: size))
+        let replaced = log.retries.filter { $0.1.message.contains("much slower than the other connections; replaced") }
+        #expect(replaced.count == 1, "\(log.retries.map(\.1.message))")
+        let requests = server.requests(path: "/stalled.bin")
+        let rest = try #require(requests.first { $0.rangeStart == 1_000_000 }, "\(requests.compactMap(\.range))")
+        let first = try #require(requests.first)
+        #expect(rest.receivedAt.timeIntervalSince(first.receivedAt) < 20, "replaced, not left to the 30 s idle timeout")
+    }
+
     @Test func rangesWaitingForAConnectionSlotAreNotTakenForSlowOnes() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

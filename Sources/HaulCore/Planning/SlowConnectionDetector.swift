@@ -32,11 +32,14 @@ package struct SlowConnectionDetector: Sendable {
     }
 
     /// A fetch ended after writing `bytes` in `seconds` since its answer: its speed stays a
-    /// reference for two windows (a fast range can end between two samples).
+    /// reference for two windows (a fast range can end between two samples). A range that ended
+    /// almost at once counts at the speed of 50 ms (a lower bound, not a division by ~0): before,
+    /// it did not count at all, and a connection stalled beside such ranges waited out the idle
+    /// timeout.
     package mutating func ended(_ id: Int, bytes: Int64, seconds: Double, at now: Double) {
         history[id] = nil
-        guard seconds > 0.05, bytes > 0 else { return }
-        recent[id] = (Double(bytes) / seconds, now)
+        guard bytes > 0 else { return }
+        recent[id] = (Double(bytes) / max(seconds, 0.05), now)
     }
 
     /// Records, for each running fetch (by its serial), the bytes it has written and how many are
