@@ -29,7 +29,7 @@ extension GetCommand {
             case .custom: target = .directory(URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
             }
             let id = manager.add(
-                url, to: target, options: options,
+                url, to: target, options: options(for: url),
                 completion: { result in
                     switch result {
                     case .success(let r):

@@ -71,7 +71,8 @@ struct GetCommand {
               --max-connections-per-host N   connections at once to one host, for all
                                   downloads and ranges together (default 16)
           -i, --input-file LIST   URLs from LIST, one per line; lines starting with a space may
-                                  set ' out=NAME' or ' dir=DIR' for the URL above (like aria2)
+                                  set ' out=NAME', ' dir=DIR' or ' checksum=sha-256=HEX' for
+                                  the URL above (like aria2)
               --no-wait           fail (exit 3, partial kept) instead of waiting when there is
                                   no network path (no default route); by default a download
                                   pauses with "waiting for network" and continues when it returns
@@ -89,8 +90,8 @@ struct GetCommand {
         """
 
     let urls: [URL]
-    /// `out=`/`dir=` from an input file, by URL.
-    let perURL: [URL: (out: String?, dir: String?)]
+    /// `out=`/`dir=`/`checksum=` from an input file, by URL.
+    let perURL: [URL: ListOptions]
     /// Downloads at once (`-j`).
     let jobs: Int
     /// `-o -`: the body goes to standard output.
@@ -106,11 +107,11 @@ struct GetCommand {
 
     init(_ args: [String]) throws(UsageError) {
         let (v, positionals) = try Arguments.parse(args, options: GetCommand.options)
-        var entries = positionals.map { (raw: $0, out: String?.none, dir: String?.none) }
+        var entries = positionals.map { ListEntry(raw: $0) }
         if let list = v.last("--input-file") { entries += try Self.readList(list) }
         guard !entries.isEmpty else { throw UsageError("get needs a URL (see haul help get)") }
         var urls: [URL] = []
-        var targets: [URL: (out: String?, dir: String?)] = [:]
+        var targets: [URL: ListOptions] = [:]
         for entry in entries {
             let raw = entry.raw
             guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(),
@@ -118,7 +119,7 @@ struct GetCommand {
                 url.host?.isEmpty == false
             else { throw UsageError("invalid URL '\(raw)' (only http:// and https:// URLs)") }
             urls.append(url)
-            if entry.out != nil || entry.dir != nil { targets[url] = (entry.out, entry.dir) }
+            if entry.options != ListOptions() { targets[url] = entry.options }
         }
         self.urls = urls
         self.perURL = targets
@@ -182,11 +183,13 @@ struct GetCommand {
             o.headers[name] = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
         if let sum = v.last("--checksum") {
-            let parts = sum.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, ["sha-256", "sha256"].contains(parts[0].lowercased()), parts[1].count == 64,
-                parts[1].allSatisfy(\.isHexDigit)
-            else { throw UsageError("--checksum expects sha-256=<64 hex digits>") }
-            o.sha256 = parts[1].lowercased()
+            guard let hex = Self.sha256(sum) else { throw UsageError("--checksum expects sha-256=<64 hex digits>") }
+            // One sum for several files would fail (and delete) all but one of them.
+            guard urls.count == 1 else {
+                throw UsageError(
+                    "--checksum is the SHA-256 of one file: give one URL, or ' checksum=' lines in -i LIST")
+            }
+            o.sha256 = hex
         }
         if let n = try v.integer("--connections", min: 1) {
             guard n <= 16 else { throw UsageError("--connections is at most 16, got \(n)") }
@@ -227,11 +230,36 @@ struct GetCommand {
         return Int64(upper)
     }
 
+    /// `sha-256=HEX` (or `sha256=`, any case) as lower-case hex; nil when malformed.
+    static func sha256(_ raw: String) -> String? {
+        let parts = raw.split(separator: "=", maxSplits: 1)
+        guard parts.count == 2, ["sha-256", "sha256"].contains(parts[0].lowercased()), parts[1].count == 64,
+            parts[1].allSatisfy(\.isHexDigit)
+        else { return nil }
+        return parts[1].lowercased()
+    }
+
+    /// Options an input list gives one URL.
+    struct ListOptions: Equatable {
+        var out: String?
+        var dir: String?
+        var sha256: String?
+    }
+
+    /// One URL of the command line or of an input list.
+    struct ListEntry {
+        var raw: String
+        var options = ListOptions()
+        var out: String? { options.out }
+        var dir: String? { options.dir }
+        var sha256: String? { options.sha256 }
+    }
+
     /// Reads an aria2-style list: a URL per line, options for it on the following indented
-    /// lines (` out=NAME`, ` dir=DIR`); `#` starts a comment.
-    static func readList(_ path: String) throws(UsageError) -> [(raw: String, out: String?, dir: String?)] {
+    /// lines (` out=NAME`, ` dir=DIR`, ` checksum=sha-256=HEX`); `#` starts a comment.
+    static func readList(_ path: String) throws(UsageError) -> [ListEntry] {
         guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read -i \(path)") }
-        var entries: [(raw: String, out: String?, dir: String?)] = []
+        var entries: [ListEntry] = []
         // isNewline, not "\n": a CRLF pair is one Character in Swift, so a list saved on Windows
         // was one long line before.
         let lines = String(decoding: data, as: UTF8.self).split(
@@ -246,15 +274,28 @@ struct GetCommand {
                 let key = trimmed[..<eq]
                 let value = String(trimmed[trimmed.index(after: eq)...])
                 switch key {
-                case "out": entries[entries.count - 1].out = value
-                case "dir": entries[entries.count - 1].dir = value
-                default: throw UsageError("\(path):\(number + 1): unknown option '\(key)' (out or dir)")
+                case "out": entries[entries.count - 1].options.out = value
+                case "dir": entries[entries.count - 1].options.dir = value
+                case "checksum":
+                    guard let hex = Self.sha256(value) else {
+                        throw UsageError("\(path):\(number + 1): checksum= expects sha-256=<64 hex digits>")
+                    }
+                    entries[entries.count - 1].options.sha256 = hex
+                default:
+                    throw UsageError("\(path):\(number + 1): unknown option '\(key)' (out, dir or checksum)")
                 }
             } else {
-                entries.append((trimmed, nil, nil))
+                entries.append(ListEntry(raw: trimmed))
             }
         }
         return entries
+    }
+
+    /// The options of one URL: the command's, with its list's checksum.
+    func options(for url: URL) -> DownloadOptions {
+        var options = self.options
+        if let sum = perURL[url]?.sha256 { options.sha256 = sum }
+        return options
     }
 
     /// Where one URL goes: its list options, else `-o`/`-d`.
@@ -285,7 +326,7 @@ struct GetCommand {
     private func download(_ url: URL, session: HaulSession, interrupts: Interrupts) async -> ExitCode {
         let output = self.output
         let destination = target(for: url)
-        let options = self.options
+        let options = self.options(for: url)
         let shown = ResumeRecord.redacted(url)
         let name = Locked(url.lastPathComponent)
         let started = Date()

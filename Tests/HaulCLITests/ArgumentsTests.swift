@@ -67,6 +67,21 @@ struct InputListTests {
         #expect(entries.map(\.dir) == [nil, "sub"])
     }
 
+    @Test func aChecksumLineAppliesToTheURLAbove() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let sum = String(repeating: "ab", count: 32)
+        let path = dir.file("sums.txt")
+        let list = "http://h/a.bin\n  checksum=sha-256=\(sum.uppercased())\nhttp://h/b.bin\n"
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(list.utf8)))
+        let entries = try GetCommand.readList(path)
+        #expect(entries.map(\.sha256) == [sum, nil])
+        let bad = dir.file("bad.txt")
+        #expect(FileManager.default.createFile(atPath: bad, contents: Data("http://h/a\n checksum=md5=abc\n".utf8)))
+        let error = #expect(throws: UsageError.self) { try GetCommand.readList(bad) }
+        #expect(error?.message.hasPrefix("\(bad):2: checksum= expects sha-256=<64 hex digits>") == true)
+    }
+
     @Test func aMistakeNamesItsLineWhateverTheLineEndings() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

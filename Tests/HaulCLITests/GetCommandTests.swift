@@ -99,6 +99,10 @@ struct GetCommandTests {
         (["get", "--limit-rate", "fast", "http://h/x"], "--limit-rate"),
         (["frobnicate"], "unknown command"),
         (["get", "-o", "-", "--json", "http://h/x"], "--json does not apply to -o -"),
+        (
+            ["get", "--checksum", "sha-256=" + String(repeating: "0", count: 64), "http://h/x", "http://h/y"],
+            "--checksum is the SHA-256 of one file"
+        ),
         (["get", "-o", "-", "-x4", "http://h/x"], "-x does not apply to -o -"),
         (["get", "-o", "-", "--limit-rate", "1M", "http://h/x"], "--limit-rate does not apply"),
     ])

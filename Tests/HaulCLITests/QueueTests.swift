@@ -2,6 +2,8 @@ import Foundation
 import HaulTestSupport
 import Testing
 
+@testable import HaulCore
+
 @Suite("haul get -j / -i: several downloads at once", .serialized)
 struct QueueTests {
     @Test func runsAtMostJAtOnceAndSavesEverything() async throws {
@@ -103,6 +105,28 @@ struct QueueTests {
         let again = try await CLI.run(args + ["-q"])
         #expect(again.status == 0, "\(again.stderr)")
         for i in 1...3 { expectFile(dir.file("q\(i)c.bin"), equals: TestContent.bytes(seed: i, count: 3_000_000)) }
+    }
+
+    @Test func eachURLOfAListMayCarryItsOwnChecksum() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let good = SHA256.hexDigest(of: TestContent.bytes(seed: 1, count: 5000))
+        let wrong = SHA256.hexDigest(of: TestContent.bytes(seed: 9, count: 5000))
+        let list = """
+            \(server.url("/ok.bin?size=5000&seed=1").absoluteString)
+              checksum=sha-256=\(good)
+            \(server.url("/bad.bin?size=5000&seed=2").absoluteString)
+              checksum=sha-256=\(wrong)
+            \(server.url("/free.bin?size=100").absoluteString)
+            """
+        #expect(FileManager.default.createFile(atPath: dir.file("list.txt"), contents: Data(list.utf8)))
+        let r = try await CLI.run(["get", "-q", "-j", "2", "-d", dir.path, "-i", dir.file("list.txt")])
+        #expect(r.status == 6, "\(r.stderr)")
+        #expect(r.stderr.contains("SHA-256 of \(dir.file("bad.bin"))"), "\(r.stderr)")
+        expectFile(dir.file("ok.bin"), equals: TestContent.bytes(seed: 1, count: 5000))
+        expectFile(dir.file("free.bin"), equals: TestContent.bytes(count: 100))
+        #expect(!FileManager.default.fileExists(atPath: dir.file("bad.bin")), "a mismatch is deleted")
     }
 
     @Test func badListIsAUsageError() async throws {
