@@ -177,3 +177,18 @@ void haul_malloc_keep_freed(int mmap_threshold, int trim_threshold) {
     (void)trim_threshold;
 #endif
 }
+
+int haul_lock_byte(int fd, int64_t offset, int lock) {
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = lock ? F_WRLCK : F_UNLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = (off_t)offset;
+    fl.l_len = 1;
+#ifdef F_OFD_SETLK
+    int command = F_OFD_SETLK;
+#else
+    int command = F_SETLK;
+#endif
+    return fcntl(fd, command, &fl) == 0 ? 0 : errno;
+}

@@ -43,8 +43,8 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let serverChangedFile = Code(base: .serverChangedFile)
         /// The destination exists and is not a partial download Haul knows.
         public static let destinationExists = Code(base: .destinationExists)
-        /// Another download in this process is writing the same file (the same URL twice, or two
-        /// URLs whose names coincide); nothing was touched.
+        /// Another download is writing the same file (the same URL twice, two URLs whose names
+        /// coincide, another haul process); nothing was touched.
         public static let destinationInUse = Code(base: .destinationInUse)
         /// The TLS handshake failed (untrusted certificate, wrong host name, protocol error).
         public static let tlsFailure = Code(base: .tlsFailure)

@@ -129,6 +129,24 @@ struct QueueTests {
         #expect(!FileManager.default.fileExists(atPath: dir.file("bad.bin")), "a mismatch is deleted")
     }
 
+    /// Two haul processes on one file (a cron job that overlaps the previous run): the second
+    /// is refused, and the first's file is exact.
+    @Test func aSecondProcessDownloadingTheSameFileIsRefused() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/shared.bin?size=6000000&rate=2000000").absoluteString
+        let first = try CLI.start(["get", "-q", "-x", "1", "-d", dir.path, url])
+        #expect(await eventually { server.bytesSent(path: "/shared.bin") > 0 })
+        let second = try await CLI.run(["get", "-q", "-x", "1", "-d", dir.path, url])
+        #expect(second.status == 5, "\(second.stderr)")
+        #expect(second.stderr.contains("being downloaded by another haul process"), "\(second.stderr)")
+        let r = await CLI.finish(first)
+        #expect(r.status == 0, "\(r.stderr)")
+        expectFile(dir.file("shared.bin"), equals: TestContent.bytes(count: 6_000_000))
+        #expect(dir.contents() == ["shared.bin"])
+    }
+
     @Test func badListIsAUsageError() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

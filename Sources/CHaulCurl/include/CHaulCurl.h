@@ -118,6 +118,10 @@ int haul_start_writeback(int fd);
 /// returns 0 or an errno (ENOSYS where there is no renameat2, EINVAL where the file system
 /// cannot do it).
 int haul_rename_noreplace(const char *from, const char *to);
+/// Takes (`lock` 1) or drops (0) a write lock on the byte at `offset` of `fd`, without waiting:
+/// an open-file-description lock (F_OFD_SETLK) where there is one, else a process lock
+/// (F_SETLK). Returns 0 or an errno (EAGAIN or EACCES: another holder).
+int haul_lock_byte(int fd, int64_t offset, int lock);
 /// glibc's mallopt(M_MMAP_THRESHOLD) and mallopt(M_TRIM_THRESHOLD) (<malloc.h>, which Swift's
 /// Glibc module does not declare); a no-op elsewhere.
 void haul_malloc_keep_freed(int mmap_threshold, int trim_threshold);

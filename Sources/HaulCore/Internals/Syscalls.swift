@@ -172,6 +172,28 @@ package enum Sys {
         _ = try retrying(.rename) { c_rename(from, to) }
     }
 
+    /// Takes a write lock on one byte of `fd` without waiting; false when another process (or
+    /// open file description) holds it. Other failures count as taken: the lock is a safeguard,
+    /// not a condition for downloading.
+    package static func lockByte(_ fd: Int32, at offset: Int64) -> Bool {
+        let result = haul_lock_byte(fd, offset, 1)
+        return result != EAGAIN && result != EACCES
+    }
+
+    /// Drops the lock ``lockByte(_:at:)`` took.
+    package static func unlockByte(_ fd: Int32, at offset: Int64) { _ = haul_lock_byte(fd, offset, 0) }
+
+    /// A directory only this user can use: created with mode 0700 if missing; nil when `path`
+    /// is not a directory owned by this user and closed to others (or is a symlink).
+    package static func privateDirectory(_ path: String) -> String? {
+        _ = mkdir(path, 0o700)
+        var st = stat()
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == getuid(),
+            st.st_mode & 0o077 == 0
+        else { return nil }
+        return path
+    }
+
     /// Allocator policy for a process (glibc): blocks under `below` bytes come from the heap
     /// rather than their own mapping, and freed memory goes back to the system only once more
     /// than `upTo` bytes are free at the top of an arena. A no-op elsewhere.

@@ -1,18 +1,27 @@
 import Foundation
 
-/// Which download of this process is writing which file: one at a time per destination.
+/// Which download is writing which file: one at a time per destination, in this process and
+/// across the user's haul processes.
 ///
 /// Two downloads that resolve to the same file (the same URL listed twice in a `-j` run, two URLs
-/// with the same name in one directory, two tasks given one path) would otherwise share its
-/// `.part` and record: each would truncate, discard or rename what the other wrote, and the file
-/// that ended up in place could hold both answers. The second is refused with
-/// ``HaulError/Code/destinationInUse`` before it touches anything; the file is free again when
-/// the first download's engine returns (done, failed, cancelled or paused).
+/// with the same name in one directory, two tasks given one path, a cron job that overlaps the
+/// previous run) would otherwise share its `.part` and record: each would truncate, discard or
+/// rename what the other wrote, and the file that ended up in place could hold both answers. The
+/// second is refused with ``HaulError/Code/destinationInUse`` before it touches anything; the
+/// file is free again when the first download's engine returns (done, failed, cancelled or
+/// paused), or its process ends, however it ends.
+///
+/// In this process a table says who holds what. Across processes each claim also locks one byte
+/// of a per-user lock file (`$XDG_RUNTIME_DIR/haul/destinations.lock`, else
+/// `/tmp/haul-<uid>/destinations.lock`), at an offset from the SHA-256 of the path: an
+/// open-file-description lock, which the kernel drops when the process dies (kill -9 included),
+/// so nothing is left to clean up. Two system calls per download. When no private lock file can
+/// be had, only this process is covered.
 ///
 /// A claim belongs to an ``Owner``: the engine that took it, and the engines it hands the same
 /// download to (a segmented download falling back to one connection), which claim again freely.
 /// Paths are compared after lexical normalisation (`a/./b`, `a/x/../b`), without resolving
-/// symlinks. Other processes are not seen (see docs/resume.md).
+/// symlinks.
 package final class DestinationClaims: Sendable {
     /// The claims of this process.
     package static let shared = DestinationClaims()
@@ -28,20 +37,28 @@ package final class DestinationClaims: Sendable {
     package init() {}
 
     /// Claims `path` for `owner`; throws ``HaulError/Code/destinationInUse`` when another owner
-    /// holds it.
+    /// or another process holds it.
     package func claim(_ path: String, for owner: Owner) throws(HaulError) {
         let key = Self.key(path)
         let me = ObjectIdentifier(owner)
-        let taken = holders.withLock { holders -> Bool in
-            if let holder = holders[key], holder != me { return true }
+        enum Outcome { case claimed, held, heldElsewhere }
+        // The byte lock is taken and dropped under the table's lock: the lock file's locks belong
+        // to this process's one descriptor, so a release racing a new claim of the same path
+        // could otherwise drop the new claim's lock.
+        let outcome = holders.withLock { holders -> Outcome in
+            if let holder = holders[key] { return holder == me ? .claimed : .held }
+            if let fd = Self.lockFile, !Sys.lockByte(fd, at: Self.offset(key)) { return .heldElsewhere }
             holders[key] = me
-            return false
+            return .claimed
         }
-        if taken {
+        switch outcome {
+        case .claimed: owner.paths.withLock { _ = $0.insert(key) }
+        case .held:
             throw HaulError(
                 .destinationInUse, "\(path) is being downloaded by another download in this process", path: path)
+        case .heldElsewhere:
+            throw HaulError(.destinationInUse, "\(path) is being downloaded by another haul process", path: path)
         }
-        owner.paths.withLock { _ = $0.insert(key) }
     }
 
     /// Frees every path `owner` claimed.
@@ -53,15 +70,38 @@ package final class DestinationClaims: Sendable {
         guard !paths.isEmpty else { return }
         let me = ObjectIdentifier(owner)
         holders.withLock { holders in
-            for key in paths where holders[key] == me { holders[key] = nil }
+            for key in paths where holders[key] == me {
+                holders[key] = nil
+                if let fd = Self.lockFile { Sys.unlockByte(fd, at: Self.offset(key)) }
+            }
         }
     }
 
-    /// Whether some download holds `path` (tests).
+    /// Whether some download of this process holds `path` (tests).
     package func isClaimed(_ path: String) -> Bool { holders.withLock { $0[Self.key(path)] != nil } }
 
     /// Lexical only: no system call (`URL(fileURLWithPath:)` would stat the path).
     private static func key(_ path: String) -> String {
         URL(filePath: path, directoryHint: .notDirectory).standardized.path(percentEncoded: false)
     }
+
+    /// Where a path's byte lies in the lock file: 62 bits of its SHA-256.
+    private static func offset(_ key: String) -> Int64 {
+        var hasher = SHA256()
+        hasher.update(Array(key.utf8))
+        let digest = hasher.finalize()
+        let bits = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return Int64(bits & 0x3FFF_FFFF_FFFF_FFFF)
+    }
+
+    /// The per-user lock file, opened once for the process (close-on-exec); nil when no private
+    /// directory for it can be had.
+    private static let lockFile: Int32? = {
+        let environment = ProcessInfo.processInfo.environment
+        let runtime = environment["XDG_RUNTIME_DIR"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+        let directory =
+            runtime.flatMap { Sys.privateDirectory($0 + "/haul") } ?? Sys.privateDirectory("/tmp/haul-\(getuid())")
+        guard let directory else { return nil }
+        return try? Sys.open(directory + "/destinations.lock", O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
+    }()
 }
