@@ -110,6 +110,12 @@ struct DataAndStreamTests {
         #expect(failing.error?.code == .network && !failing.finished)
     }
 
+    /// Opens `target` on `server` and reads the whole stream (see ``drain(_:)``).
+    func drained(_ server: TestServer, _ target: String) async throws -> (bytes: [UInt8], error: HaulError?) {
+        let (_, body) = try await testSession().bytes(from: server.url(target))
+        return await drain(body)
+    }
+
     /// Reads a whole stream; returns the bytes and the error that ended it, if any.
     func drain(_ body: ByteStream) async -> (bytes: [UInt8], error: HaulError?) {
         var collected: [UInt8] = []
@@ -124,8 +130,7 @@ struct DataAndStreamTests {
     @Test func aDroppedStreamContinuesFromTheNextByteWithIfRange() async throws {
         let server = try TestServer()
         defer { server.shutdown() }
-        let (_, body) = try await testSession().bytes(from: server.url("/r?size=3000000&drop=1000000&drops=2"))
-        let (bytes, error) = await drain(body)
+        let (bytes, error) = try await drained(server, "/r?size=3000000&drop=1000000&drops=2")
         #expect(error == nil)
         #expect(TestContent.difference(bytes, TestContent.bytes(count: 3_000_000)) == nil)
         let requests = server.requests(path: "/r")
@@ -136,8 +141,7 @@ struct DataAndStreamTests {
     @Test func aStreamNeverSplicesAFileThatChangedOnTheServer() async throws {
         let server = try TestServer()
         defer { server.shutdown() }
-        let (_, body) = try await testSession().bytes(from: server.url("/c?size=3000000&drop=1000000&drops=1&change=1"))
-        let (bytes, error) = await drain(body)
+        let (bytes, error) = try await drained(server, "/c?size=3000000&drop=1000000&drops=1&change=1")
         #expect(error?.code == .serverChangedFile, "\(String(describing: error))")
         #expect(bytes.count == 1_000_000)
         #expect(
@@ -147,8 +151,7 @@ struct DataAndStreamTests {
     @Test func aServerThatIgnoresRangesSendsTheSameFileAgainAndTheStreamSkipsWhatItHad() async throws {
         let server = try TestServer()
         defer { server.shutdown() }
-        let (_, body) = try await testSession().bytes(from: server.url("/n?size=3000000&drop=1000000&drops=1&ranges=0"))
-        let (bytes, error) = await drain(body)
+        let (bytes, error) = try await drained(server, "/n?size=3000000&drop=1000000&drops=1&ranges=0")
         #expect(error == nil)
         #expect(TestContent.difference(bytes, TestContent.bytes(count: 3_000_000)) == nil)
         #expect(server.requests(path: "/n").count == 2)
@@ -158,8 +161,7 @@ struct DataAndStreamTests {
         let server = try TestServer()
         defer { server.shutdown() }
         // Ranges count encoded bytes; the decoder's state cannot be rebuilt from the middle.
-        let (_, body) = try await testSession().bytes(from: server.url("/g?size=3000000&gzip=1&drop=100000&drops=1"))
-        let (_, error) = await drain(body)
+        let (_, error) = try await drained(server, "/g?size=3000000&gzip=1&drop=100000&drops=1")
         #expect(error?.code == .network)
         #expect(server.requests(path: "/g").count == 1)
     }

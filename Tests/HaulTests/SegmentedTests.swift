@@ -14,6 +14,25 @@ struct SegmentedTests {
         return o
     }
 
+    /// Downloads `url` to `dest` with four connections, cancelled after 60 s (a bound on the
+    /// test, not a speed check).
+    func runBounded(
+        _ url: URL, to dest: URL, session: HaulSession = testSession()
+    ) async -> (Result<DownloadResult, HaulError>, EventLog) {
+        let download = Task { await run(session, url, to: .file(dest), options: options()) }
+        let bounded = Task {
+            try await Task.sleep(nanoseconds: 60_000_000_000)
+            download.cancel()
+        }
+        defer { bounded.cancel() }
+        return await download.value
+    }
+
+    /// The connections replaced for being much slower than the others.
+    func slowReplacements(_ log: EventLog) -> [(Int, HaulError, Double)] {
+        log.retries.filter { $0.1.message.contains("much slower than the other connections; replaced") }
+    }
+
     @Test func fourConnectionsFetchFourRangesAtOnce() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
@@ -212,16 +231,10 @@ struct SegmentedTests {
         // The range at 2 MiB drips at 20 kB/s (about 100 s for its 2 MiB, too little left to
         // steal from); the others run at 2 MB/s.
         let url = server.url("/slow.bin?size=\(size)&rate=2000000&slowat=2097152&slowrate=20000")
-        let download = Task { await run(testSession(), url, to: .file(dest), options: options()) }
-        let bounded = Task {
-            try await Task.sleep(nanoseconds: 60_000_000_000)  // bound the test, not a speed check
-            download.cancel()
-        }
-        let (result, log) = await download.value
-        bounded.cancel()
+        let (result, log) = await runBounded(url, to: dest)
         #expect(result.error == nil, "\(String(describing: result.error))")
         expectFile(dest.path, equals: TestContent.bytes(count: size))
-        let replaced = log.retries.filter { $0.1.message.contains("much slower than the other connections; replaced") }
+        let replaced = slowReplacements(log)
         #expect(replaced.count == 1, "\(log.retries.map(\.1.message))")
         #expect(replaced.first?.2 == 0, "replaced at once, no backoff")
         // The replacement asked for the rest of that range, from where the slow one stopped.
@@ -240,17 +253,10 @@ struct SegmentedTests {
         let size = 3_000_000
         // The probe's answer (the first range) stops after 1 MB; the other ranges come at once.
         let url = server.url("/stalled.bin?size=\(size)&stall=1000000&stalls=1")
-        let session = testSession { $0.timeout.idle = 30 }
-        let download = Task { await run(session, url, to: .file(dest), options: options()) }
-        let bounded = Task {
-            try await Task.sleep(nanoseconds: 60_000_000_000)  // bound the test, not a speed check
-            download.cancel()
-        }
-        let (result, log) = await download.value
-        bounded.cancel()
+        let (result, log) = await runBounded(url, to: dest, session: testSession { $0.timeout.idle = 30 })
         #expect(result.error == nil, "\(String(describing: result.error))")
         expectFile(dest.path, equals: TestContent.bytes(count: size))
-        let replaced = log.retries.filter { $0.1.message.contains("much slower than the other connections; replaced") }
+        let replaced = slowReplacements(log)
         #expect(replaced.count == 1, "\(log.retries.map(\.1.message))")
         let requests = server.requests(path: "/stalled.bin")
         let rest = try #require(requests.first { $0.rangeStart == 1_000_000 }, "\(requests.compactMap(\.range))")
