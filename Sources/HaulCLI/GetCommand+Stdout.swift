@@ -11,9 +11,7 @@ import HaulCore
 extension GetCommand {
     /// Options that `-o -` cannot honour: standard output is written in order, over one
     /// connection, with no partial file (and `--json` would share it with the body).
-    static let notForStandardOutput = [
-        "--json", "--limit-rate", "--max-overall-rate", "--min-split-size", "--lowest-speed-limit",
-    ]
+    static let notForStandardOutput = ["--json", "--min-split-size", "--lowest-speed-limit"]
 
     /// `-o -`: the body goes to standard output as it arrives (a dropped connection is continued
     /// with `Range` + `If-Range`, never spliced); progress and messages go to stderr.
@@ -26,9 +24,14 @@ extension GetCommand {
         var request = HaulRequest(url: url, headers: options.headers)
         request.decodesContent = false  // the bytes as stored, as a download to a file gets them
         let expectedSHA256 = options.sha256
+        // A rate limit paces the reading: the window is kept small, so the transfer itself
+        // pauses (no socket reads) a quarter of a second's worth behind.
+        let rate = [options.maxBytesPerSecond, configuration.maxOverallBytesPerSecond].compactMap { $0 }.min()
+        let budget = rate.map { RateBudget(bytesPerSecond: $0) }
+        let window = rate.map { Int(min(1 << 20, max(16 << 10, $0 / 4))) } ?? 1 << 20
         let started = Date()
         let work = Task { () async throws -> Int64 in
-            let (response, body) = try await session.bytes(for: request)
+            let (response, body) = try await session.bytes(for: request, window: window)
             guard (200..<300).contains(response.statusCode) else {
                 body.cancel()
                 let status = response.statusCode
@@ -41,6 +44,9 @@ extension GetCommand {
             var written: Int64 = 0
             var reported = 0.0
             for try await chunk in body {
+                while let wait = budget?.take(chunk.count) {
+                    try await Task.sleep(nanoseconds: UInt64(wait * 1e9))
+                }
                 try Self.writeAll(chunk, to: STDOUT_FILENO)
                 hasher?.update(chunk)
                 written += Int64(chunk.count)

@@ -44,7 +44,8 @@ struct GetCommand {
 
           -o, --output FILE       save to FILE (one URL only); '-o -' writes to standard output
                                   (one connection, no partial file; a dropped connection is
-                                  continued with Range + If-Range, a changed file exits 6)
+                                  continued with Range + If-Range, a changed file exits 6;
+                                  --limit-rate paces the reading)
           -d, --dir DIR           save into DIR (created if missing)
           -c, --continue          resume partial downloads (the default)
               --no-continue       discard a partial download and start over

@@ -104,7 +104,7 @@ struct GetCommandTests {
             "--checksum is the SHA-256 of one file"
         ),
         (["get", "-o", "-", "-x4", "http://h/x"], "-x does not apply to -o -"),
-        (["get", "-o", "-", "--limit-rate", "1M", "http://h/x"], "--limit-rate does not apply"),
+        (["get", "-o", "-", "-k", "2M", "http://h/x"], "--min-split-size does not apply"),
     ])
     func usageErrorsAreOneLineWithExitCode2(args: [String], mentions: String) async throws {
         let r = try await CLI.run(args)
@@ -133,6 +133,26 @@ struct GetCommandTests {
         #expect(r.status == 6, "\(r.stderr)")
         #expect(r.stderr.contains("changed on the server"), "\(r.stderr)")
         #expect(TestContent.difference(r.stdoutBytes, TestContent.bytes(count: 1_000_000)) == nil, "first version only")
+    }
+
+    @Test func dashOHoldsTheRateLimit() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let size = 2_500_000
+        let url = server.url("/paced?size=\(size)").absoluteString
+        // Into a file through the shell: read through the test's pipe, these 2.5 MB from the
+        // test server take 2.4 s without any limit (0.02 s into a file; from nginx 0.02 s
+        // either way), which would hide the limit.
+        let command = "'\(CLI.binary.path)' get -q --limit-rate 1M -o - '\(url)' > '\(dir.file("out"))'"
+        let started = Date()
+        let r = try await CLI.run(["-c", command], executable: URL(fileURLWithPath: "/bin/sh"))
+        let seconds = Date().timeIntervalSince(started)
+        #expect(r.status == 0, "\(r.stderr)")
+        expectFile(dir.file("out"), equals: TestContent.bytes(count: size))
+        // At 1 MiB/s, with at most a quarter of a second's worth ahead: at least 2.1 s.
+        #expect(seconds >= 2.0, "took \(seconds) s")
     }
 
     @Test func dashOWithAnErrorStatusWritesNothingAndExits4() async throws {
