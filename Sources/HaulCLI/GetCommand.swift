@@ -71,9 +71,9 @@ struct GetCommand {
           -j, --max-concurrent N  run N downloads at once (default 1: one after another)
               --max-connections-per-host N   connections at once to one host, for all
                                   downloads and ranges together (default 16)
-          -i, --input-file LIST   URLs from LIST, one per line; lines starting with a space may
-                                  set ' out=NAME', ' dir=DIR' or ' checksum=sha-256=HEX' for
-                                  the URL above (like aria2)
+          -i, --input-file LIST   URLs from LIST ('-': standard input), one per line; lines
+                                  starting with a space may set ' out=NAME', ' dir=DIR' or
+                                  ' checksum=sha-256=HEX' for the URL above (like aria2)
               --no-wait           fail (exit 3, partial kept) instead of waiting when there is
                                   no network path (no default route); by default a download
                                   pauses with "waiting for network" and continues when it returns
@@ -259,7 +259,10 @@ struct GetCommand {
     /// Reads an aria2-style list: a URL per line, options for it on the following indented
     /// lines (` out=NAME`, ` dir=DIR`, ` checksum=sha-256=HEX`); `#` starts a comment.
     static func readList(_ path: String) throws(UsageError) -> [ListEntry] {
-        guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read -i \(path)") }
+        // `-i -` reads standard input, as wget and aria2 do.
+        let contents =
+            path == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: path)
+        guard let data = contents else { throw UsageError("cannot read -i \(path)") }
         var entries: [ListEntry] = []
         // isNewline, not "\n": a CRLF pair is one Character in Swift, so a list saved on Windows
         // was one long line before.

@@ -147,6 +147,22 @@ struct QueueTests {
         #expect(dir.contents() == ["shared.bin"])
     }
 
+    @Test func dashIDashReadsTheListFromStandardInput() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let list = [
+            server.url("/in1.bin?size=1000").absoluteString, "  out=first.bin",
+            server.url("/in2.bin?size=2000").absoluteString,
+        ]
+        let command =
+            "printf '%s\\n' \(list.map { "'\($0)'" }.joined(separator: " ")) | '\(CLI.binary.path)' get -q -d '\(dir.path)' -i -"
+        let r = try await CLI.run(["-c", command], executable: URL(fileURLWithPath: "/bin/sh"))
+        #expect(r.status == 0, "\(r.stderr)")
+        expectFile(dir.file("first.bin"), equals: TestContent.bytes(count: 1000))
+        expectFile(dir.file("in2.bin"), equals: TestContent.bytes(count: 2000))
+    }
+
     @Test func badListIsAUsageError() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
