@@ -35,8 +35,10 @@ struct UsageError: Error {
 }
 
 extension HaulError {
-    /// Task.value loses typed throws; every error from a download task is a HaulError.
+    /// Task.value loses typed throws; every error from a download task is a HaulError, but for
+    /// a cancelled sleep (Ctrl-C while `-o -` paces its reading said "CancellationError()", exit 3).
     static func from(_ error: any Error) -> HaulError {
-        error as? HaulError ?? HaulError(.network, "\(error)")
+        if error is CancellationError { return HaulError(.cancelled, "cancelled") }
+        return error as? HaulError ?? HaulError(.network, "\(error)")
     }
 }

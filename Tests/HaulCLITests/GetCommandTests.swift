@@ -149,6 +149,19 @@ struct GetCommandTests {
         #expect(seconds >= 2.0, "took \(seconds) s")
     }
 
+    @Test func ctrlCWhileDashOIsPacedSaysInterruptedAndExits130() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let url = server.url("/slowout?size=3000000").absoluteString
+        let p = try CLI.start(["get", "--limit-rate", "100K", "-o", "-", url])
+        #expect(await eventually { server.bytesSent(path: "/slowout") > 0 })
+        try await Task.sleep(nanoseconds: 300_000_000)  // reading at 100 KB/s: mostly waiting
+        p.signal(SIGINT)
+        let r = await CLI.finish(p, timeout: 20)
+        #expect(r.status == 130, "\(r.stderr)")
+        #expect(r.stderr.hasSuffix("haul: interrupted\n"), "\(r.stderr)")
+    }
+
     @Test func dashOWithAnErrorStatusWritesNothingAndExits4() async throws {
         let server = try TestServer()
         defer { server.shutdown() }
