@@ -1,40 +1,49 @@
+import Foundation
 import Testing
 
 @testable import HaulCore
 
 @Suite("Destination claims: one download per file")
 struct DestinationClaimsTests {
+    /// A directory name no other test, and no other test process, uses: a claim also locks the
+    /// path for the user's other processes (two test runs at once shared fixed paths here).
+    let base = "/tmp/haul-claims-\(UUID().uuidString)"
     @Test func anotherOwnerIsRefusedTheSameFileSpelledDifferently() throws {
         let claims = DestinationClaims()
         let first = DestinationClaims.Owner()
         let second = DestinationClaims.Owner()
-        try claims.claim("/tmp/x/dir/file.bin", for: first)
-        for spelling in ["/tmp/x/dir/file.bin", "/tmp/x/dir/./file.bin", "/tmp/x/other/../dir/file.bin"] {
+        try claims.claim("\(base)/x/dir/file.bin", for: first)
+        for spelling in ["\(base)/x/dir/file.bin", "\(base)/x/dir/./file.bin", "\(base)/x/other/../dir/file.bin"] {
             let error = #expect(throws: HaulError.self) { try claims.claim(spelling, for: second) }
             #expect(error?.code == .destinationInUse)
             #expect(error?.path == spelling)
         }
-        try claims.claim("/tmp/x/dir/other.bin", for: second)
+        try claims.claim("\(base)/x/dir/other.bin", for: second)
+        claims.releaseAll(of: first)
+        claims.releaseAll(of: second)
     }
 
     @Test func theOwnerMayClaimAgainAndReleasingFreesEverything() throws {
         let claims = DestinationClaims()
         let owner = DestinationClaims.Owner()
-        try claims.claim("/tmp/y/a.bin", for: owner)
-        try claims.claim("/tmp/y/a.bin", for: owner)  // a segmented download handing over
-        try claims.claim("/tmp/y/b.bin", for: owner)
+        try claims.claim("\(base)/y/a.bin", for: owner)
+        try claims.claim("\(base)/y/a.bin", for: owner)  // a segmented download handing over
+        try claims.claim("\(base)/y/b.bin", for: owner)
         claims.releaseAll(of: owner)
-        #expect(!claims.isClaimed("/tmp/y/a.bin") && !claims.isClaimed("/tmp/y/b.bin"))
-        try claims.claim("/tmp/y/a.bin", for: DestinationClaims.Owner())
+        #expect(!claims.isClaimed("\(base)/y/a.bin") && !claims.isClaimed("\(base)/y/b.bin"))
+        let next = DestinationClaims.Owner()
+        try claims.claim("\(base)/y/a.bin", for: next)
+        claims.releaseAll(of: next)
     }
 
     @Test func releasingDoesNotFreeAnotherOwnersFile() throws {
         let claims = DestinationClaims()
         let holder = DestinationClaims.Owner()
         let refused = DestinationClaims.Owner()
-        try claims.claim("/tmp/z/f.bin", for: holder)
-        #expect(throws: HaulError.self) { try claims.claim("/tmp/z/f.bin", for: refused) }
+        try claims.claim("\(base)/z/f.bin", for: holder)
+        #expect(throws: HaulError.self) { try claims.claim("\(base)/z/f.bin", for: refused) }
         claims.releaseAll(of: refused)
-        #expect(claims.isClaimed("/tmp/z/f.bin"))
+        #expect(claims.isClaimed("\(base)/z/f.bin"))
+        claims.releaseAll(of: holder)
     }
 }
