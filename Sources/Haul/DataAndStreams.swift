@@ -316,11 +316,10 @@ final class ResumingBody: @unchecked Sendable {
             && (encoding == "identity" || !request.decodesContent) && h["Accept-Ranges"]?.lowercased() != "none"
             && (etag != nil || lastModified != nil)
         if continuable {
-            let length = h["Content-Length"].flatMap { Int64($0.trimmingASCIIWhitespace()) }
             machine = ResumeStateMachine(
                 record: ResumeRecord(
                     url: ResumeRecord.redacted(request.url), finalURL: ResumeRecord.redacted(url), etag: etag,
-                    lastModified: lastModified, totalLength: length))
+                    lastModified: lastModified, totalLength: h.contentLength))
         }
     }
 

@@ -64,7 +64,7 @@ package struct ResumeStateMachine: Sendable {
             return .redirect(target)
         case 200:
             return .write(
-                offset: 0, discardExisting: offset > 0, validators: validators(headers, total: contentLength(headers)))
+                offset: 0, discardExisting: offset > 0, validators: validators(headers, total: headers.contentLength))
         case 206:
             guard offset > 0, let record else {
                 return .fail(HaulError(.invalidResponse, "HTTP 206 for a request without Range from \(show(url))"))
@@ -131,13 +131,6 @@ package struct ResumeStateMachine: Sendable {
 
     private func validators(_ headers: HTTPHeaders, total: Int64?) -> Validators {
         Validators(etag: headers["ETag"], lastModified: headers["Last-Modified"], totalLength: total)
-    }
-
-    private func contentLength(_ headers: HTTPHeaders) -> Int64? {
-        guard let v = headers["Content-Length"], let n = Int64(v.trimmingCharacters(in: .whitespaces)), n >= 0 else {
-            return nil
-        }
-        return n
     }
 
     /// Weak comparison (RFC 9110 8.8.3.2): equal opaque tags, ignoring `W/`.

@@ -30,6 +30,14 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     package func contains(_ name: String) -> Bool { self[name] != nil }
 
+    /// `Content-Length` as a byte count; nil when absent or not a non-negative number.
+    package var contentLength: Int64? {
+        guard let v = self["Content-Length"], let n = Int64(v.trimmingCharacters(in: .whitespaces)), n >= 0 else {
+            return nil
+        }
+        return n
+    }
+
     package func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
 }
 
