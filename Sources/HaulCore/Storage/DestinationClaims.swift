@@ -26,9 +26,8 @@ package final class DestinationClaims: Sendable {
     /// The claims of this process.
     package static let shared = DestinationClaims()
 
-    /// One download's claims.
+    /// Who holds a claim: one download (its identity is all that counts).
     package final class Owner: Sendable {
-        fileprivate let paths = Locked<Set<String>>([])
         package init() {}
     }
 
@@ -52,7 +51,7 @@ package final class DestinationClaims: Sendable {
             return .claimed
         }
         switch outcome {
-        case .claimed: owner.paths.withLock { _ = $0.insert(key) }
+        case .claimed: return
         case .held:
             throw HaulError(
                 .destinationInUse, "\(path) is being downloaded by another download in this process", path: path)
@@ -61,16 +60,11 @@ package final class DestinationClaims: Sendable {
         }
     }
 
-    /// Frees every path `owner` claimed.
+    /// Frees every path `owner` claimed (the table holds only the files being written now).
     package func releaseAll(of owner: Owner) {
-        let paths = owner.paths.withLock { paths -> Set<String> in
-            defer { paths = [] }
-            return paths
-        }
-        guard !paths.isEmpty else { return }
         let me = ObjectIdentifier(owner)
         holders.withLock { holders in
-            for key in paths where holders[key] == me {
+            for (key, holder) in holders where holder == me {
                 holders[key] = nil
                 if let fd = Self.lockFile { Sys.unlockByte(fd, at: Self.offset(key)) }
             }
