@@ -40,9 +40,13 @@ extension GetCommand {
             }
             let total = response.expectedContentLength
             var hasher = expectedSHA256.map { _ in SHA256() }
-            var meter = ProgressMeter()
+            // The downloads' reporter: ten reports a second at most, and one a second from the
+            // process's clock while nothing arrives.
+            let reporter = ProgressReporter(interval: 0.1) { output.progress($0, name: name) }
+            ProgressClock.shared.add(reporter)
+            defer { ProgressClock.shared.remove(reporter) }
+            reporter.begin(at: 0, total: total)
             var written: Int64 = 0
-            var reported = 0.0
             for try await chunk in body {
                 while let wait = budget?.take(chunk.count) {
                     try await Task.sleep(nanoseconds: UInt64(wait * 1e9))
@@ -50,17 +54,9 @@ extension GetCommand {
                 try Self.writeAll(chunk, to: STDOUT_FILENO)
                 hasher?.update(chunk)
                 written += Int64(chunk.count)
-                let now = monotonicSeconds()
-                let (speed, smoothed) = meter.record(bytes: written, at: now)
-                if now - reported >= 0.1 {
-                    reported = now
-                    output.progress(
-                        TransferProgress(
-                            completedBytes: written, totalBytes: total, bytesPerSecond: speed,
-                            smoothedBytesPerSecond: smoothed),
-                        name: name)
-                }
+                reporter.update(written, total: total)
             }
+            reporter.idle()
             if let expected = expectedSHA256, let actual = hasher?.hexDigest(), actual != expected {
                 throw HaulError(
                     .checksumMismatch,
@@ -89,27 +85,21 @@ extension GetCommand {
         }
     }
 
-    /// Writes all of `data` to `fd` (retrying short writes and EINTR). A reader that went away
-    /// ends the process with SIGPIPE, as it does `cat`.
+    /// Writes all of `data` to `fd`. A reader that went away ends the process with SIGPIPE, as
+    /// it does `cat`.
     static func writeAll(_ data: Data, to fd: Int32) throws(HaulError) {
-        var failure: Int32 = 0
-        data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
-            var done = 0
-            while done < buffer.count {
-                let n = write(fd, buffer.baseAddress! + done, buffer.count - done)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                done += n
+        let failure = data.withUnsafeBytes { buffer -> Errno? in
+            do throws(Errno) {
+                try Sys.writeAll(fd, buffer)
+                return nil
+            } catch {
+                return error
             }
         }
-        if failure != 0 {
-            let errno = Errno(failure)
+        if let failure {
             throw HaulError(
-                errno.isDiskFull ? .diskFull : .fileSystem, "cannot write to standard output: \(errno)",
-                errno: failure)
+                failure.isDiskFull ? .diskFull : .fileSystem, "cannot write to standard output: \(failure)",
+                errno: failure.rawValue)
         }
     }
 }

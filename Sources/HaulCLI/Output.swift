@@ -23,14 +23,9 @@ final class Output: Sendable {
         self.isTerminal = isatty(2) == 1
     }
 
+    /// Writes `text` to `fd`; a failed write (a closed terminal) is ignored.
     static func emit(_ text: String, to fd: Int32) {
-        var bytes = Array(text.utf8)
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n <= 0 { break }
-            done += n
-        }
+        Array(text.utf8).withUnsafeBytes { try? Sys.writeAll(fd, $0) }
     }
 
     /// A one-line message on stderr (clears the progress line first).

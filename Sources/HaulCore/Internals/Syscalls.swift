@@ -124,6 +124,20 @@ package enum Sys {
         }
     }
 
+    /// Writes the whole buffer at the descriptor's position (a pipe, a terminal), looping over
+    /// short writes.
+    package static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) throws(Errno) {
+        var done = 0
+        while done < buffer.count {
+            let n = c_write(fd, buffer.baseAddress! + done, buffer.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw Errno.current
+            }
+            done += n
+        }
+    }
+
     /// Reads up to `count` bytes at `offset`; fewer only at end of file.
     package static func pread(
         _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64
@@ -316,6 +330,7 @@ package enum Sys {
 @inline(__always) private func c_pwrite(_ fd: Int32, _ b: UnsafeRawPointer, _ n: Int, _ o: off_t) -> Int {
     pwrite(fd, b, n, o)
 }
+@inline(__always) private func c_write(_ fd: Int32, _ b: UnsafeRawPointer, _ n: Int) -> Int { write(fd, b, n) }
 @inline(__always) private func c_pread(_ fd: Int32, _ b: UnsafeMutableRawPointer, _ n: Int, _ o: off_t) -> Int {
     pread(fd, b, n, o)
 }
