@@ -7,6 +7,11 @@ import Testing
 
 @Suite("DownloadManager: caps, priorities, persistence")
 struct DownloadManagerTests {
+    /// Waits up to 10 s until `manager` has `bytes` of item `id`.
+    func received(_ manager: DownloadManager, _ id: UUID, atLeast bytes: Int64 = 300_000) async -> Bool {
+        await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) >= bytes }
+    }
+
     func configuration(
         _ adjust: (inout DownloadManager.Configuration) -> Void = { _ in }
     )
@@ -102,7 +107,7 @@ struct DownloadManagerTests {
         // unfinished (at 2 MB/s a whole ThreadSanitizer run once let both finish first).
         let keep = manager.add(server.url("/keep?size=4000000&stall=1000000&stalls=1"), to: .directory(dir.url))
         let drop = manager.add(server.url("/drop?size=4000000&stall=1000000&stalls=1"), to: .directory(dir.url))
-        #expect(await eventually(timeout: 10) { (manager.item(keep)?.progress?.completedBytes ?? 0) >= 200_000 })
+        #expect(await received(manager, keep, atLeast: 200_000))
         manager.pause(keep)
         manager.cancel(drop)
         #expect(manager.item(keep)?.state == .paused)
@@ -123,7 +128,7 @@ struct DownloadManagerTests {
         defer { cleanUp(server, dir) }
         let manager = DownloadManager(configuration: configuration())
         let id = manager.add(server.url("/again?size=3000000&rate=1500000"), to: .directory(dir.url))
-        #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
+        #expect(await received(manager, id))
         for _ in 0..<3 {
             manager.pause(id)
             manager.resume(id)
@@ -144,7 +149,7 @@ struct DownloadManagerTests {
         defer { cleanUp(server, dir) }
         let manager = DownloadManager(configuration: configuration())
         let id = manager.add(server.url("/gone?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url))
-        #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
+        #expect(await received(manager, id))
         manager.pause(id)
         #expect(await eventually(timeout: 10) { dir.contents() == ["gone.haul", "gone.part"] })
         manager.cancel(id)
@@ -160,7 +165,7 @@ struct DownloadManagerTests {
         defer { cleanUp(server, dir) }
         let manager = DownloadManager(configuration: configuration())
         let id = manager.add(server.url("/over?size=3000000&rate=3000000"), to: .directory(dir.url))
-        #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
+        #expect(await received(manager, id))
         manager.pause(id)
         manager.cancel(id)
         manager.resume(id)
@@ -229,7 +234,7 @@ struct DownloadManagerTests {
         let id = manager.add(
             server.url("/told?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url),
             completion: { result in if case .failure(let e) = result { outcome.set(e) } })
-        #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
+        #expect(await received(manager, id))
         manager.pause(id)
         manager.cancel(id)
         #expect(outcome.get()?.code == .cancelled)
@@ -241,7 +246,7 @@ struct DownloadManagerTests {
         defer { cleanUp(server, dir) }
         let manager = DownloadManager(configuration: configuration())
         let id = manager.add(server.url("/held?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url))
-        #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
+        #expect(await received(manager, id))
         manager.pause(id)
         await manager.shutdown()
         // The stopped transfer had written its record before shutdown returned.
@@ -259,7 +264,7 @@ struct DownloadManagerTests {
         let manager = DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 1 })
         let running = manager.add(server.url("/sd1?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url))
         let queued = manager.add(server.url("/sd2?size=1000"), to: .directory(dir.url))
-        #expect(await eventually(timeout: 10) { (manager.item(running)?.progress?.completedBytes ?? 0) >= 300_000 })
+        #expect(await received(manager, running))
         let waited = Box(false)
         let waiter = Task {
             await manager.waitUntilIdle()
@@ -291,7 +296,7 @@ struct DownloadManagerTests {
         let first = DownloadManager(configuration: persistent)
         let id = first.add(
             server.url("/p1.bin?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url), priority: 3)
-        #expect(await eventually(timeout: 10) { (first.item(id)?.progress?.completedBytes ?? 0) >= 300_000 })
+        #expect(await received(first, id))
         await first.shutdown()
         #expect(FileManager.default.fileExists(atPath: state.file("downloads.json")))
 
