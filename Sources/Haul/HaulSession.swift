@@ -33,7 +33,9 @@ public struct DownloadOptions: Sendable, Equatable {
     public var resume = true
     /// Replace a destination that exists and is not a Haul partial. Without it such a file is
     /// never touched: if the server reports the same size the download is already complete,
-    /// otherwise it fails with ``HaulError/Code/destinationExists``.
+    /// otherwise it fails with ``HaulError/Code/destinationExists``. Only regular files are
+    /// replaced: a directory, device, FIFO or socket at the destination fails with
+    /// ``HaulError/Code/fileSystem``, with or without this.
     public var overwrite = false
     /// Expected SHA-256 of the file (hex); a mismatch fails with ``HaulError/Code/checksumMismatch``.
     public var sha256: String?

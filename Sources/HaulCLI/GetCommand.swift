@@ -45,7 +45,8 @@ struct GetCommand {
           -o, --output FILE       save to FILE (one URL only); '-o -' writes to standard output
                                   (one connection, no partial file; a dropped connection is
                                   continued with Range + If-Range, a changed file exits 6;
-                                  --limit-rate paces the reading)
+                                  --limit-rate paces the reading); a device or FIFO
+                                  (-o /dev/null) is written the same way
           -d, --dir DIR           save into DIR (created if missing)
           -c, --continue          resume partial downloads (the default)
               --no-continue       discard a partial download and start over
@@ -96,7 +97,8 @@ struct GetCommand {
     /// Downloads at once (`-j`).
     let jobs: Int
     /// `-o -`: the body goes to standard output.
-    let toStandardOutput: Bool
+    /// `-o -`, or `-o` naming a device or FIFO: the body is written there as it arrives.
+    let stream: StreamTarget?
     let destination: DownloadDestination
     let configuration: HaulConfiguration
     let options: DownloadOptions
@@ -128,14 +130,16 @@ struct GetCommand {
         if v.flag("--output") && v.flag("--dir") { throw UsageError("use either -o or -d, not both") }
         if v.flag("--continue") && v.flag("--no-continue") { throw UsageError("use either -c or --no-continue") }
         if v.flag("--json") && v.flag("--quiet") { throw UsageError("use either -q or --json") }
-        toStandardOutput = v.last("--output") == "-"
-        if toStandardOutput {
-            guard urls.count == 1 else { throw UsageError("-o - writes one URL to standard output") }
+        stream = v.last("--output").flatMap(StreamTarget.init)
+        if let stream {
+            guard urls.count == 1 else { throw UsageError("-o \(stream.argument) writes one URL") }
             for name in Self.notForStandardOutput where v.flag(name) {
-                throw UsageError("\(name) does not apply to -o - (standard output)")
+                throw UsageError("\(name) does not apply to -o \(stream.argument) (\(stream.kind))")
             }
             if let n = try v.integer("--connections", min: 1), n > 1 {
-                throw UsageError("-x does not apply to -o - (standard output is written in order, over one connection)")
+                throw UsageError(
+                    "-x does not apply to -o \(stream.argument) (\(stream.kind) is written in order, over one connection)"
+                )
             }
             destination = .directory(URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
         } else if let file = v.last("--output") {
@@ -315,7 +319,7 @@ struct GetCommand {
     /// Runs every download in turn (or `-j` at once); returns the exit code of the first
     /// failure, else 0.
     func run(interrupts: Interrupts) async -> ExitCode {
-        if toStandardOutput { return await runToStandardOutput(interrupts: interrupts) }
+        if let stream { return await runStreaming(to: stream, interrupts: interrupts) }
         if jobs > 1 { return await runQueue(interrupts: interrupts) }
         let session = HaulSession(configuration: configuration)
         var worst = ExitCode.success

@@ -162,6 +162,43 @@ struct GetCommandTests {
         #expect(r.stderr.hasSuffix("haul: interrupted\n"), "\(r.stderr)")
     }
 
+    /// `-o FIFO` (as `-o /dev/null`) writes into it as `-o -` writes to stdout; a partial file
+    /// and a rename into place would have replaced it with a regular file.
+    @Test func dashONamingAFIFOWritesIntoItAndLeavesItAFIFO() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let fifo = dir.file("pipe")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // The reader is a process of its own, so a FIFO that is never opened for writing ends
+        // with its timeout instead of a blocked test.
+        let reader = try ChildProcess("cat", [fifo])
+        let url = server.url("/piped.bin?size=3000000&drop=1000000&drops=1").absoluteString
+        let r = try await CLI.run(["get", "--retry-delay", "0.05", "-o", fifo, url])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("haul: wrote 2.9 MiB from \(url) to \(fifo) in "), "\(r.stderr)")
+        #expect(await reader.finish(timeout: 10) == 0)
+        #expect(TestContent.difference(Array(reader.stdout), TestContent.bytes(count: 3_000_000)) == nil)
+        var st = stat()
+        #expect(lstat(fifo, &st) == 0 && (st.st_mode & S_IFMT) == S_IFIFO)
+        #expect(dir.contents() == ["pipe"])
+    }
+
+    @Test(arguments: [false, true])
+    func dashONamingADirectoryIsExit5AndTouchesNothing(overwrite: Bool) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        #expect(FileManager.default.createFile(atPath: dir.file("keep.txt"), contents: Data("precious".utf8)))
+        let r = try await CLI.run(
+            ["get", "-o", dir.path, server.url("/d.bin?size=3000000").absoluteString]
+                + (overwrite ? ["--overwrite"] : []))
+        #expect(r.status == 5)
+        #expect(r.stderr == "haul: error: \(dir.path) is a directory\n")
+        #expect(server.requests.isEmpty)
+        #expect(dir.contents() == ["keep.txt"])
+    }
+
     @Test func dashOWithAnErrorStatusWritesNothingAndExits4() async throws {
         let server = try TestServer()
         defer { server.shutdown() }

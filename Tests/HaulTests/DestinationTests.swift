@@ -276,3 +276,69 @@ struct SameDestinationTests {
 private func contentsOf(_ path: String) -> String {
     String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
 }
+
+@Suite("Destinations that are not regular files")
+struct NonRegularDestinationTests {
+    /// A directory at the destination: refused before any request, even with `overwrite` and even
+    /// when the server's size equals the directory's `st_size` (which once read as "already
+    /// complete"); nothing inside it or beside it is touched.
+    @Test(arguments: [(1, false), (1, true), (4, false), (4, true)])
+    func directoryIsRefusedBeforeAnyRequest(connections: Int, overwrite: Bool) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.file("taken")
+        try FileManager.default.createDirectory(atPath: dest, withIntermediateDirectories: false)
+        #expect(FileManager.default.createFile(atPath: dest + "/keep.txt", contents: Data("precious".utf8)))
+        var st = stat()
+        #expect(stat(dest, &st) == 0)
+        var options = DownloadOptions()
+        options.connections = connections
+        options.overwrite = overwrite
+        let url = server.url("/taken?size=\(st.st_size)")
+        let (result, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options)
+        let error = try #require(result.error)
+        #expect(error.code == .fileSystem && error.message == "\(dest) is a directory", "\(error)")
+        #expect(error.errno == EISDIR)
+        #expect(server.requests.isEmpty)
+        #expect(dir.contents() == ["taken"])
+        #expect(FileManager.default.contents(atPath: dest + "/keep.txt") == Data("precious".utf8))
+    }
+
+    /// A directory with the server's suggested name inside a target directory: refused when the
+    /// name is known (after the response), before any byte is written.
+    @Test(arguments: [1, 4])
+    func directoryUnderTheSuggestedNameIsRefused(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        try FileManager.default.createDirectory(atPath: dir.file("named.bin"), withIntermediateDirectories: false)
+        var options = DownloadOptions()
+        options.connections = connections
+        options.overwrite = true
+        let (result, _) = await run(
+            testSession(), server.url("/named.bin?size=3000000"), to: .directory(dir.url), options: options)
+        let error = try #require(result.error)
+        #expect(error.code == .fileSystem && error.message.hasSuffix("named.bin is a directory"), "\(error)")
+        #expect(dir.contents() == ["named.bin"])
+    }
+
+    /// A FIFO (or device) at the destination is not replaced by a regular file.
+    @Test func fifoIsRefused() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.file("pipe")
+        #expect(mkfifo(dest, 0o600) == 0)
+        var options = DownloadOptions()
+        options.overwrite = true
+        let (result, _) = await run(
+            testSession(), server.url("/pipe?size=100"), to: .file(URL(fileURLWithPath: dest)), options: options)
+        let error = try #require(result.error)
+        #expect(error.code == .fileSystem && error.message.contains("is not a regular file"), "\(error)")
+        #expect(server.requests.isEmpty)
+        var st = stat()
+        #expect(lstat(dest, &st) == 0 && (st.st_mode & S_IFMT) == S_IFIFO)
+        #expect(dir.contents() == ["pipe"])
+    }
+}

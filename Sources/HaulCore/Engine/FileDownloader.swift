@@ -276,6 +276,7 @@ package final class FileDownloader: Sendable {
     /// The state machine for a known destination: its record when resuming, nothing otherwise.
     fileprivate func prepare(_ destination: String) throws(HaulError) -> ResumeStateMachine {
         try DestinationClaims.shared.claim(destination, for: claims)
+        try PartialFile.checkDestination(destination)
         let partial = PartialFile(destination: destination)
         guard options.resume else {
             partial.discard()

@@ -55,6 +55,7 @@ package final class SegmentedDownloader: Sendable {
     package func run() async throws(HaulError) -> DownloadOutcome {
         try FileDownloader.validate(url)
         defer { DestinationClaims.shared.releaseAll(of: claims) }
+        if case .file(let path) = target { try PartialFile.checkDestination(path) }  // before any request
         guard segmentOptions.connections > 1, let probe = await probe() else { return try await single.run() }
         let adopted = Locked(false)
         defer { if !adopted.get() { probe.held?.task.cancel() } }
@@ -66,6 +67,7 @@ package final class SegmentedDownloader: Sendable {
             destination = dir + "/" + SafeFileName.suggestedName(contentDisposition: probe.contentDisposition, url: url)
         }
         try DestinationClaims.shared.claim(destination, for: claims)
+        if case .directory = target { try PartialFile.checkDestination(destination) }
         if let whole = probe.wholeBody {
             let probe = probe
             return try await store(whole, of: probe, at: destination)

@@ -229,11 +229,30 @@ package enum Sys {
         do { _ = try retrying(.unlink) { c_unlink(path) } } catch  where error == .noSuchFile {}
     }
 
-    /// The size of a regular file, or nil when nothing is there.
+    /// The size of what is at `path` (any kind of file), or nil when nothing is there.
     package static func fileSize(_ path: String) throws(Errno) -> Int64? {
         var st = stat()
         do { _ = try retrying(.stat) { c_stat(path, &st) } } catch  where error == .noSuchFile { return nil }
         return Int64(st.st_size)
+    }
+
+    /// What a path names, following symbolic links.
+    package enum FileKind: Equatable, Sendable {
+        case regular(size: Int64)
+        case directory
+        /// A device, FIFO or socket.
+        case other
+    }
+
+    /// What is at `path`, or nil when nothing is there.
+    package static func fileKind(_ path: String) throws(Errno) -> FileKind? {
+        var st = stat()
+        do { _ = try retrying(.stat) { c_stat(path, &st) } } catch  where error == .noSuchFile { return nil }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: return .regular(size: Int64(st.st_size))
+        case S_IFDIR: return .directory
+        default: return .other
+        }
     }
 
     package static func isDirectory(_ path: String) -> Bool {

@@ -29,6 +29,23 @@ package final class PartialFile: @unchecked Sendable {
 
     deinit { close() }
 
+    /// Refuses a destination that is a directory, a device, a FIFO or a socket, `overwrite` or
+    /// not: the final rename cannot replace a directory (it would fail after the whole transfer)
+    /// and must not replace a device node with a regular file.
+    package static func checkDestination(_ destination: String) throws(HaulError) {
+        let kind: Sys.FileKind?
+        do { kind = try Sys.fileKind(destination) } catch { throw .fileSystem(error, "inspect", path: destination) }
+        switch kind {
+        case nil, .regular: return
+        case .directory:
+            throw HaulError(.fileSystem, "\(destination) is a directory", errno: EISDIR, path: destination)
+        case .other:
+            throw HaulError(
+                .fileSystem, "\(destination) is not a regular file (a device, FIFO or socket)", errno: EEXIST,
+                path: destination)
+        }
+    }
+
     /// Loads the record, if any, and checks the partial file still holds what it claims.
     package func loadRecord() throws(HaulError) -> ResumeRecord? {
         let bytes: [UInt8]?
