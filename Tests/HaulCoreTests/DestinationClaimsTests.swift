@@ -23,6 +23,36 @@ struct DestinationClaimsTests {
         claims.releaseAll(of: second)
     }
 
+    /// A directory reached through a symlink (as `~/Downloads -> /data/dl`) is the same
+    /// directory: its files are claimed by device and inode, not by spelling.
+    @Test func aSymlinkedDirectoryIsTheSameDirectory() throws {
+        let real = "\(base)/real"
+        try FileManager.default.createDirectory(atPath: real, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        try FileManager.default.createSymbolicLink(atPath: "\(base)/link", withDestinationPath: real)
+        let claims = DestinationClaims()
+        let first = DestinationClaims.Owner()
+        let second = DestinationClaims.Owner()
+        try claims.claim("\(real)/f.bin", for: first)
+        for spelling in ["\(base)/link/f.bin", "\(base)//link/./f.bin", "\(base)/real/../link/f.bin"] {
+            let error = #expect(throws: HaulError.self) { try claims.claim(spelling, for: second) }
+            #expect(error?.code == .destinationInUse)
+        }
+        try claims.claim("\(base)/link/g.bin", for: second)
+        #expect(claims.isClaimed("\(real)/g.bin"))
+        claims.releaseAll(of: first)
+        claims.releaseAll(of: second)
+        #expect(!claims.isClaimed("\(base)/link/f.bin") && !claims.isClaimed("\(real)/g.bin"))
+    }
+
+    @Test(arguments: [
+        ("/a/./b//c", "/a/b/c"), ("/a/x/../b", "/a/b"), ("/../a", "/a"), ("/", "/"), ("a/../../b", "../b"),
+        ("./a/", "a"), (".", "."), ("a/..", "."),
+    ])
+    func lexicalNormalization(path: String, expected: String) {
+        #expect(Sys.lexicallyNormalized(path) == expected)
+    }
+
     @Test func theOwnerMayClaimAgainAndReleasingFreesEverything() throws {
         let claims = DestinationClaims()
         let owner = DestinationClaims.Owner()

@@ -255,6 +255,35 @@ package enum Sys {
         }
     }
 
+    /// The device and inode number of what `path` names (following symbolic links), or nil
+    /// when it cannot be stat()ed.
+    package static func fileIdentity(_ path: String) -> (device: UInt64, inode: UInt64)? {
+        var st = stat()
+        guard c_stat(path, &st) == 0 else { return nil }
+        return (UInt64(st.st_dev), UInt64(st.st_ino))
+    }
+
+    /// `path` with `.` components, repeated slashes and `dir/..` pairs removed, without touching
+    /// the file system (`/..` is `/`; a relative path keeps its leading `..`).
+    package static func lexicallyNormalized(_ path: String) -> String {
+        let absolute = path.hasPrefix("/")
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            switch part {
+            case ".": continue
+            case "..":
+                if let last = parts.last, last != ".." {
+                    parts.removeLast()
+                } else if !absolute {
+                    parts.append(part)
+                }
+            default: parts.append(part)
+            }
+        }
+        let joined = parts.joined(separator: "/")
+        return absolute ? "/" + joined : (joined.isEmpty ? "." : joined)
+    }
+
     package static func isDirectory(_ path: String) -> Bool {
         var st = stat()
         return c_stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR

@@ -20,8 +20,10 @@ import Foundation
 ///
 /// A claim belongs to an ``Owner``: the engine that took it, and the engines it hands the same
 /// download to (a segmented download falling back to one connection), which claim again freely.
-/// Paths are compared after lexical normalisation (`a/./b`, `a/x/../b`), without resolving
-/// symlinks.
+/// A path is known by its directory's device and inode number plus its name, so two spellings
+/// of one file agree: `a/./b`, `a/x/../b`, a symlinked or bind-mounted directory. A directory
+/// that does not exist yet (the open would fail anyway) falls back to the lexically normalised
+/// path. Not covered: two users (each has a lock file of their own), hard links.
 package final class DestinationClaims: Sendable {
     /// The claims of this process.
     package static let shared = DestinationClaims()
@@ -74,9 +76,15 @@ package final class DestinationClaims: Sendable {
     /// Whether some download of this process holds `path` (tests).
     package func isClaimed(_ path: String) -> Bool { holders.withLock { $0[Self.key(path)] != nil } }
 
-    /// Lexical only: no system call (`URL(fileURLWithPath:)` would stat the path).
+    /// `device:inode/name` of the path's directory and its last component: one `stat`. A
+    /// directory that is not there gives the normalised path itself.
     private static func key(_ path: String) -> String {
-        URL(filePath: path, directoryHint: .notDirectory).standardized.path(percentEncoded: false)
+        let normal = Sys.lexicallyNormalized(path)
+        let slash = normal.lastIndex(of: "/")
+        let directory = slash.map { $0 == normal.startIndex ? "/" : String(normal[..<$0]) } ?? "."
+        let name = slash.map { String(normal[normal.index(after: $0)...]) } ?? normal
+        guard let (device, inode) = Sys.fileIdentity(directory) else { return normal }
+        return "\(device):\(inode)/\(name)"
     }
 
     /// Where a path's byte lies in the lock file: 62 bits of its SHA-256.
