@@ -60,7 +60,7 @@ public final class DownloadTask: Sendable {
         self.url = url
         self.destination = destination
         self.options = options
-        if case .file(let file) = destination { inner.withLock { $0.destination = file.standardizedFileURL.path } }
+        if case .file(let file) = destination { inner.withLock { $0.destination = Sys.lexicallyNormalized(file.path) } }
     }
 
     /// The current state.
@@ -307,7 +307,7 @@ extension HaulSession {
     )
         -> DownloadTask
     {
-        let destination = resumeData.destination.standardizedFileURL.path
+        let destination = Sys.lexicallyNormalized(resumeData.destination.path)
         let recordPath = destination + ResumeRecord.fileExtension
         // Make sure the record on disk says what the resume data says (it may have been removed,
         // or the data comes from a copy of the partial file).

@@ -194,8 +194,8 @@ public final class HaulSession: Sendable {
         let target: DownloadTarget
         var placement: (@Sendable (URL, DownloadStart) -> (URL, DestinationOptions))?
         switch destination {
-        case .file(let file): target = .file(file.standardizedFileURL.path)
-        case .directory(let dir): target = .directory(dir.standardizedFileURL.path)
+        case .file(let file): target = .file(Sys.lexicallyNormalized(file.path))
+        case .directory(let dir): target = .directory(Sys.lexicallyNormalized(dir.path))
         case .custom(let closure):
             let partials =
                 configuration.temporaryDirectory ?? Self.defaultDownloadDirectory.appendingPathComponent(".partials")
@@ -267,7 +267,7 @@ public final class HaulSession: Sendable {
     }
 
     static func move(_ from: URL, to: URL, options: DestinationOptions) throws(HaulError) {
-        let target = to.standardizedFileURL.path
+        let target = Sys.lexicallyNormalized(to.path)
         let parent = Sys.parentDirectory(of: target)
         if options.contains(.createIntermediateDirectories) {
             do { try Sys.makeDirectories(parent) } catch { throw .fileSystem(error, "create directory", path: parent) }

@@ -45,7 +45,7 @@ public struct MultipartForm: Sendable {
     )
         throws(HaulError)
     {
-        let path = fileURL.standardizedFileURL.path
+        let path = Sys.lexicallyNormalized(fileURL.path)
         let size: Int64?
         do { size = try Sys.fileSize(path) } catch { throw .fileSystem(error, "read", path: path) }
         guard let size, !Sys.isDirectory(path) else {
@@ -197,7 +197,7 @@ extension HaulSession {
         fileAt fileURL: URL, to url: URL, method: UploadMethod = .put, contentType: String? = nil,
         headers: [String: String] = [:], events: (@Sendable (UploadEvent) -> Void)? = nil
     ) async throws(HaulError) -> UploadResponse {
-        let path = fileURL.standardizedFileURL.path
+        let path = Sys.lexicallyNormalized(fileURL.path)
         let size: Int64?
         do { size = try Sys.fileSize(path) } catch { throw .fileSystem(error, "read", path: path) }
         guard let size, !Sys.isDirectory(path) else {

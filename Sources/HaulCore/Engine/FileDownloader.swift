@@ -107,9 +107,6 @@ package final class FileDownloader: Sendable {
             guard Sys.isDirectory(parent) else {
                 throw HaulError(.fileSystem, "directory \(parent) does not exist", errno: ENOENT, path: parent)
             }
-            if Sys.isDirectory(path) {
-                throw HaulError(.fileSystem, "\(path) is a directory", errno: EISDIR, path: path)
-            }
             destination = path
         case .directory(let dir):
             do { try Sys.makeDirectories(dir) } catch { throw .fileSystem(error, "create directory", path: dir) }
@@ -117,18 +114,21 @@ package final class FileDownloader: Sendable {
         }
 
         var machine = ResumeStateMachine(record: nil)
+        var existingSize: Int64?
         if let destination {
-            machine = try prepare(destination)
+            (machine, existingSize) = try prepare(destination)
         }
         var failures = 0
         var restarts = 0
         var everReceived = false
         while true {
             try checkCancelled(destination)
-            let attempt = Attempt(downloader: self, machine: machine, destination: destination)
+            let attempt = Attempt(
+                downloader: self, machine: machine, destination: destination, existingSize: existingSize)
             let result = await perform(attempt)
             machine = attempt.machine
             destination = attempt.destination ?? destination
+            existingSize = attempt.existingSize
             everReceived = everReceived || attempt.receivedBytes > 0
 
             let failure: HaulError
@@ -274,15 +274,19 @@ package final class FileDownloader: Sendable {
     }
 
     /// The state machine for a known destination: its record when resuming, nothing otherwise.
-    fileprivate func prepare(_ destination: String) throws(HaulError) -> ResumeStateMachine {
+    /// Claims the destination and reads its record; also returns the size of a file already
+    /// there (refusing a directory, device or FIFO).
+    fileprivate func prepare(
+        _ destination: String
+    ) throws(HaulError) -> (machine: ResumeStateMachine, existingSize: Int64?) {
         try DestinationClaims.shared.claim(destination, for: claims)
-        try PartialFile.checkDestination(destination)
+        let existingSize = try PartialFile.checkDestination(destination)
         let partial = PartialFile(destination: destination)
         guard options.resume else {
             partial.discard()
-            return ResumeStateMachine(record: nil)
+            return (ResumeStateMachine(record: nil), existingSize)
         }
-        return ResumeStateMachine(record: try partial.loadRecord(of: url))
+        return (ResumeStateMachine(record: try partial.loadRecord(of: url)), existingSize)
     }
 
     private func checkCancelled(_ destination: String?) throws(HaulError) {
@@ -313,6 +317,8 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     let downloader: FileDownloader
     var machine: ResumeStateMachine
     var destination: String?
+    /// The size of a file at the destination when the download was prepared (nil: none).
+    var existingSize: Int64?
     var partial: PartialFile?
     var action: ResumeStateMachine.Action?
     var failure: HaulError?
@@ -327,10 +333,11 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     /// transfer of the process, this one's cancel included (tested).
     private let inFlight = Locked<(done: OneShot<Void>?, error: HaulError?)>((nil, nil))
 
-    init(downloader: FileDownloader, machine: ResumeStateMachine, destination: String?) {
+    init(downloader: FileDownloader, machine: ResumeStateMachine, destination: String?, existingSize: Int64?) {
         self.downloader = downloader
         self.machine = machine
         self.destination = destination
+        self.existingSize = existingSize
     }
 
     func transportDidReceive(response: TransportResponse) -> Bool {
@@ -357,7 +364,7 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
                 contentDisposition: response.headers["Content-Disposition"], url: downloader.url)
             let dest = dir + "/" + name
             destination = dest
-            machine = try downloader.prepare(dest)
+            (machine, existingSize) = try downloader.prepare(dest)
             if machine.resumeOffset > 0 {
                 // A partial of this URL exists under the suggested name: ask again with Range.
                 askAgain = true
@@ -366,7 +373,7 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
             }
         }
         guard let destination else { return false }
-        if machine.record == nil, !options.overwrite, let size = (try? Sys.fileSize(destination)) ?? nil {
+        if machine.record == nil, !options.overwrite, let size = existingSize {
             if let total = validators.totalLength, total == size, offset == 0 {
                 existingComplete = DownloadOutcome(path: destination, bytes: size, alreadyComplete: true)
                 // A record left by a crash between the final rename and its deletion is stale.

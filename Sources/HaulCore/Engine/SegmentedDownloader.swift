@@ -55,7 +55,9 @@ package final class SegmentedDownloader: Sendable {
     package func run() async throws(HaulError) -> DownloadOutcome {
         try FileDownloader.validate(url)
         defer { DestinationClaims.shared.releaseAll(of: claims) }
-        if case .file(let path) = target { try PartialFile.checkDestination(path) }  // before any request
+        // The size of a file already at the destination: for a named file, known before any request.
+        var existingSize: Int64?
+        if case .file(let path) = target { existingSize = try PartialFile.checkDestination(path) }
         guard segmentOptions.connections > 1, let probe = await probe() else { return try await single.run() }
         let adopted = Locked(false)
         defer { if !adopted.get() { probe.held?.task.cancel() } }
@@ -67,10 +69,10 @@ package final class SegmentedDownloader: Sendable {
             destination = dir + "/" + SafeFileName.suggestedName(contentDisposition: probe.contentDisposition, url: url)
         }
         try DestinationClaims.shared.claim(destination, for: claims)
-        if case .directory = target { try PartialFile.checkDestination(destination) }
+        if case .directory = target { existingSize = try PartialFile.checkDestination(destination) }
         if let whole = probe.wholeBody {
             let probe = probe
-            return try await store(whole, of: probe, at: destination)
+            return try await store(whole, of: probe, at: destination, existingSize: existingSize)
         }
         // Without a validator (no strong ETag, no Last-Modified) a change of the file between two
         // ranges could not be seen, and the parts could come from two versions: one connection.
@@ -98,7 +100,7 @@ package final class SegmentedDownloader: Sendable {
         } else if (try? Sys.fileSize(partial.partPath)) ?? nil != nil {
             partial.discard()  // a partial without a record cannot be trusted
         }
-        if completed.isEmpty, !options.overwrite, let size = (try? Sys.fileSize(destination)) ?? nil {
+        if completed.isEmpty, !options.overwrite, let size = existingSize {
             if size == total { return DownloadOutcome(path: destination, bytes: size, alreadyComplete: true) }
             throw .destinationExists(destination, size: size, serverSize: total)
         }
@@ -250,14 +252,14 @@ package final class SegmentedDownloader: Sendable {
     /// A small file that came whole with the probe: written, verified, synced and put in place in
     /// one job on the ``FileWorker``.
     private func store(
-        _ body: [UInt8], of probe: Probe, at destination: String
+        _ body: [UInt8], of probe: Probe, at destination: String, existingSize: Int64?
     ) async throws(HaulError)
         -> DownloadOutcome
     {
         let total = Int64(body.count)
         let existing = try await FileWorker.shared.perform {
             [self] () throws(HaulError) -> FileWorker.Step<DownloadOutcome?> in
-            switch try write(body, of: probe, at: destination) {
+            switch try write(body, of: probe, at: destination, existingSize: existingSize) {
             case .alreadyComplete(let outcome): return .done(outcome)
             case .written(let partial):
                 return try partial.committing(replacing: options.overwrite, verifying: options.sha256, then: nil)
@@ -273,9 +275,11 @@ package final class SegmentedDownloader: Sendable {
         case written(PartialFile)
     }
 
-    private func write(_ body: [UInt8], of probe: Probe, at destination: String) throws(HaulError) -> Written {
+    private func write(
+        _ body: [UInt8], of probe: Probe, at destination: String, existingSize: Int64?
+    ) throws(HaulError) -> Written {
         let total = Int64(body.count)
-        if !options.overwrite, let size = (try? Sys.fileSize(destination)) ?? nil {
+        if !options.overwrite, let size = existingSize {
             if size == total {
                 return .alreadyComplete(DownloadOutcome(path: destination, bytes: size, alreadyComplete: true))
             }

@@ -31,12 +31,15 @@ package final class PartialFile: @unchecked Sendable {
 
     /// Refuses a destination that is a directory, a device, a FIFO or a socket, `overwrite` or
     /// not: the final rename cannot replace a directory (it would fail after the whole transfer)
-    /// and must not replace a device node with a regular file.
-    package static func checkDestination(_ destination: String) throws(HaulError) {
+    /// and must not replace a device node with a regular file. Returns the size of the regular
+    /// file there, if any (the one `stat` a download makes of its destination before the commit).
+    @discardableResult
+    package static func checkDestination(_ destination: String) throws(HaulError) -> Int64? {
         let kind: Sys.FileKind?
         do { kind = try Sys.fileKind(destination) } catch { throw .fileSystem(error, "inspect", path: destination) }
         switch kind {
-        case nil, .regular: return
+        case nil: return nil
+        case .regular(let size): return size
         case .directory:
             throw HaulError(.fileSystem, "\(destination) is a directory", errno: EISDIR, path: destination)
         case .other:
