@@ -45,17 +45,16 @@ public struct MultipartForm: Sendable {
     )
         throws(HaulError)
     {
-        let path = Sys.lexicallyNormalized(fileURL.path)
-        let size: Int64?
-        do { size = try Sys.fileSize(path) } catch { throw .fileSystem(error, "read", path: path) }
-        guard let size, !Sys.isDirectory(path) else {
-            throw HaulError(.fileSystem, "cannot read \(path): no such file", path: path)
+        let source: Source
+        switch try SegmentedBody.segment(reading: Sys.lexicallyNormalized(fileURL.path)) {
+        case .file(let path, let size): source = .path(path, size: size)
+        case .stream(let reader): source = .stream(reader)
+        case .bytes(let bytes): source = .data(Data(bytes))
         }
         let shown = filename ?? fileURL.lastPathComponent
         parts.append(
             Part(
-                name: name, filename: shown, contentType: contentType ?? Self.guessContentType(shown),
-                source: .path(path, size: size)))
+                name: name, filename: shown, contentType: contentType ?? Self.guessContentType(shown), source: source))
     }
 
     /// Adds a file from memory.
@@ -197,17 +196,10 @@ extension HaulSession {
         fileAt fileURL: URL, to url: URL, method: UploadMethod = .put, contentType: String? = nil,
         headers: [String: String] = [:], events: (@Sendable (UploadEvent) -> Void)? = nil
     ) async throws(HaulError) -> UploadResponse {
-        let path = Sys.lexicallyNormalized(fileURL.path)
-        let size: Int64?
-        do { size = try Sys.fileSize(path) } catch { throw .fileSystem(error, "read", path: path) }
-        guard let size, !Sys.isDirectory(path) else {
-            throw HaulError(.fileSystem, "cannot read \(path): no such file", path: path)
-        }
+        let segment = try SegmentedBody.segment(reading: Sys.lexicallyNormalized(fileURL.path))
         var all = headers
         all["Content-Type"] = contentType ?? MultipartForm.guessContentType(fileURL.lastPathComponent)
-        return try await send(
-            SegmentedBody([.file(path: path, size: size)]), to: url, method: method.rawValue, headers: all,
-            events: events)
+        return try await send(SegmentedBody([segment]), to: url, method: method.rawValue, headers: all, events: events)
     }
 
     /// The delegate form of ``upload(_:to:headers:events:)``.

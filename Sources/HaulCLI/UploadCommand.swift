@@ -27,9 +27,11 @@ struct UploadCommand {
         a field) or a file as the raw body (-T: PUT, or POST with -X POST). Files stream from
         disk. Prints the response body (or saves it with -o); exits 4 on an HTTP error status.
         PUT is retried after a transient failure; a POST only if the connection was refused.
+        Standard input (-T -), a FIFO or a device is read to its end once and sent chunked
+        (not retried).
 
           -F, --form SPEC         a form field or file (repeatable)
-          -T, --upload-file FILE  send FILE as the body
+          -T, --upload-file FILE  send FILE as the body ('-': standard input)
           -X, --request METHOD    PUT (default for -T) or POST
           -o, --output FILE       save the response body to FILE
           -H, --header 'N: v'     extra request header (repeatable)
@@ -57,8 +59,10 @@ struct UploadCommand {
         let raw = v.last("--upload-file")
         guard fields.isEmpty != (raw == nil) else { throw UsageError("use either -F fields or -T FILE") }
         if let raw {
-            guard FileManager.default.isReadableFile(atPath: raw) else { throw UsageError("cannot read -T \(raw)") }
-            file = URL(fileURLWithPath: raw)
+            // `-T -`: standard input, read to its end and sent chunked (as curl does).
+            let path = raw == "-" ? "/dev/stdin" : raw
+            guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError("cannot read -T \(raw)") }
+            file = URL(fileURLWithPath: path)
             form = nil
         } else {
             var form = MultipartForm()

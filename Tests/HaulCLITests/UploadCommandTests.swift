@@ -45,6 +45,56 @@ struct UploadCommandTests {
         #expect(String(decoding: contents(dir.file("reply.json")), as: UTF8.self).contains("\"size\":700000"))
     }
 
+    /// `-T -` reads standard input to its end and sends it chunked (its length is unknown), as
+    /// curl does; so does a FIFO or any other non-regular file.
+    @Test func standardInputIsSentChunked() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let data = TestContent.bytes(seed: 5, count: 300_000)
+        #expect(FileManager.default.createFile(atPath: dir.file("in.bin"), contents: Data(data)))
+        let url = server.url("/stdin?upload=raw").absoluteString
+        let p = try ChildProcess(
+            "sh", ["-c", "cat \"$1\" | \"$2\" upload -q -T - \"$3\"", "sh", dir.file("in.bin"), CLI.binary.path, url])
+        let r = await CLI.finish(p, timeout: 30)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(server.uploads.first?.sha256 == sha(data))
+        #expect(server.uploads.first?.size == 300_000)
+        let request = try #require(server.requests(path: "/stdin").first)
+        #expect(request.method == "PUT")
+        #expect(request.headers.first { $0.name.lowercased() == "transfer-encoding" }?.value == "chunked")
+    }
+
+    @Test func aFIFOIsReadToItsEndAsAFormFile() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let data = TestContent.bytes(seed: 6, count: 200_000)
+        #expect(FileManager.default.createFile(atPath: dir.file("src.bin"), contents: Data(data)))
+        let fifo = dir.file("pipe")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // The writer is a process of its own, bounded by its timeout.
+        let writer = try ChildProcess("sh", ["-c", "cat \"$1\" > \"$2\"", "sh", dir.file("src.bin"), fifo])
+        let r = try await CLI.run(
+            ["upload", "-q", server.url("/fifo?upload=multipart").absoluteString, "-F", "file=@\(fifo)"], timeout: 30)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(await writer.finish(timeout: 10) == 0)
+        let part = try #require(server.uploads.first?.parts.first)
+        #expect(part.filename == "pipe" && part.size == 200_000 && part.sha256 == sha(data))
+    }
+
+    @Test(arguments: [["-T"], ["-F"]])
+    func aDirectoryIsRefusedByName(option: [String]) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let spec = option == ["-T"] ? dir.path : "file=@\(dir.path)"
+        let r = try await CLI.run(["upload", "-q", server.url("/dir?upload=raw").absoluteString] + option + [spec])
+        #expect(r.status != 0)
+        #expect(r.stderr.hasSuffix("\(dir.path) is a directory\n"), "\(r.stderr)")
+        #expect(server.requests.isEmpty)
+    }
+
     @Test func httpErrorExitsWith4AndNamesTheStatus() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -27,11 +27,60 @@ package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
     /// Wraps a one-shot source of bytes (an `InputStream`, say).
     package final class StreamReader: @unchecked Sendable {
         private let read: (UnsafeMutableRawBufferPointer) -> Int
+        /// Names the source in errors.
+        fileprivate let name: String
         fileprivate var started = false
-        package init(_ read: @escaping (UnsafeMutableRawBufferPointer) -> Int) { self.read = read }
+        package init(name: String = "the upload stream", _ read: @escaping (UnsafeMutableRawBufferPointer) -> Int) {
+            self.name = name
+            self.read = read
+        }
         fileprivate func next(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
             started = true
             return read(buffer)
+        }
+    }
+
+    /// The segment for a file on disk: a regular file by its size (read again if the request is
+    /// retried); a device, FIFO or standard input (`/dev/stdin`) as a stream read once to its
+    /// end, so sent chunked and not retried. A directory or a missing file is an error.
+    package static func segment(reading path: String) throws(HaulError) -> Segment {
+        let kind: Sys.FileKind?
+        do { kind = try Sys.fileKind(path) } catch { throw .fileSystem(error, "read", path: path) }
+        switch kind {
+        case nil: throw HaulError(.fileSystem, "cannot read \(path): no such file", errno: ENOENT, path: path)
+        case .directory: throw HaulError(.fileSystem, "\(path) is a directory", errno: EISDIR, path: path)
+        case .regular(let size): return .file(path: path, size: size)
+        case .other:
+            let file = SpecialFileReader(path: path)
+            return .stream(StreamReader(name: path) { file.read(into: $0) })
+        }
+    }
+
+    /// A device, FIFO or standard input, opened at the first read (a FIFO's writer may come
+    /// later), read to its end once, and closed at the end or when dropped. Read by one thread
+    /// at a time (the transport's), as the body is.
+    private final class SpecialFileReader: @unchecked Sendable {
+        let path: String
+        private var fd: Int32 = -1
+        private var ended = false
+
+        init(path: String) { self.path = path }
+        deinit { if fd >= 0 { Sys.close(fd) } }
+
+        /// Bytes read, 0 at the end, -1 on failure.
+        func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+            if ended { return 0 }
+            if fd < 0 {
+                guard let opened = try? Sys.open(path, O_RDONLY) else { return -1 }
+                fd = opened
+            }
+            guard let n = try? Sys.readSome(fd, into: buffer) else { return -1 }
+            if n == 0 {
+                ended = true
+                Sys.close(fd)
+                fd = -1
+            }
+            return n
         }
     }
 
@@ -67,7 +116,7 @@ package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
             let segment = segments[index]
             if case .stream(let reader) = segment {
                 let n = reader.next(buffer)
-                if n < 0 { throw HaulError(.fileSystem, "reading the upload stream failed") }
+                if n < 0 { throw HaulError(.fileSystem, "reading \(reader.name) failed") }
                 if n == 0 {
                     index += 1
                     offset = 0

@@ -29,7 +29,7 @@ package struct Errno: Error, Equatable, Sendable, CustomStringConvertible {
 
 /// The system calls that go through the seam, named for fault injection.
 package enum Syscall: String, Sendable {
-    case open, close, pwrite, pread, fsync, ftruncate, rename, unlink, mkdir, stat, opendir
+    case open, close, pwrite, pread, read, fsync, ftruncate, rename, unlink, mkdir, stat, opendir
 }
 
 /// Fault injection for tests: a hook consulted before each call through the seam.
@@ -153,6 +153,11 @@ package enum Sys {
             done += n
         }
         return done
+    }
+
+    /// One read(2) from the descriptor's position: the bytes read, 0 at the end.
+    package static func readSome(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        try retrying(.read) { c_read(fd, buffer.baseAddress!, buffer.count) }
     }
 
     /// `path` is only for fault injection (tests fail the sync of one named file).
@@ -379,6 +384,7 @@ package enum Sys {
     pwrite(fd, b, n, o)
 }
 @inline(__always) private func c_write(_ fd: Int32, _ b: UnsafeRawPointer, _ n: Int) -> Int { write(fd, b, n) }
+@inline(__always) private func c_read(_ fd: Int32, _ b: UnsafeMutableRawPointer, _ n: Int) -> Int { read(fd, b, n) }
 @inline(__always) private func c_pread(_ fd: Int32, _ b: UnsafeMutableRawPointer, _ n: Int, _ o: off_t) -> Int {
     pread(fd, b, n, o)
 }
