@@ -1,3 +1,5 @@
+import Foundation
+
 /// A small option parser in the style of curl, wget and aria2 (getopt's rules): `-o FILE`,
 /// `-oFILE`, `--output FILE`, `--output=FILE`, repeated `-H`, flags, and short options run
 /// together (`-qx16` is `-q -x 16`).
@@ -108,4 +110,22 @@ extension Dictionary where Key == String, Value == [String] {
         }
         return v
     }
+}
+
+/// A command-line URL: http:// or https:// with a host. A URL typed without a scheme
+/// (`example.com/file.iso`) is refused with the https:// spelling to use, rather than guessed as
+/// plain http the way curl and wget guess it.
+func parseURL(_ raw: String) throws(UsageError) -> URL {
+    if let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+        url.host?.isEmpty == false
+    {
+        return url
+    }
+    var hint = ""
+    if !raw.contains("://"), let first = raw.split(separator: "/").first, first.contains("."),
+        URL(string: "https://" + raw)?.host?.isEmpty == false
+    {
+        hint = "; did you mean https://\(raw)?"
+    }
+    throw UsageError("invalid URL '\(raw)' (only http:// and https:// URLs\(hint))")
 }

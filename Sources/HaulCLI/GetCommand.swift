@@ -116,11 +116,7 @@ struct GetCommand {
         var urls: [URL] = []
         var targets: [URL: ListOptions] = [:]
         for entry in entries {
-            let raw = entry.raw
-            guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(),
-                ["http", "https"].contains(scheme),
-                url.host?.isEmpty == false
-            else { throw UsageError("invalid URL '\(raw)' (only http:// and https:// URLs)") }
+            let url = try parseURL(entry.raw)
             urls.append(url)
             if entry.options != ListOptions() { targets[url] = entry.options }
         }

@@ -51,10 +51,10 @@ struct UploadCommand {
 
     init(_ args: [String]) throws(UsageError) {
         let (v, positionals) = try Arguments.parse(args, options: UploadCommand.options)
-        guard positionals.count == 1, let url = URL(string: positionals[0]),
-            ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false
-        else { throw UsageError("upload needs one http:// or https:// URL (see haul help upload)") }
-        self.url = url
+        guard positionals.count == 1 else {
+            throw UsageError("upload needs one http:// or https:// URL (see haul help upload)")
+        }
+        url = try parseURL(positionals[0])
         let fields = v["--form"] ?? []
         let raw = v.last("--upload-file")
         guard fields.isEmpty != (raw == nil) else { throw UsageError("use either -F fields or -T FILE") }

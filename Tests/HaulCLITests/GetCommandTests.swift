@@ -105,6 +105,8 @@ struct GetCommandTests {
         ),
         (["get", "-o", "-", "-x4", "http://h/x"], "-x does not apply to -o -"),
         (["get", "-o", "-", "-k", "2M", "http://h/x"], "--min-split-size does not apply"),
+        (["get", "mirror.example.org:8080/isos/a.iso"], "did you mean https://mirror.example.org:8080/isos/a.iso?"),
+        (["get", "ftp://h/x"], "invalid URL 'ftp://h/x' (only http:// and https:// URLs)"),
     ])
     func usageErrorsAreOneLineWithExitCode2(args: [String], mentions: String) async throws {
         let r = try await CLI.run(args)

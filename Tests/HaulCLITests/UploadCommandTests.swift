@@ -125,6 +125,7 @@ struct UploadCommandTests {
         (["upload", "http://h/x", "-F", "novalue"], "name=value"),
         (["upload", "http://h/x", "-F", "f=@/nonexistent/file"], "/nonexistent/file"),
         (["upload", "ftp://h/x", "-T", "/etc/hostname"], "http"),
+        (["upload", "example.com/up", "-T", "/etc/hostname"], "did you mean https://example.com/up?"),
     ])
     func usageErrors(args: [String], mentions: String) async throws {
         let r = try await CLI.run(args)
