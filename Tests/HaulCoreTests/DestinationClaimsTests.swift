@@ -47,7 +47,8 @@ struct DestinationClaimsTests {
 
     @Test(arguments: [
         ("/a/./b//c", "/a/b/c"), ("/a/x/../b", "/a/b"), ("/../a", "/a"), ("/", "/"), ("a/../../b", "../b"),
-        ("./a/", "a"), (".", "."), ("a/..", "."),
+        ("./a/", "a"), (".", "."), ("a/..", "."), ("", "."), ("/a/b/", "/a/b"), ("a//b", "a/b"), ("/a/..", "/"),
+        ("/a/.b/c..d/...", "/a/.b/c..d/..."), ("/a/b.bin", "/a/b.bin"), ("rel/x", "rel/x"), ("/a/b/.", "/a/b"),
     ])
     func lexicalNormalization(path: String, expected: String) {
         #expect(Sys.lexicallyNormalized(path) == expected)

@@ -271,6 +271,7 @@ package enum Sys {
     /// `path` with `.` components, repeated slashes and `dir/..` pairs removed, without touching
     /// the file system (`/..` is `/`; a relative path keeps its leading `..`).
     package static func lexicallyNormalized(_ path: String) -> String {
+        if isNormal(path) { return path }
         let absolute = path.hasPrefix("/")
         var parts: [Substring] = []
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
@@ -287,6 +288,29 @@ package enum Sys {
         }
         let joined = parts.joined(separator: "/")
         return absolute ? "/" + joined : (joined.isEmpty ? "." : joined)
+    }
+
+    /// No empty, `.` or `..` component and no trailing slash: the usual case, checked in one
+    /// pass over the bytes.
+    private static func isNormal(_ path: String) -> Bool {
+        let slash = UInt8(ascii: "/")
+        var length = 0  // of the current component
+        var onlyDots = true
+        var atStart = true
+        for byte in path.utf8 {
+            if byte == slash {
+                if length == 0 && !atStart { return false }  // an empty component
+                if length > 0 && length <= 2 && onlyDots { return false }  // "." or ".."
+                length = 0
+                onlyDots = true
+            } else {
+                length += 1
+                if byte != UInt8(ascii: ".") { onlyDots = false }
+            }
+            atStart = false
+        }
+        if length == 0 { return path == "/" }  // "" or a trailing slash
+        return !(length <= 2 && onlyDots)
     }
 
     package static func isDirectory(_ path: String) -> Bool {
