@@ -94,14 +94,16 @@ extension GetCommand {
                 let active = manager.activity.activeTransfers
                 // The activity indicator: the spinner turns only while transfers are on the wire.
                 if active > 0 { frame += 1 }
-                let spinner = active > 0 ? Output.spinnerFrames[frame % 4] : " "
-                output.progressBlock(
-                    lines + [
-                        spinner + " "
-                            + Output.progressLine(
-                                manager.aggregateProgress,
-                                name: "total (\(done)/\(numbers.count) done, \(active) active)", spinner: frame)
-                    ])
+                // On a terminal the total line leads with the spinner (turning only while
+                // transfers are on the wire); plain lines have none.
+                let aggregate = manager.aggregateProgress
+                var total = Output.progressLine(
+                    aggregate, name: "total (\(done)/\(numbers.count) done, \(active) active)",
+                    spinner: output.isTerminal && aggregate.totalBytes == nil ? frame : nil)
+                if output.isTerminal && aggregate.totalBytes != nil {
+                    total = (active > 0 ? Output.spinnerFrames[frame % 4] : " ") + " " + total
+                }
+                output.progressBlock(lines + [total])
                 try? await Task.sleep(nanoseconds: 100_000_000)
             }
         }
@@ -114,6 +116,6 @@ extension GetCommand {
             output.note("interrupted; partial downloads kept. Run the same command again to resume.")
             return .interrupted
         }
-        return codes.get().first { $0 != .success } ?? .success
+        return summarize(codes.get())
     }
 }

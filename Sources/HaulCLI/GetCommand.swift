@@ -318,13 +318,25 @@ struct GetCommand {
         if let stream { return await runStreaming(to: stream, interrupts: interrupts) }
         if jobs > 1 { return await runQueue(interrupts: interrupts) }
         let session = HaulSession(configuration: configuration)
-        var worst = ExitCode.success
+        var codes: [ExitCode] = []
         for url in urls {
             let code = await download(url, session: session, interrupts: interrupts)
             if code == .interrupted { return code }
-            if worst == .success { worst = code }
+            codes.append(code)
         }
-        return worst
+        return summarize(codes)
+    }
+
+    /// Ends a run of several URLs with a line that counts them; returns the first failure's exit
+    /// code (0 when none failed).
+    func summarize(_ codes: [ExitCode]) -> ExitCode {
+        let failed = codes.filter { $0 != .success }.count
+        if urls.count > 1 {
+            let saved = codes.count - failed
+            output.note(
+                "\(saved) of \(urls.count) downloads saved" + (failed > 0 ? ", \(failed) failed" : ""))
+        }
+        return codes.first { $0 != .success } ?? .success
     }
 
     private func download(_ url: URL, session: HaulSession, interrupts: Interrupts) async -> ExitCode {

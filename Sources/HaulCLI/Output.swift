@@ -98,7 +98,7 @@ final class Output: Sendable {
                 }
                 Output.emit("\r\u{1B}[2K" + Output.terminalLine(p, name: name, spinner: frame), to: 2)
             } else {
-                let line = Output.progressLine(p, name: name, spinner: 0)
+                let line = Output.progressLine(p, name: name, spinner: nil)
                 let due = state.withLock { s -> Bool in
                     guard now - s.lastPlain >= 5 else { return false }
                     s.lastPlain = now
@@ -173,14 +173,16 @@ final class Output: Sendable {
 
     static let spinnerFrames = ["|", "/", "-", "\\"]
 
-    static func progressLine(_ p: TransferProgress, name: String, spinner: Int) -> String {
+    /// `spinner`: the frame shown in front of a line of unknown size (nil: none, for plain lines).
+    static func progressLine(_ p: TransferProgress, name: String, spinner: Int?) -> String {
         let speed = "\(bytes(Int64(p.smoothedBytesPerSecond)))/s"
         if let total = p.totalBytes, let fraction = p.fraction {
             let percent = String(format: "%3d%%", Int(fraction * 100))
             let eta = p.estimatedTimeRemaining.map { "ETA " + duration($0) } ?? "ETA --:--"
             return "\(percent) \(bytes(p.completedBytes))/\(bytes(total))  \(speed)  \(eta)  \(name)"
         }
-        return "\(spinnerFrames[spinner % 4]) \(bytes(p.completedBytes))  \(speed)  \(name)"
+        let front = spinner.map { spinnerFrames[$0 % 4] + " " } ?? ""
+        return "\(front)\(bytes(p.completedBytes))  \(speed)  \(name)"
     }
 
     static func bytes(_ n: Int64) -> String {

@@ -163,6 +163,26 @@ struct QueueTests {
         expectFile(dir.file("in2.bin"), equals: TestContent.bytes(count: 2000))
     }
 
+    /// Several URLs end with one line that counts them, in order and with -j; the exit code is
+    /// the first failure's. The plain (not a terminal) total line has no spinner.
+    @Test(arguments: [1, 3])
+    func severalURLsEndWithASummaryLine(jobs: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let urls = [
+            server.url("/s1.bin?size=1000"), server.url("/missing?status=404"), server.url("/s2.bin?size=2000"),
+        ].map(\.absoluteString)
+        let r = try await CLI.run(["get", "-j", "\(jobs)", "-d", dir.path] + urls)
+        #expect(r.status == 4, "\(r.stderr)")
+        #expect(r.stderr.hasSuffix("haul: 2 of 3 downloads saved, 1 failed\n"), "\(r.stderr)")
+        #expect(!r.stderr.contains("/ /") && !r.stderr.contains("| |"), "\(r.stderr)")
+        let quiet = try await CLI.run(["get", "-q", "-j", "\(jobs)", "-d", dir.path] + urls)
+        #expect(quiet.status == 4 && quiet.stderr == "haul: error: HTTP 404 Not Found from \(urls[1])\n")
+        let one = try await CLI.run(["get", "-d", dir.path, urls[0]])
+        #expect(one.status == 0 && !one.stderr.contains("downloads saved"), "\(one.stderr)")
+    }
+
     @Test func badListIsAUsageError() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
