@@ -213,6 +213,26 @@ struct DownloadTests {
         #expect(server.requests.count == 4)
     }
 
+    /// A server that ignores Range and drops every answer at the same byte: each retry starts
+    /// over and gets no further, so it must not count as progress (it once refilled the retry
+    /// budget every time, and the download retried forever).
+    @Test(.timeLimit(.minutes(1)), arguments: [1, 4])
+    func retriesRunOutWhenEveryAnswerStartsOverAndDropsAtTheSamePlace(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession { $0.retry.maxRetries = 3 }
+        var options = DownloadOptions()
+        options.connections = connections
+        let (result, log) = await run(
+            session, server.url("/again?size=3000000&ranges=0&drop=1000000"),
+            to: .file(dir.url.appendingPathComponent("again.bin")), options: options)
+        #expect(result.error?.code == .network, "\(String(describing: result.error))")
+        #expect(log.retries.count == 3)
+        // With -x 4 the probe's ranged GET comes first (answered 200: one connection then).
+        #expect(server.requests(path: "/again").count == 4 + (connections > 1 ? 1 : 0))
+    }
+
     @Test func redirectChainIsFollowedAndLoopsAreCaught() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

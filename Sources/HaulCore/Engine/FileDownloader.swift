@@ -121,6 +121,9 @@ package final class FileDownloader: Sendable {
         var failures = 0
         var restarts = 0
         var everReceived = false
+        // The most bytes the partial has held: only an attempt that gets past it made progress
+        // (one that started over, on a 200 to a Range, and failed as early did not).
+        var furthest = machine.resumeOffset
         while true {
             try checkCancelled(destination)
             let attempt = Attempt(
@@ -155,7 +158,11 @@ package final class FileDownloader: Sendable {
                 onEvent(.restarted(reason: reason))
                 continue
             }
-            if attempt.receivedBytes > 0 { failures = 0 }  // progress refills the retry budget
+            let reached = attempt.partial?.writtenBytes ?? 0
+            if reached > furthest {
+                furthest = reached
+                failures = 0  // progress refills the retry budget
+            }
             failures += 1
             switch options.retry.decide(failures: failures, retryAfter: failure.retryAfter) {
             case .giveUp:
