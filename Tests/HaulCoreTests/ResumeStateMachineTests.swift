@@ -54,6 +54,30 @@ struct ResumeStateMachineTests {
         #expect(offset == 400 && !discard && v.totalLength == 1000)
     }
 
+    /// A 206 must carry the strong ETag sent as If-Range (RFC 9110 15.3.7: a 206 has the ETag a
+    /// 200 would have); without it nothing says which version the bytes come from.
+    @Test func a206WithoutTheETagItWasAskedForRestarts() {
+        let m = ResumeStateMachine(record: record(bytes: 400))
+        let action = m.responseReceived(
+            status: 206, headers: headers([("Content-Range", "bytes 400-999/1000")]), url: url)
+        guard case .restart(let reason) = action else {
+            Issue.record("expected restart, got \(action)")
+            return
+        }
+        #expect(reason.contains("ETag"))
+    }
+
+    /// With a weak ETag the If-Range is the date, which a 206 need not repeat.
+    @Test func a206WithoutAnETagContinuesWhenTheIfRangeWasADate() {
+        let m = ResumeStateMachine(record: record(bytes: 400, etag: "W/\"v1\""))
+        let action = m.responseReceived(
+            status: 206, headers: headers([("Content-Range", "bytes 400-999/1000")]), url: url)
+        guard case .write(400, false, _) = action else {
+            Issue.record("expected write at 400, got \(action)")
+            return
+        }
+    }
+
     @Test func status200WhileResumingDiscardsThePartial() {
         let m = ResumeStateMachine(record: record(bytes: 400))
         let action = m.responseReceived(status: 200, headers: headers([("Content-Length", "1000")]), url: url)

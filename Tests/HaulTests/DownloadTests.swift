@@ -111,6 +111,23 @@ struct DownloadTests {
         #expect(server.requests(path: "/ifr.bin").map(\.rangeStart) == [nil, 1_000_000, nil])
     }
 
+    /// The same server, answering the range without an ETag: the bytes cannot be told to be of
+    /// the first version, so the download starts over rather than splice (it once took them).
+    @Test(arguments: [1, 4])
+    func a206WithoutTheETagRestartsRatherThanSplice(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("noconf.bin")
+        var options = DownloadOptions()
+        options.connections = connections
+        let url = server.url("/noconf.bin?size=3000000&change=1&ifrange=0&etag206=0&drop=1000000&drops=1")
+        let (result, log) = await run(testSession(), url, to: .file(dest), options: options)
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(version: 1, count: 3_000_000))
+        #expect(log.restarts.contains { $0.contains("ETag") } || connections > 1, "\(log.restarts)")
+    }
+
     @Test func fileChangingOnEveryRequestFailsWithServerChangedFile() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

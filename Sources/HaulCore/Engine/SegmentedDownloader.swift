@@ -718,6 +718,12 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
             problem = "server answered a range with \(response.headers["Content-Range"] ?? "no Content-Range")"
         } else if let expected = run.probe.etag, let etag, etag != expected {
             problem = "file changed on the server (ETag \(expected) → \(etag))"
+        } else if let expected = run.probe.etag, etag == nil {
+            problem = "a range came without the ETag \(expected): its version cannot be confirmed"
+        } else if run.probe.etag == nil, let expected = run.probe.lastModified,
+            let seen = response.headers["Last-Modified"], seen != expected
+        {
+            problem = "file changed on the server (Last-Modified \(expected) → \(seen))"
         }
         if let problem {
             failure = HaulError(.serverChangedFile, problem)

@@ -78,6 +78,11 @@ package struct ResumeStateMachine: Sendable {
             if let mine = record.etag, let theirs = seen.etag, weakCompare(mine, theirs) == false {
                 return .restart(reason: "file changed on the server (ETag \(mine) → \(theirs))")
             }
+            if let mine = record.etag, !mine.hasPrefix("W/"), seen.etag == nil {
+                // The If-Range was this ETag, and a 206 carries the ETag its 200 would
+                // (RFC 9110 15.3.7): without it nothing says which version the bytes are of.
+                return .restart(reason: "the server's 206 has no ETag to confirm the file is still \(mine)")
+            }
             if record.etag == nil, let mine = record.lastModified, let theirs = seen.lastModified, mine != theirs {
                 return .restart(reason: "file changed on the server (Last-Modified \(mine) → \(theirs))")
             }
