@@ -277,6 +277,24 @@ private func contentsOf(_ path: String) -> String {
     String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
 }
 
+@Suite("Space that cannot be reserved")
+struct ReservationTests {
+    /// A segmented download whose file cannot be preallocated (here: a size no file system
+    /// takes) fails with the cause and leaves no empty `.part` behind.
+    @Test func aFailedReservationLeavesNothingBehind() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var options = DownloadOptions()
+        options.connections = 4
+        let (result, _) = await run(
+            testSession(), server.url("/huge.bin?size=\(Int64.max - 1)"), to: .directory(dir.url), options: options)
+        let error = try #require(result.error)
+        #expect([.fileSystem, .diskFull].contains(error.code) && error.message.contains("reserve space"), "\(error)")
+        #expect(dir.contents().isEmpty)
+    }
+}
+
 @Suite("Destinations that are not regular files")
 struct NonRegularDestinationTests {
     /// A directory at the destination: refused before any request, even with `overwrite` and even

@@ -105,7 +105,15 @@ package final class PartialFile: @unchecked Sendable {
                 throw .fileSystem(error, "create", path: partPath)
             }
         }
-        do { try Sys.preallocate(fd, total) } catch { throw .fileSystem(error, "reserve space for", path: partPath) }
+        do { try Sys.preallocate(fd, total) } catch {
+            // An empty partial holds nothing to resume: not left behind (a full disk, a size
+            // the file system cannot take).
+            if (try? Sys.fileSize(partPath)) == 0 {
+                close()
+                try? Sys.unlink(partPath)
+            }
+            throw .fileSystem(error, "reserve space for", path: partPath)
+        }
     }
 
     /// Writes at `offset` (segmented downloads; several ranges at once).
