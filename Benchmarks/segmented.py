@@ -7,7 +7,7 @@ checked. Not part of `swift test`.
 
 usage: Benchmarks/segmented.py [--size 256] [--connections 8] [--limit 4m] [--runs 3]
 """
-import argparse, os, statistics, subprocess, sys, tempfile
+import argparse, os, shutil, statistics, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import Nginx, ensure, measure, sha256
@@ -43,6 +43,7 @@ def main():
                     sys.exit(f"{name}: SHA-256 mismatch")
     finally:
         server.stop()
+        shutil.rmtree(out, ignore_errors=True)  # 256 MiB per run otherwise left in /tmp
     med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in results.items()}
     print(f"{a.size} MiB, {a.connections} connections, nginx limit_rate {a.limit} per connection, "
           f"median of {a.runs}; nproc={os.cpu_count()}")
