@@ -23,13 +23,13 @@ extension GetCommand {
         for (index, url) in urls.enumerated() {
             let number = index + 1
             let target: DownloadManager.Target
-            switch self.target(for: url) {
+            switch self.target(for: index) {
             case .file(let f): target = .file(f)
             case .directory(let d): target = .directory(d)
             case .custom: target = .directory(URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
             }
             let id = manager.add(
-                url, to: target, options: options(for: url),
+                url, to: target, options: options(for: index),
                 completion: { result in
                     switch result {
                     case .success(let r):

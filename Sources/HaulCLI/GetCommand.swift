@@ -92,11 +92,11 @@ struct GetCommand {
         """
 
     let urls: [URL]
-    /// `out=`/`dir=`/`checksum=` from an input file, by URL.
-    let perURL: [URL: ListOptions]
+    /// `out=`/`dir=`/`checksum=` from an input file, one per URL in `urls` (the same URL may be
+    /// listed twice with other options, as aria2 allows).
+    let listOptions: [ListOptions]
     /// Downloads at once (`-j`).
     let jobs: Int
-    /// `-o -`: the body goes to standard output.
     /// `-o -`, or `-o` naming a device or FIFO: the body is written there as it arrives.
     let stream: StreamTarget?
     let destination: DownloadDestination
@@ -114,14 +114,9 @@ struct GetCommand {
         if let list = v.last("--input-file") { entries += try Self.readList(list) }
         guard !entries.isEmpty else { throw UsageError("get needs a URL (see haul help get)") }
         var urls: [URL] = []
-        var targets: [URL: ListOptions] = [:]
-        for entry in entries {
-            let url = try parseURL(entry.raw)
-            urls.append(url)
-            if entry.options != ListOptions() { targets[url] = entry.options }
-        }
+        for entry in entries { urls.append(try parseURL(entry.raw)) }
         self.urls = urls
-        self.perURL = targets
+        listOptions = entries.map(\.options)
         jobs = try v.integer("--max-concurrent", min: 1) ?? 1
         if v.flag("--output") && v.flag("--dir") { throw UsageError("use either -o or -d, not both") }
         if v.flag("--continue") && v.flag("--no-continue") { throw UsageError("use either -c or --no-continue") }
@@ -295,16 +290,17 @@ struct GetCommand {
         return entries
     }
 
-    /// The options of one URL: the command's, with its list's checksum.
-    func options(for url: URL) -> DownloadOptions {
+    /// The options of the URL at `index`: the command's, with its list's checksum.
+    func options(for index: Int) -> DownloadOptions {
         var options = self.options
-        if let sum = perURL[url]?.sha256 { options.sha256 = sum }
+        if let sum = listOptions[index].sha256 { options.sha256 = sum }
         return options
     }
 
-    /// Where one URL goes: its list options, else `-o`/`-d`.
-    func target(for url: URL) -> DownloadDestination {
-        guard let own = perURL[url] else { return destination }
+    /// Where the URL at `index` goes: its list options, else `-o`/`-d`.
+    func target(for index: Int) -> DownloadDestination {
+        let own = listOptions[index]
+        guard own != ListOptions() else { return destination }
         var dir = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
         if case .directory(let d) = destination { dir = d }
         if let d = own.dir { dir = URL(fileURLWithPath: d) }
@@ -319,8 +315,8 @@ struct GetCommand {
         if jobs > 1 { return await runQueue(interrupts: interrupts) }
         let session = HaulSession(configuration: configuration)
         var codes: [ExitCode] = []
-        for url in urls {
-            let code = await download(url, session: session, interrupts: interrupts)
+        for index in urls.indices {
+            let code = await download(index, session: session, interrupts: interrupts)
             if code == .interrupted { return code }
             codes.append(code)
         }
@@ -339,10 +335,11 @@ struct GetCommand {
         return codes.first { $0 != .success } ?? .success
     }
 
-    private func download(_ url: URL, session: HaulSession, interrupts: Interrupts) async -> ExitCode {
+    private func download(_ index: Int, session: HaulSession, interrupts: Interrupts) async -> ExitCode {
+        let url = urls[index]
         let output = self.output
-        let destination = target(for: url)
-        let options = self.options(for: url)
+        let destination = target(for: index)
+        let options = self.options(for: index)
         let shown = ResumeRecord.redacted(url)
         let name = Locked(url.lastPathComponent)
         let started = Date()

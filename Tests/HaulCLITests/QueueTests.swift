@@ -183,6 +183,26 @@ struct QueueTests {
         #expect(one.status == 0 && !one.stderr.contains("downloads saved"), "\(one.stderr)")
     }
 
+    /// One URL listed twice with other `dir=` or `out=` goes to each place (the options were
+    /// once kept by URL, so the last entry's applied to both and the first place got nothing).
+    @Test func theSameURLListedTwiceWithOtherOptionsGoesToEachPlace() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/twice.bin?size=5000").absoluteString
+        let list = "\(url)\n dir=\(dir.file("a"))\n\(url)\n dir=\(dir.file("b"))\n\(url)\n out=renamed.bin\n"
+        #expect(FileManager.default.createFile(atPath: dir.file("list.txt"), contents: Data(list.utf8)))
+        for jobs in ["1", "2"] {
+            for name in ["a", "b"] { try? FileManager.default.removeItem(atPath: dir.file(name)) }
+            try? FileManager.default.removeItem(atPath: dir.file("renamed.bin"))
+            let r = try await CLI.run(["get", "-q", "-j", jobs, "-d", dir.path, "-i", dir.file("list.txt")])
+            #expect(r.status == 0, "\(r.stderr)")
+            for path in ["a/twice.bin", "b/twice.bin", "renamed.bin"] {
+                expectFile(dir.file(path), equals: TestContent.bytes(count: 5000))
+            }
+        }
+    }
+
     @Test func badListIsAUsageError() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
