@@ -341,6 +341,31 @@ struct NonRegularDestinationTests {
         #expect(dir.contents() == ["named.bin"])
     }
 
+    /// A symbolic link to nothing holds the name: refused before any request (it once took
+    /// the whole download and then failed as "appeared during the download"), replaced with
+    /// `overwrite`; its target is never created.
+    @Test(arguments: [1, 4])
+    func aDanglingSymlinkIsRefusedUpFrontAndReplacedWithOverwrite(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.file("link.bin")
+        try FileManager.default.createSymbolicLink(atPath: dest, withDestinationPath: dir.file("missing/target"))
+        var options = DownloadOptions()
+        options.connections = connections
+        let url = server.url("/link.bin?size=3000000")
+        let (refused, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options)
+        let error = try #require(refused.error)
+        #expect(error.code == .destinationExists && error.message.contains("symbolic link"), "\(error)")
+        #expect(server.requests.isEmpty)
+        #expect(dir.contents() == ["link.bin"])
+        options.overwrite = true
+        let (replaced, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options)
+        #expect(replaced.error == nil, "\(String(describing: replaced.error))")
+        expectFile(dest, equals: TestContent.bytes(count: 3_000_000))
+        #expect(dir.contents() == ["link.bin"])
+    }
+
     /// A FIFO (or device) at the destination is not replaced by a regular file.
     @Test func fifoIsRefused() async throws {
         let server = try TestServer()

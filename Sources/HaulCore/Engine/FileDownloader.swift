@@ -287,7 +287,7 @@ package final class FileDownloader: Sendable {
         _ destination: String
     ) throws(HaulError) -> (machine: ResumeStateMachine, existingSize: Int64?) {
         try DestinationClaims.shared.claim(destination, for: claims)
-        let existingSize = try PartialFile.checkDestination(destination)
+        let existingSize = try PartialFile.checkDestination(destination, overwrite: options.overwrite)
         let partial = PartialFile(destination: destination)
         guard options.resume else {
             partial.discard()

@@ -57,7 +57,9 @@ package final class SegmentedDownloader: Sendable {
         defer { DestinationClaims.shared.releaseAll(of: claims) }
         // The size of a file already at the destination: for a named file, known before any request.
         var existingSize: Int64?
-        if case .file(let path) = target { existingSize = try PartialFile.checkDestination(path) }
+        if case .file(let path) = target {
+            existingSize = try PartialFile.checkDestination(path, overwrite: options.overwrite)
+        }
         guard segmentOptions.connections > 1, let probe = await probe() else { return try await single.run() }
         let adopted = Locked(false)
         defer { if !adopted.get() { probe.held?.task.cancel() } }
@@ -69,7 +71,9 @@ package final class SegmentedDownloader: Sendable {
             destination = dir + "/" + SafeFileName.suggestedName(contentDisposition: probe.contentDisposition, url: url)
         }
         try DestinationClaims.shared.claim(destination, for: claims)
-        if case .directory = target { existingSize = try PartialFile.checkDestination(destination) }
+        if case .directory = target {
+            existingSize = try PartialFile.checkDestination(destination, overwrite: options.overwrite)
+        }
         if let whole = probe.wholeBody {
             let probe = probe
             return try await store(whole, of: probe, at: destination, existingSize: existingSize)

@@ -47,7 +47,8 @@ package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
         let kind: Sys.FileKind?
         do { kind = try Sys.fileKind(path) } catch { throw .fileSystem(error, "read", path: path) }
         switch kind {
-        case nil: throw HaulError(.fileSystem, "cannot read \(path): no such file", errno: ENOENT, path: path)
+        case nil, .danglingLink:
+            throw HaulError(.fileSystem, "cannot read \(path): no such file", errno: ENOENT, path: path)
         case .directory: throw HaulError(.fileSystem, "\(path) is a directory", errno: EISDIR, path: path)
         case .regular(let size): return .file(path: path, size: size)
         case .other:

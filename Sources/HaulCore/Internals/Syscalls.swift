@@ -247,12 +247,16 @@ package enum Sys {
         case directory
         /// A device, FIFO or socket.
         case other
+        /// A symbolic link whose target does not exist.
+        case danglingLink
     }
 
     /// What is at `path`, or nil when nothing is there.
     package static func fileKind(_ path: String) throws(Errno) -> FileKind? {
         var st = stat()
-        do { _ = try retrying(.stat) { c_stat(path, &st) } } catch  where error == .noSuchFile { return nil }
+        do { _ = try retrying(.stat) { c_stat(path, &st) } } catch  where error == .noSuchFile {
+            return lstat(path, &st) == 0 ? .danglingLink : nil
+        }
         switch st.st_mode & S_IFMT {
         case S_IFREG: return .regular(size: Int64(st.st_size))
         case S_IFDIR: return .directory

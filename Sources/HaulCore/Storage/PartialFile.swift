@@ -33,12 +33,20 @@ package final class PartialFile: @unchecked Sendable {
     /// not: the final rename cannot replace a directory (it would fail after the whole transfer)
     /// and must not replace a device node with a regular file. Returns the size of the regular
     /// file there, if any (the one `stat` a download makes of its destination before the commit).
+    /// A symbolic link to nothing holds the name: refused unless `overwrite` (then the rename
+    /// replaces the link; its target is never created).
     @discardableResult
-    package static func checkDestination(_ destination: String) throws(HaulError) -> Int64? {
+    package static func checkDestination(_ destination: String, overwrite: Bool) throws(HaulError) -> Int64? {
         let kind: Sys.FileKind?
         do { kind = try Sys.fileKind(destination) } catch { throw .fileSystem(error, "inspect", path: destination) }
         switch kind {
         case nil: return nil
+        case .danglingLink:
+            if overwrite { return nil }
+            throw HaulError(
+                .destinationExists,
+                "\(destination) exists (a symbolic link to a missing file); use --overwrite to replace it",
+                path: destination)
         case .regular(let size): return size
         case .directory:
             throw HaulError(.fileSystem, "\(destination) is a directory", errno: EISDIR, path: destination)
