@@ -366,6 +366,38 @@ struct NonRegularDestinationTests {
         #expect(dir.contents() == ["link.bin"])
     }
 
+    /// A FIFO where the resume record (or its temporary) goes is not opened for a read or write
+    /// that would wait for another process: it counts as no record, and the download finishes
+    /// (it once hung in open(2), past a SIGTERM).
+    @Test(.timeLimit(.minutes(1)), arguments: [".haul", ".haul.tmp"])
+    func aFIFOInPlaceOfTheRecordDoesNotHang(suffix: String) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.file("rec.bin")
+        #expect(mkfifo(dest + suffix, 0o600) == 0)
+        var options = DownloadOptions()
+        options.connections = 1
+        // A blocked open(2) cannot be cancelled: after 10 s a watchdog opens the FIFO itself
+        // (read-write, which never waits), so a regression fails on time instead of hanging.
+        let watchdog = Task.detached {
+            try? await Task.sleep(nanoseconds: 10_000_000_000)
+            for _ in 0..<100 where !Task.isCancelled {
+                let fd = open(dest + suffix, O_RDWR | O_NONBLOCK)
+                try? await Task.sleep(nanoseconds: 200_000_000)
+                if fd >= 0 { close(fd) }
+            }
+        }
+        defer { watchdog.cancel() }
+        // Slow enough for a checkpoint (a record write) on the way.
+        let url = server.url("/rec.bin?size=3000000&rate=2000000")
+        let started = Date()
+        let (result, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options)
+        #expect(Date().timeIntervalSince(started) < 8, "waited on the FIFO")
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest, equals: TestContent.bytes(count: 3_000_000))
+    }
+
     /// A FIFO (or device) at the destination is not replaced by a regular file.
     @Test func fifoIsRefused() async throws {
         let server = try TestServer()

@@ -341,8 +341,14 @@ package enum Sys {
     /// Reads a small file whole (resume records); nil when it does not exist.
     package static func readSmallFile(_ path: String, limit: Int = 1 << 20) throws(Errno) -> [UInt8]? {
         let fd: Int32
-        do { fd = try open(path, O_RDONLY) } catch  where error == .noSuchFile { return nil }
+        // O_NONBLOCK: a FIFO in the file's place must not make open(2) wait for a writer.
+        do { fd = try open(path, O_RDONLY | O_NONBLOCK) } catch  where error == .noSuchFile { return nil }
         defer { close(fd) }
+        var st = stat()
+        if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) != S_IFREG {
+            if (st.st_mode & S_IFMT) == S_IFDIR { throw Errno(EISDIR) }
+            return nil  // a FIFO, device or socket holds no such file
+        }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: limit, alignment: 8)
         defer { buffer.deallocate() }
         let n = try pread(fd, into: buffer, at: 0)
@@ -353,7 +359,11 @@ package enum Sys {
     /// rename it over `path`, fsync the directory. A crash leaves the old or the new content.
     package static func writeFileAtomically(_ path: String, _ bytes: [UInt8]) throws(Errno) {
         let tmp = path + ".tmp"
-        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode: 0o600)
+        // A FIFO left in the temporary's place would make open(2) wait for a reader: it is
+        // removed first (one lstat per write; the rename replaces whatever else is at `path`).
+        var st = stat()
+        if lstat(tmp, &st) == 0, (st.st_mode & S_IFMT) != S_IFREG { try unlink(tmp) }
+        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, mode: 0o600)
         do throws(Errno) {
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 8)
             defer { buffer.deallocate() }
