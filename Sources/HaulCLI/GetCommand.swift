@@ -273,7 +273,16 @@ struct GetCommand {
                 let key = trimmed[..<eq]
                 let value = String(trimmed[trimmed.index(after: eq)...])
                 switch key {
-                case "out": entries[entries.count - 1].options.out = value
+                case "out":
+                    // A list may come from elsewhere: its names stay inside their directory
+                    // (dir= chooses another one openly).
+                    let parts = value.split(separator: "/", omittingEmptySubsequences: false)
+                    guard !value.isEmpty, !value.hasPrefix("/"), !parts.contains(".."), parts.last?.isEmpty == false
+                    else {
+                        throw UsageError(
+                            "\(path):\(number + 1): out=\(value) is not a file name inside the directory (use dir=)")
+                    }
+                    entries[entries.count - 1].options.out = value
                 case "dir": entries[entries.count - 1].options.dir = value
                 case "checksum":
                     guard let hex = Self.sha256(value) else {

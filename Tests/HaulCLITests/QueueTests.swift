@@ -209,5 +209,16 @@ struct QueueTests {
         #expect(FileManager.default.createFile(atPath: dir.file("l"), contents: Data("  out=x\n".utf8)))
         let r = try await CLI.run(["get", "-i", dir.file("l")])
         #expect(r.status == 2 && r.stderr.contains("l:1"), "\(r.stderr)")
+        // out= names a file inside its directory: a list from elsewhere cannot write outside it.
+        for out in ["../escape.bin", "/etc/evil", "a/../../b", "sub/"] {
+            let list = "http://127.0.0.1:1/x\n out=\(out)\n"
+            #expect(FileManager.default.createFile(atPath: dir.file("o"), contents: Data(list.utf8)))
+            let refused = try await CLI.run(["get", "-d", dir.path, "-i", dir.file("o")])
+            #expect(refused.status == 2, "\(out): \(refused.stderr)")
+            #expect(
+                refused.stderr
+                    == "haul: error: \(dir.file("o")):2: out=\(out) is not a file name inside the directory (use dir=)\n"
+            )
+        }
     }
 }
