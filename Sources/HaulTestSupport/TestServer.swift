@@ -325,7 +325,7 @@ public final class TestServer: @unchecked Sendable {
             if let parser { parser.feed(bytes) } else if mode == "raw" { bytes.withUnsafeBytes { hasher.update($0) } }
         }
         if chunked {
-            guard consumeChunked(fd, &buffer, into: sink) else { return false }
+            guard consumeChunked(fd, &buffer, dropAfter: dropAfter, into: sink) else { return false }
         } else {
             let ok = consume(
                 fd, min(length, dropAfter ?? length), &buffer, rate: q["rate"].flatMap(Int.init), into: sink)
@@ -344,8 +344,12 @@ public final class TestServer: @unchecked Sendable {
             body: body)
     }
 
-    /// Reads a chunked request body (RFC 9112 7.1), handing the data to `sink`.
-    private func consumeChunked(_ fd: Int32, _ buffer: inout [UInt8], into sink: (ArraySlice<UInt8>) -> Void) -> Bool {
+    /// Reads a chunked request body (RFC 9112 7.1), handing the data to `sink`; with
+    /// `dropAfter`, gives up (false: the connection is closed) once that many bytes came.
+    private func consumeChunked(
+        _ fd: Int32, _ buffer: inout [UInt8], dropAfter: Int?, into sink: (ArraySlice<UInt8>) -> Void
+    ) -> Bool {
+        var received = 0
         while true {
             guard let line = readLine(fd, &buffer),
                 let size = Int(line.split(separator: ";").first.map(String.init) ?? "", radix: 16), size >= 0
@@ -354,7 +358,11 @@ public final class TestServer: @unchecked Sendable {
                 while let trailer = readLine(fd, &buffer), !trailer.isEmpty {}
                 return true
             }
-            guard consume(fd, size, &buffer, into: sink), readLine(fd, &buffer) == "" else { return false }
+            let take = dropAfter.map { min(size, max(0, $0 - received)) } ?? size
+            guard consume(fd, take, &buffer, into: sink) else { return false }
+            received += take
+            if take < size { return false }  // dropped on purpose
+            guard readLine(fd, &buffer) == "" else { return false }
         }
     }
 

@@ -65,6 +65,27 @@ struct UploadCommandTests {
         #expect(request.headers.first { $0.name.lowercased() == "transfer-encoding" }?.value == "chunked")
     }
 
+    /// A dropped PUT from standard input is not retried (the bytes read are gone): exit 3 with
+    /// the network's error, not a retry that ends in a usage error.
+    @Test func aDroppedUploadFromStandardInputFailsWithTheNetworkError() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        #expect(FileManager.default.createFile(atPath: dir.file("in.bin"), contents: Data(count: 2_000_000)))
+        let url = server.url("/stdindrop?upload=raw&drop=100000").absoluteString
+        let p = try ChildProcess(
+            "sh",
+            [
+                "-c", "cat \"$1\" | \"$2\" upload -q --retry-delay 0.05 -T - \"$3\"", "sh", dir.file("in.bin"),
+                CLI.binary.path, url,
+            ])
+        let r = await CLI.finish(p, timeout: 30)
+        #expect(r.status == 3, "\(r.stderr)")
+        #expect(r.stderr.hasSuffix("; not retried: a stream cannot be sent again\n"), "\(r.stderr)")
+        #expect(!r.stderr.contains("already read") && !r.stderr.contains("retry 1"), "\(r.stderr)")
+        #expect(server.requests(path: "/stdindrop").count == 1)
+    }
+
     @Test func aFIFOIsReadToItsEndAsAFormFile() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -162,6 +162,11 @@ package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
         return 0
     }
 
+    /// False once a stream segment was read: the body cannot be sent again.
+    package var isRewindable: Bool {
+        !segments.contains { if case .stream(let reader) = $0 { reader.started } else { false } }
+    }
+
     package func rewind() throws(HaulError) {
         for case .stream(let reader) in segments where reader.started {
             throw HaulError(.usage, "the upload stream was already read; it cannot be sent again")
@@ -272,6 +277,10 @@ package final class Uploader: Sendable {
                             "\(error.message); not retried: the server may have received part of the \(options.method)")
                     }
                     throw error
+                }
+                guard body.isRewindable else {
+                    // Standard input, a FIFO or a caller's stream: the bytes read are gone.
+                    throw HaulError(error.code, "\(error.message); not retried: a stream cannot be sent again")
                 }
                 failures += 1
                 guard case .retry(let delay) = options.retry.decide(failures: failures, retryAfter: nil) else {
