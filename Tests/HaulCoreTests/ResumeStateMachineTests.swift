@@ -104,21 +104,36 @@ struct ResumeStateMachineTests {
         #expect(reason.contains(reasonMentions))
     }
 
-    @Test func unvalidatedPartialResumesOnlyWhenTheLengthMatches() {
-        let m = ResumeStateMachine(record: record(bytes: 400, etag: nil, lastModified: nil, total: 1000))
+    /// Without a validator the range starts 64 KiB before the offset (those bytes are compared
+    /// with the disk by the engine), and the total must match.
+    @Test func unvalidatedPartialAsksForAnOverlapAndResumesOnlyWhenTheLengthMatches() {
+        let m = ResumeStateMachine(record: record(bytes: 100_000, etag: nil, lastModified: nil, total: 200_000))
         #expect(m.record?.validated == false)
+        #expect(m.resumeHeaders().map { "\($0.0): \($0.1)" } == ["Range: bytes=34464-"])
+        #expect(m.requestOffset == 34_464 && m.overlapBytes == 65_536)
         let same = m.responseReceived(
-            status: 206, headers: headers([("Content-Range", "bytes 400-999/1000")]), url: url)
-        guard case .write(400, false, _) = same else {
-            Issue.record("expected write, got \(same)")
+            status: 206, headers: headers([("Content-Range", "bytes 34464-199999/200000")]), url: url)
+        guard case .write(100_000, false, _) = same else {
+            Issue.record("expected write at the resume offset, got \(same)")
+            return
+        }
+        let atTheOffset = m.responseReceived(
+            status: 206, headers: headers([("Content-Range", "bytes 100000-199999/200000")]), url: url)
+        guard case .restart = atTheOffset else {
+            Issue.record("expected restart, got \(atTheOffset)")
             return
         }
         let unknown = m.responseReceived(
-            status: 206, headers: headers([("Content-Range", "bytes 400-999/*")]), url: url)
+            status: 206, headers: headers([("Content-Range", "bytes 34464-199999/*")]), url: url)
         guard case .restart = unknown else {
             Issue.record("expected restart, got \(unknown)")
             return
         }
+        // A partial shorter than the overlap is asked again from its start.
+        let short = ResumeStateMachine(record: record(bytes: 400, etag: nil, lastModified: nil, total: 1000))
+        #expect(short.requestOffset == 0 && short.overlapBytes == 400)
+        // With a validator there is no overlap.
+        #expect(ResumeStateMachine(record: record(bytes: 100_000, total: 200_000)).overlapBytes == 0)
     }
 
     @Test func unvalidatedPartialWithUnknownTotalNeverResumes() {

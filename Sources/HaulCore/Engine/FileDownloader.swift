@@ -331,6 +331,8 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     var failure: HaulError?
     var existingComplete: DownloadOutcome?
     var receivedBytes: Int64 = 0
+    /// Leading body bytes still to compare with the partial instead of writing them.
+    private var toCompare: Int64 = 0
     var connectRefused = false
     /// The destination turned out to hold a partial of this URL: ask again with Range.
     var askAgain = false
@@ -351,6 +353,9 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         let action = machine.responseReceived(status: response.status, headers: response.headers, url: response.url)
         self.action = action
         guard case .write(let offset, let discard, let validators) = action else { return false }
+        // A 206 for a partial without a validator starts before the resume offset: its first
+        // bytes are compared with the disk, not written.
+        toCompare = response.status == 206 ? machine.overlapBytes : 0
         if discard { downloader.emit(.restarted(reason: "server sent the whole file (HTTP 200), starting over")) }
         do {
             return try begin(offset: offset, validators: validators, response: response)
@@ -419,6 +424,28 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
 
     func transportDidReceive(body: UnsafeRawBufferPointer) -> BodyDisposition {
         guard let partial else { return .abort }
+        var body = body
+        if toCompare > 0 {
+            let n = Int(min(Int64(body.count), toCompare))
+            let same: Bool
+            do {
+                same = try partial.holds(
+                    UnsafeRawBufferPointer(rebasing: body[0..<n]), at: partial.writtenBytes - toCompare)
+            } catch {
+                failure = error
+                return .abort
+            }
+            guard same else {
+                action = .restart(
+                    reason:
+                        "file changed on the server: the bytes before \(partial.writtenBytes) differ from the partial"
+                        + " (the server sends no ETag or Last-Modified to ask with)")
+                return .abort
+            }
+            toCompare -= Int64(n)
+            body = UnsafeRawBufferPointer(rebasing: body[n...])
+            if body.isEmpty { return .proceed }
+        }
         do {
             try partial.write(body)
         } catch {

@@ -40,9 +40,24 @@ package struct ResumeStateMachine: Sendable {
     package var resumeOffset: Int64 { record?.contiguousBytes ?? 0 }
 
     /// `Range` and `If-Range` for the next request (none when starting from zero).
+    /// Bytes asked again before the resume offset of a partial without a validator.
+    package static let overlap: Int64 = 64 << 10
+
+    /// Where the next request's range starts: the resume offset, or, for a partial without a
+    /// validator, up to ``overlap`` bytes before it. Those bytes are compared with the disk
+    /// before anything is appended: without an ETag or a date nothing else tells that the file
+    /// did not change (the same length says little).
+    package var requestOffset: Int64 {
+        guard let record, !record.validated else { return resumeOffset }
+        return max(0, resumeOffset - Self.overlap)
+    }
+
+    /// How many leading bytes of a 206 from ``requestOffset`` are compared, not written.
+    package var overlapBytes: Int64 { resumeOffset - requestOffset }
+
     package func resumeHeaders() -> [(String, String)] {
         guard let record, resumeOffset > 0 else { return [] }
-        var headers = [("Range", "bytes=\(resumeOffset)-")]
+        var headers = [("Range", "bytes=\(requestOffset)-")]
         // If-Range needs a strong validator: a weak ETag never matches, so fall back to the date.
         if let etag = record.etag, !etag.hasPrefix("W/") {
             headers.append(("If-Range", etag))
@@ -71,8 +86,8 @@ package struct ResumeStateMachine: Sendable {
             }
             guard let range = headers["Content-Range"].flatMap(HTTPParsing.contentRange), let start = range.start
             else { return .restart(reason: "206 without a usable Content-Range") }
-            guard start == offset else {
-                return .restart(reason: "server sent bytes from \(start), asked for \(offset)")
+            guard start == requestOffset else {
+                return .restart(reason: "server sent bytes from \(start), asked for \(requestOffset)")
             }
             let seen = validators(headers, total: range.total)
             if let mine = record.etag, let theirs = seen.etag, weakCompare(mine, theirs) == false {
@@ -95,7 +110,7 @@ package struct ResumeStateMachine: Sendable {
                 }
             }
             return .write(
-                offset: start, discardExisting: false,
+                offset: offset, discardExisting: false,
                 validators: Validators(
                     etag: seen.etag ?? record.etag, lastModified: seen.lastModified ?? record.lastModified,
                     totalLength: range.total ?? record.totalLength))

@@ -125,6 +125,16 @@ package final class PartialFile: @unchecked Sendable {
     }
 
     /// Writes at `offset` (segmented downloads; several ranges at once).
+    /// Whether the partial holds exactly `data` at `offset` (a resume without a validator
+    /// compares the bytes before its offset with the server's).
+    package func holds(_ data: UnsafeRawBufferPointer, at offset: Int64) throws(HaulError) -> Bool {
+        let mine = UnsafeMutableRawBufferPointer.allocate(byteCount: data.count, alignment: 8)
+        defer { mine.deallocate() }
+        let n: Int
+        do { n = try Sys.pread(fd, into: mine, at: offset) } catch { throw .fileSystem(error, "read", path: partPath) }
+        return n == data.count && memcmp(mine.baseAddress!, data.baseAddress!, n) == 0
+    }
+
     package func write(_ data: UnsafeRawBufferPointer, at offset: Int64) throws(HaulError) {
         do { try Sys.pwriteAll(fd, data, at: offset, path: partPath) } catch {
             throw .fileSystem(error, "write", path: partPath)
