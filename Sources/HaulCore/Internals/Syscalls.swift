@@ -251,11 +251,15 @@ package enum Sys {
         case danglingLink
     }
 
-    /// What is at `path`, or nil when nothing is there.
+    /// What is at `path`, or nil when nothing is there. One `lstat` (the usual cases: nothing, a
+    /// regular file); a symbolic link costs a `stat` more.
     package static func fileKind(_ path: String) throws(Errno) -> FileKind? {
         var st = stat()
-        do { _ = try retrying(.stat) { c_stat(path, &st) } } catch  where error == .noSuchFile {
-            return lstat(path, &st) == 0 ? .danglingLink : nil
+        do { _ = try retrying(.stat) { c_lstat(path, &st) } } catch  where error == .noSuchFile { return nil }
+        if (st.st_mode & S_IFMT) == S_IFLNK {
+            do { _ = try retrying(.stat) { c_stat(path, &st) } } catch  where error == .noSuchFile {
+                return .danglingLink
+            }
         }
         switch st.st_mode & S_IFMT {
         case S_IFREG: return .regular(size: Int64(st.st_size))
@@ -431,6 +435,7 @@ package enum Sys {
 @inline(__always) private func c_rename(_ a: String, _ b: String) -> Int32 { rename(a, b) }
 @inline(__always) private func c_unlink(_ p: String) -> Int32 { unlink(p) }
 @inline(__always) private func c_stat(_ p: String, _ st: UnsafeMutablePointer<stat>) -> Int32 { stat(p, st) }
+@inline(__always) private func c_lstat(_ p: String, _ st: UnsafeMutablePointer<stat>) -> Int32 { lstat(p, st) }
 @inline(__always) private func c_mkdir(_ p: String, _ m: mode_t) -> Int32 { mkdir(p, m) }
 
 extension Sys {
