@@ -128,7 +128,7 @@ def check(server, out):
         # One connection asks for the rest; four ask again for the probe's byte and the gaps.
         fresh = any(rng.startswith("bytes=0-") and x == "1" for rng in resumed)
         expect(r.returncode == 0 and sha256(dest) == want and kept > 0 and resumed and not fresh,
-               f"resume after kill -9, -x {x} ({kept} bytes kept, rerun asked {resumed[:4]})")
+               f"resume after kill -9, -x {x} (.part {kept} bytes, rerun asked {resumed[:4]})")
 
     for x in ("1", "4"):
         dest = os.path.join(out, f"c{x}.bin")
