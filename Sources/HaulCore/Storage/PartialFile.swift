@@ -32,7 +32,7 @@ package final class PartialFile: @unchecked Sendable {
     /// Refuses a destination that is a directory, a device, a FIFO or a socket, `overwrite` or
     /// not: the final rename cannot replace a directory (it would fail after the whole transfer)
     /// and must not replace a device node with a regular file. Returns the size of the regular
-    /// file there, if any (the one `stat` a download makes of its destination before the commit).
+    /// file there, if any (the one look a download takes at its destination before the commit).
     /// A symbolic link to nothing holds the name: refused unless `overwrite` (then the rename
     /// replaces the link; its target is never created).
     @discardableResult
