@@ -39,7 +39,6 @@ package struct ResumeStateMachine: Sendable {
     /// The offset the next request asks for.
     package var resumeOffset: Int64 { record?.contiguousBytes ?? 0 }
 
-    /// `Range` and `If-Range` for the next request (none when starting from zero).
     /// Bytes asked again before the resume offset of a partial without a validator.
     package static let overlap: Int64 = 64 << 10
 
@@ -55,6 +54,7 @@ package struct ResumeStateMachine: Sendable {
     /// How many leading bytes of a 206 from ``requestOffset`` are compared, not written.
     package var overlapBytes: Int64 { resumeOffset - requestOffset }
 
+    /// `Range` and `If-Range` for the next request (none when starting from zero).
     package func resumeHeaders() -> [(String, String)] {
         guard let record, resumeOffset > 0 else { return [] }
         var headers = [("Range", "bytes=\(requestOffset)-")]

@@ -124,7 +124,6 @@ package final class PartialFile: @unchecked Sendable {
         }
     }
 
-    /// Writes at `offset` (segmented downloads; several ranges at once).
     /// Whether the partial holds exactly `data` at `offset` (a resume without a validator
     /// compares the bytes before its offset with the server's).
     package func holds(_ data: UnsafeRawBufferPointer, at offset: Int64) throws(HaulError) -> Bool {
@@ -135,6 +134,7 @@ package final class PartialFile: @unchecked Sendable {
         return n == data.count && memcmp(mine.baseAddress!, data.baseAddress!, n) == 0
     }
 
+    /// Writes at `offset` (segmented downloads; several ranges at once).
     package func write(_ data: UnsafeRawBufferPointer, at offset: Int64) throws(HaulError) {
         do { try Sys.pwriteAll(fd, data, at: offset, path: partPath) } catch {
             throw .fileSystem(error, "write", path: partPath)
