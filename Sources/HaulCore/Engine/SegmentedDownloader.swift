@@ -720,14 +720,11 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
             return false
         } else if range?.start != cursor || range?.total != run.total {
             problem = "server answered a range with \(response.headers["Content-Range"] ?? "no Content-Range")"
-        } else if let expected = run.probe.etag, let etag, etag != expected {
-            problem = "file changed on the server (ETag \(expected) → \(etag))"
-        } else if let expected = run.probe.etag, etag == nil {
-            problem = "a range came without the ETag \(expected): its version cannot be confirmed"
-        } else if run.probe.etag == nil, let expected = run.probe.lastModified,
-            let seen = response.headers["Last-Modified"], seen != expected
-        {
-            problem = "file changed on the server (Last-Modified \(expected) → \(seen))"
+        } else {
+            // The probe's ETag is a strong one (a weak answer counts as none, as for the probe).
+            problem = ResumeStateMachine.versionMismatch(
+                etag: run.probe.etag, lastModified: run.probe.lastModified,
+                seen: .init(etag: etag, lastModified: response.headers["Last-Modified"], totalLength: run.total))
         }
         if let problem {
             failure = HaulError(.serverChangedFile, problem)

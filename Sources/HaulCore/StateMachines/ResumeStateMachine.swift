@@ -90,16 +90,8 @@ package struct ResumeStateMachine: Sendable {
                 return .restart(reason: "server sent bytes from \(start), asked for \(requestOffset)")
             }
             let seen = validators(headers, total: range.total)
-            if let mine = record.etag, let theirs = seen.etag, weakCompare(mine, theirs) == false {
-                return .restart(reason: "file changed on the server (ETag \(mine) → \(theirs))")
-            }
-            if let mine = record.etag, !mine.hasPrefix("W/"), seen.etag == nil {
-                // The If-Range was this ETag, and a 206 carries the ETag its 200 would
-                // (RFC 9110 15.3.7): without it nothing says which version the bytes are of.
-                return .restart(reason: "the server's 206 has no ETag to confirm the file is still \(mine)")
-            }
-            if record.etag == nil, let mine = record.lastModified, let theirs = seen.lastModified, mine != theirs {
-                return .restart(reason: "file changed on the server (Last-Modified \(mine) → \(theirs))")
+            if let reason = Self.versionMismatch(etag: record.etag, lastModified: record.lastModified, seen: seen) {
+                return .restart(reason: reason)
             }
             if let mine = record.totalLength, let theirs = range.total, mine != theirs {
                 return .restart(reason: "file changed on the server (size \(mine) → \(theirs))")
@@ -153,8 +145,26 @@ package struct ResumeStateMachine: Sendable {
         Validators(etag: headers["ETag"], lastModified: headers["Last-Modified"], totalLength: total)
     }
 
+    /// Why a `206` cannot be of the version that `etag` names (sent as `If-Range` when strong)
+    /// or, without an ETag, `lastModified`; nil when nothing says it is another. The one rule
+    /// for resumes and for the ranges of a segmented download.
+    package static func versionMismatch(etag: String?, lastModified: String?, seen: Validators) -> String? {
+        if let mine = etag, let theirs = seen.etag, !weakCompare(mine, theirs) {
+            return "file changed on the server (ETag \(mine) → \(theirs))"
+        }
+        if let mine = etag, !mine.hasPrefix("W/"), seen.etag == nil {
+            // A 206 carries the ETag its 200 would (RFC 9110 15.3.7): without it nothing says
+            // which version the bytes are of.
+            return "the server's 206 has no ETag to confirm the file is still \(mine)"
+        }
+        if etag == nil, let mine = lastModified, let theirs = seen.lastModified, mine != theirs {
+            return "file changed on the server (Last-Modified \(mine) → \(theirs))"
+        }
+        return nil
+    }
+
     /// Weak comparison (RFC 9110 8.8.3.2): equal opaque tags, ignoring `W/`.
-    private func weakCompare(_ a: String, _ b: String) -> Bool {
+    private static func weakCompare(_ a: String, _ b: String) -> Bool {
         func opaque(_ s: String) -> Substring { s.hasPrefix("W/") ? s.dropFirst(2) : Substring(s) }
         return opaque(a) == opaque(b)
     }
