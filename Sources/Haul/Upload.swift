@@ -10,17 +10,12 @@ import HaulCore
 /// let reply = try await session.upload(form, to: url)
 /// ```
 public struct MultipartForm: Sendable {
-    enum Source: Sendable {
-        case path(String, size: Int64)
-        case data(Data)
-        case stream(SegmentedBody.StreamReader)
-    }
-
     struct Part: Sendable {
         var name: String
         var filename: String?
         var contentType: String?
-        var source: Source
+        /// The part's body: bytes in memory, a file by its size, or a stream.
+        var source: SegmentedBody.Segment
     }
 
     private(set) var parts: [Part] = []
@@ -32,7 +27,7 @@ public struct MultipartForm: Sendable {
 
     /// Adds a text field.
     public mutating func addField(name: String, value: String) {
-        append(Part(name: name, filename: nil, contentType: nil, source: .data(Data(value.utf8))))
+        append(Part(name: name, filename: nil, contentType: nil, source: .bytes(Array(value.utf8))))
     }
 
     /// Adds a file from disk; its bytes are read only while sending.
@@ -45,12 +40,7 @@ public struct MultipartForm: Sendable {
     )
         throws(HaulError)
     {
-        let source: Source
-        switch try SegmentedBody.segment(reading: Sys.lexicallyNormalized(fileURL.path)) {
-        case .file(let path, let size): source = .path(path, size: size)
-        case .stream(let reader): source = .stream(reader)
-        case .bytes(let bytes): source = .data(Data(bytes))
-        }
+        let source = try SegmentedBody.segment(reading: Sys.lexicallyNormalized(fileURL.path))
         let shown = filename ?? fileURL.lastPathComponent
         parts.append(
             Part(
@@ -62,7 +52,7 @@ public struct MultipartForm: Sendable {
         append(
             Part(
                 name: name, filename: filename, contentType: contentType ?? Self.guessContentType(filename),
-                source: .data(data)))
+                source: .bytes(Array(data))))
     }
 
     /// Adds a file read from a stream of unknown length; the body is then sent chunked, and
@@ -94,7 +84,7 @@ public struct MultipartForm: Sendable {
     private func collides() -> Bool {
         let marker = Data(("--" + boundary).utf8)
         return parts.contains { part in
-            if case .data(let d) = part.source { return d.range(of: marker) != nil }
+            if case .bytes(let b) = part.source { return Data(b).range(of: marker) != nil }
             return false
         }
     }
@@ -108,11 +98,7 @@ public struct MultipartForm: Sendable {
             if let type = part.contentType { head += "Content-Type: \(type)\r\n" }
             head += "\r\n"
             out.append(.bytes(Array(head.utf8)))
-            switch part.source {
-            case .data(let d): out.append(.bytes(Array(d)))
-            case .path(let path, let size): out.append(.file(path: path, size: size))
-            case .stream(let reader): out.append(.stream(reader))
-            }
+            out.append(part.source)
             out.append(.bytes(Array("\r\n".utf8)))
         }
         out.append(.bytes(Array("--\(boundary)--\r\n".utf8)))
