@@ -246,9 +246,6 @@ struct GetCommand {
     struct ListEntry {
         var raw: String
         var options = ListOptions()
-        var out: String? { options.out }
-        var dir: String? { options.dir }
-        var sha256: String? { options.sha256 }
     }
 
     /// Reads an aria2-style list: a URL per line, options for it on the following indented

@@ -63,8 +63,8 @@ struct InputListTests {
         #expect(FileManager.default.createFile(atPath: path, contents: Data(lines.joined(separator: ending).utf8)))
         let entries = try GetCommand.readList(path)
         #expect(entries.map(\.raw) == ["http://h/a.bin", "http://h/b.bin"])
-        #expect(entries.map(\.out) == ["renamed.bin", nil])
-        #expect(entries.map(\.dir) == [nil, "sub"])
+        #expect(entries.map(\.options.out) == ["renamed.bin", nil])
+        #expect(entries.map(\.options.dir) == [nil, "sub"])
     }
 
     @Test func aChecksumLineAppliesToTheURLAbove() throws {
@@ -75,7 +75,7 @@ struct InputListTests {
         let list = "http://h/a.bin\n  checksum=sha-256=\(sum.uppercased())\nhttp://h/b.bin\n"
         #expect(FileManager.default.createFile(atPath: path, contents: Data(list.utf8)))
         let entries = try GetCommand.readList(path)
-        #expect(entries.map(\.sha256) == [sum, nil])
+        #expect(entries.map(\.options.sha256) == [sum, nil])
         let bad = dir.file("bad.txt")
         #expect(FileManager.default.createFile(atPath: bad, contents: Data("http://h/a\n checksum=md5=abc\n".utf8)))
         let error = #expect(throws: UsageError.self) { try GetCommand.readList(bad) }
