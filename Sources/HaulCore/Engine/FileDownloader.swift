@@ -356,7 +356,9 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         // A 206 for a partial without a validator starts before the resume offset: its first
         // bytes are compared with the disk, not written.
         toCompare = response.status == 206 ? machine.overlapBytes : 0
-        if discard { downloader.emit(.restarted(reason: "server sent the whole file (HTTP 200), starting over")) }
+        if discard {
+            downloader.emit(.restarted(reason: "server sent the whole file (HTTP 200) instead of the range asked for"))
+        }
         do {
             return try begin(offset: offset, validators: validators, response: response)
         } catch {
