@@ -508,7 +508,10 @@ public final class TestServer: @unchecked Sendable {
         // etag206=0: a 206 without the ETag its 200 carries (it cannot confirm the version).
         if partial && q["etag206"] == "0" { headers.removeAll { $0.0 == "ETag" } }
         if !chunked {
-            headers.append(("Content-Length", String(stop - start)))
+            // length=V: that literal value instead of the true length (`-5`, `abc`).
+            headers.append(("Content-Length", q["length"] ?? String(stop - start)))
+            // length2=N: a second Content-Length that disagrees (framing no client can trust).
+            if let second = int("length2") { headers.append(("Content-Length", String(second))) }
         } else {
             headers.append(("Transfer-Encoding", "chunked"))
         }

@@ -14,6 +14,16 @@ struct ParsingTests {
         #expect(HTTPParsing.contentRange("items 0-1/2") == nil)
     }
 
+    @Test func conflictingContentLengths() {
+        #expect(HTTPHeaders([("Content-Length", "5")]).conflictingContentLengths == nil)
+        // The same number twice is one length (RFC 9112 6.3 lets a recipient accept it).
+        #expect(HTTPHeaders([("Content-Length", "5"), ("content-length", "5")]).conflictingContentLengths == nil)
+        #expect(HTTPHeaders([("Content-Length", "5, 5")]).conflictingContentLengths == nil)
+        #expect(
+            HTTPHeaders([("Content-Length", "5"), ("Content-Length", "7")]).conflictingContentLengths == ["5", "7"])
+        #expect(HTTPHeaders([("Content-Length", "5 ,7")]).conflictingContentLengths == ["5", "7"])
+    }
+
     @Test func retryAfterSecondsAndDates() {
         #expect(HTTPParsing.retryAfter("120") == 120)
         let now = Date(timeIntervalSince1970: 1_767_225_600)

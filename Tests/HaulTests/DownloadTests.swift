@@ -188,6 +188,44 @@ struct DownloadTests {
         #expect(record.contiguousBytes == 100_000 && record.totalLength == 105_000)
     }
 
+    @Test func conflictingContentLengthsFailAtOnceWithoutRetries() async throws {
+        // RFC 9112 6.3: a message whose Content-Length values disagree has no trustworthy framing,
+        // an unrecoverable error; it was taken as a dropped connection and retried with backoff.
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        for connections in [1, 4] {
+            let dest = dir.url.appendingPathComponent("twolengths\(connections).bin")
+            var options = DownloadOptions()
+            options.connections = connections
+            options.minSplitSize = 16_384
+            let path = "/twolengths\(connections).bin"
+            let (result, _) = await run(
+                testSession { $0.retry.maxRetries = 2 }, server.url(path + "?size=100000&length2=100007"),
+                to: .file(dest), options: options)
+            let error = try #require(result.error)
+            #expect(error.code == .invalidResponse, "\(error)")
+            #expect(error.message.contains("conflicting Content-Length ("), "\(error.message)")
+            #expect(error.message.contains(", 100007)"), "\(error.message)")
+            #expect(server.requests.filter { $0.path == path }.count == 1)
+            #expect(!fileExists(dest.path))
+        }
+    }
+
+    @Test func negativeContentLengthFailsAtOnceWithoutRetries() async throws {
+        // libcurl calls it a weird server reply; it was taken as a dropped connection and retried.
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("negative.bin")
+        let (result, _) = await run(
+            testSession { $0.retry.maxRetries = 2 }, server.url("/negative.bin?size=1000&length=-5"), to: .file(dest))
+        let error = try #require(result.error)
+        #expect(error.code == .invalidResponse, "\(error)")
+        #expect(error.message.contains("Content-Length"), "\(error.message)")
+        #expect(server.requests.filter { $0.path == "/negative.bin" }.count == 1)
+    }
+
     @Test func chunkedBodyWithoutLength() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

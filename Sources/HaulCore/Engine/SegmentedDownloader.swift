@@ -60,7 +60,7 @@ package final class SegmentedDownloader: Sendable {
         if case .file(let path) = target {
             existingSize = try PartialFile.checkDestination(path, overwrite: options.overwrite)
         }
-        guard segmentOptions.connections > 1, let probe = await probe() else { return try await single.run() }
+        guard segmentOptions.connections > 1, let probe = try await probe() else { return try await single.run() }
         let adopted = Locked(false)
         defer { if !adopted.get() { probe.held?.task.cancel() } }
         let destination: String
@@ -183,8 +183,9 @@ package final class SegmentedDownloader: Sendable {
     /// validators, final URL. A file of at most `probeLimit` bytes comes whole (a 206 for all
     /// of it, or a 200 from a server without ranges) and is kept; for a larger one the transfer
     /// stops after the head. Nil when a larger file cannot be split (no ranges, no size) or
-    /// anything is off; the caller then uses one connection.
-    private func probe() async -> Probe? {
+    /// anything is off; the caller then uses one connection. Throws when the answer broke HTTP
+    /// (conflicting lengths): one connection would get the same.
+    private func probe() async throws(HaulError) -> Probe? {
         let probeLimit = probeLimit
         var chain = RedirectChain(url: url, headers: options.headers, maxRedirects: options.maxRedirects)
         while true {
@@ -203,6 +204,10 @@ package final class SegmentedDownloader: Sendable {
             }
             guard let response = head.response else {
                 task.cancel()
+                if case .failure(let error) = result, error.kind == .invalidResponse {
+                    throw error.haulError(
+                        url: chain.current, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
+                }
                 return nil
             }
             if [301, 302, 303, 307, 308].contains(response.status), let location = response.headers["Location"],

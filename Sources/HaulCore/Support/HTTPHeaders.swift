@@ -38,6 +38,20 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
         return n
     }
 
+    /// The values of `Content-Length` when they disagree (several fields, or a list in one,
+    /// naming different numbers), in order; nil when there is at most one distinct value. RFC
+    /// 9112 6.3: such a message has no trustworthy framing.
+    package var conflictingContentLengths: [String]? {
+        var values: [String] = []
+        for field in fields where field.name.equalsIgnoringASCIICase("Content-Length") {
+            for part in field.value.split(separator: ",") {
+                let value = part.trimmingASCIIWhitespace()
+                if !values.contains(value) { values.append(value) }
+            }
+        }
+        return values.count > 1 ? values : nil
+    }
+
     package func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
 }
 

@@ -165,6 +165,8 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
     private var headers = HTTPHeaders()
     private var responseDelivered = false
     private var aborted = false
+    /// Why the answer cannot be used, when its headers broke HTTP (the transfer was aborted).
+    private var invalidResponse: String?
     fileprivate var paused = false
     private var bodyBytes: Int64 = 0
     /// Rate limiting: token buckets that may go into debt by one chunk; while in debt the
@@ -303,6 +305,10 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
 
     private func deliverResponse() -> Bool {
         responseDelivered = true
+        if !headers.contains("Transfer-Encoding"), let lengths = headers.conflictingContentLengths {
+            invalidResponse = "conflicting Content-Length (\(lengths.joined(separator: ", ")))"
+            return false
+        }
         let response = TransportResponse(status: status, headers: headers, url: request.url)
         if !handler.transportDidReceive(response: response) {
             aborted = true
@@ -343,6 +349,7 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
     func result(code: Int32) -> Result<Void, TransportError> {
         let detail = String(cString: errorBuffer)
         let message = detail.isEmpty ? String(cString: haul_easy_strerror(code)) : detail
+        if let invalidResponse { return .failure(TransportError(.invalidResponse, invalidResponse)) }
         if aborted { return .failure(TransportError(.aborted, "aborted by the handler")) }
         switch code {
         case 0:
@@ -354,7 +361,8 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
         case 28:
             let stalled = responseDelivered || message.contains("too slow")
             return .failure(TransportError(stalled ? .idleTimeout : .connectTimeout, message))
-        case 18, 52, 55, 56, 8, 16, 92, 61: return .failure(TransportError(.connectionLost, message))
+        case 18, 52, 55, 56, 16, 92, 61: return .failure(TransportError(.connectionLost, message))
+        case 8: return .failure(TransportError(.invalidResponse, message))  // CURLE_WEIRD_SERVER_REPLY
         case 35, 51, 53, 54, 58, 59, 60, 64, 66, 77, 80, 82, 83, 90, 91:
             return .failure(TransportError(.tls, message))
         case 23, 42: return .failure(TransportError(.aborted, message))

@@ -72,7 +72,11 @@ package protocol TransportHandler: AnyObject, Sendable {
 /// Why a transfer failed, as far as the transport can tell.
 package struct TransportError: Error, Sendable, Equatable {
     package enum Kind: Sendable, Equatable {
-        case resolve, connect, connectTimeout, idleTimeout, connectionLost, tls, aborted, cancelled, invalidURL, other
+        case resolve, connect, connectTimeout, idleTimeout, connectionLost, tls, aborted, cancelled, invalidURL
+        /// The answer broke HTTP in a way no retry mends (conflicting lengths, a reply that is
+        /// not HTTP).
+        case invalidResponse
+        case other
     }
     package var kind: Kind
     package var message: String
@@ -175,6 +179,7 @@ extension TransportError {
         case .tls: error = HaulError(.tlsFailure, "TLS failure with \(host): \(message)")
         case .invalidURL: error = HaulError(.invalidURL, "invalid URL \(ResumeRecord.redacted(url)): \(message)")
         case .cancelled: error = HaulError(.cancelled, "cancelled")
+        case .invalidResponse: error = HaulError(.invalidResponse, "invalid answer from \(host): \(message)")
         case .aborted, .other: error = HaulError(.network, "transfer from \(host) failed: \(message)")
         }
         error.isTransient = [.connect, .connectTimeout, .idleTimeout, .connectionLost].contains(kind)
