@@ -37,6 +37,10 @@ public struct DownloadOptions: Sendable, Equatable {
     /// replaced: a directory, device, FIFO or socket at the destination fails with
     /// ``HaulError/Code/fileSystem``, with or without this.
     public var overwrite = false
+    /// Create the missing directories above a ``DownloadDestination/file(_:)`` destination
+    /// (a ``DownloadDestination/directory(_:)`` is always created). Default false: a file whose
+    /// directory is missing fails before any request, naming the directory.
+    public var createIntermediateDirectories = false
     /// Expected SHA-256 of the file (hex); a mismatch fails with ``HaulError/Code/checksumMismatch``.
     public var sha256: String?
     /// Extra headers for this download only.
@@ -188,6 +192,7 @@ public final class HaulSession: Sendable {
         engineOptions.progressInterval = configuration.progressInterval
         engineOptions.resume = options.resume
         engineOptions.overwrite = options.overwrite
+        engineOptions.createDirectories = options.createIntermediateDirectories
         engineOptions.sha256 = options.sha256
         engineOptions.maxBytesPerSecond = options.maxBytesPerSecond
         engineOptions.sharedRate = overallRate

@@ -300,6 +300,8 @@ struct GetCommand {
     func options(for index: Int) -> DownloadOptions {
         var options = self.options
         if let sum = listOptions[index].sha256 { options.sha256 = sum }
+        // `out=` names a file in `dir=` or `-d`, which are created when missing as without it.
+        if listOptions[index].out != nil { options.createIntermediateDirectories = true }
         return options
     }
 

@@ -203,6 +203,26 @@ struct QueueTests {
         }
     }
 
+    /// `-d DIR` and `dir=DIR` are created when missing, also for an entry with `out=` (which
+    /// failed with "directory … does not exist" while the same list without `out=` worked).
+    @Test func missingDirectoriesAreCreatedForEntriesWithOut() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/mkdir.bin?size=3000").absoluteString
+        let list = "\(url)\n out=first.bin\n\(url)\n dir=\(dir.file("new/deeper"))\n out=second.bin\n"
+        #expect(FileManager.default.createFile(atPath: dir.file("list.txt"), contents: Data(list.utf8)))
+        let r = try await CLI.run(["get", "-q", "-d", dir.file("fresh"), "-i", dir.file("list.txt")])
+        #expect(r.status == 0, "\(r.stderr)")
+        expectFile(dir.file("fresh/first.bin"), equals: TestContent.bytes(count: 3000))
+        expectFile(dir.file("new/deeper/second.bin"), equals: TestContent.bytes(count: 3000))
+        // -o names a file whose directory must exist, as with curl and wget (a typo is not a tree).
+        let o = try await CLI.run(["get", "-q", "-o", dir.file("absent/x.bin"), url])
+        #expect(o.status == 5)
+        #expect(o.stderr == "haul: error: directory \(dir.file("absent")) does not exist\n")
+        #expect(server.requests.count == 2, "the -o run asked nothing")
+    }
+
     @Test func badListIsAUsageError() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

@@ -19,6 +19,8 @@ package struct EngineOptions: Sendable {
     package var resume = true
     /// Replace an existing destination that is not a Haul partial.
     package var overwrite = false
+    /// Create the missing directories above a `.file` target.
+    package var createDirectories = false
     package var caFile: String?
     /// Expected SHA-256 of the whole file (lower-case hex).
     package var sha256: String?
@@ -103,10 +105,7 @@ package final class FileDownloader: Sendable {
         var destination: String?
         switch target {
         case .file(let path):
-            let parent = Sys.parentDirectory(of: path)
-            guard Sys.isDirectory(parent) else {
-                throw HaulError(.fileSystem, "directory \(parent) does not exist", errno: ENOENT, path: parent)
-            }
+            try PartialFile.prepareDirectory(of: path, creating: options.createDirectories)
             destination = path
         case .directory(let dir):
             do { try Sys.makeDirectories(dir) } catch { throw .fileSystem(error, "create directory", path: dir) }

@@ -58,6 +58,7 @@ package final class SegmentedDownloader: Sendable {
         // The size of a file already at the destination: for a named file, known before any request.
         var existingSize: Int64?
         if case .file(let path) = target {
+            try PartialFile.prepareDirectory(of: path, creating: options.createDirectories)
             existingSize = try PartialFile.checkDestination(path, overwrite: options.overwrite)
         }
         guard segmentOptions.connections > 1, let probe = try await probe() else { return try await single.run() }

@@ -29,6 +29,17 @@ package final class PartialFile: @unchecked Sendable {
 
     deinit { close() }
 
+    /// Makes sure the directory of a named destination is there, before any request: creates it
+    /// (and its parents) when `creating`, else fails naming it.
+    package static func prepareDirectory(of destination: String, creating: Bool) throws(HaulError) {
+        let parent = Sys.parentDirectory(of: destination)
+        if creating {
+            do { try Sys.makeDirectories(parent) } catch { throw .fileSystem(error, "create directory", path: parent) }
+        } else if !Sys.isDirectory(parent) {
+            throw HaulError(.fileSystem, "directory \(parent) does not exist", errno: ENOENT, path: parent)
+        }
+    }
+
     /// Refuses a destination that is a directory, a device, a FIFO or a socket, `overwrite` or
     /// not: the final rename cannot replace a directory (it would fail after the whole transfer)
     /// and must not replace a device node with a regular file. Returns the size of the regular
