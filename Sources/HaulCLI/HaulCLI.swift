@@ -87,7 +87,7 @@ struct HaulCLI {
                 throw UsageError("unknown command '\(command)' (see haul help)")
             }
         } catch {
-            Output.emit("haul: error: \(error.message)\n", to: 2)
+            Output.emit("haul: error: \(Output.printable(error.message))\n", to: 2)
             return .usage
         }
     }

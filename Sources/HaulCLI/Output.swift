@@ -32,13 +32,30 @@ final class Output: Sendable {
     func note(_ text: String) {
         guard mode == .human else { return }
         clearLine()
-        Output.emit("haul: \(text)\n", to: 2)
+        Output.emit("haul: \(Output.printable(text))\n", to: 2)
     }
 
     func error(_ text: String) {
         clearLine()
         if mode == .json { return }
-        Output.emit("haul: error: \(text)\n", to: 2)
+        Output.emit("haul: error: \(Output.printable(text))\n", to: 2)
+    }
+
+    /// `text` with control characters (C0, DEL, C1) written as `\x1B`: a message quotes what a
+    /// list file, an argument or a server sent, and an escape sequence in it must not reach the
+    /// terminal (or break the one line into several).
+    static func printable(_ text: String) -> String {
+        func isControl(_ u: Unicode.Scalar) -> Bool { u.value < 0x20 || (0x7F...0x9F).contains(u.value) }
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var out = ""
+        for u in text.unicodeScalars {
+            if isControl(u) {
+                out += "\\x" + (u.value < 0x10 ? "0" : "") + String(u.value, radix: 16, uppercase: true)
+            } else {
+                out.unicodeScalars.append(u)
+            }
+        }
+        return out
     }
 
     func json(_ event: String, _ fields: [(String, Any?)]) {

@@ -107,6 +107,9 @@ struct GetCommandTests {
         (["get", "-o", "-", "-k", "2M", "http://h/x"], "--min-split-size does not apply"),
         (["get", "mirror.example.org:8080/isos/a.iso"], "did you mean https://mirror.example.org:8080/isos/a.iso?"),
         (["get", "ftp://h/x"], "invalid URL 'ftp://h/x' (only http:// and https:// URLs)"),
+        // What the user (or a list file) gave is quoted with its control characters escaped: an
+        // escape sequence does not reach the terminal, a newline does not make a second line.
+        (["get", "ht\u{1B}[31mtp://x\nnext"], "invalid URL 'ht\\x1B[31mtp://x\\x0Anext'"),
     ])
     func usageErrorsAreOneLineWithExitCode2(args: [String], mentions: String) async throws {
         let r = try await CLI.run(args)
