@@ -8,7 +8,8 @@ import Foundation
 #endif
 
 /// Turns SIGINT/SIGTERM into a clean cancel: the first signal asks running downloads to stop
-/// (they checkpoint their partial files); a second one exits at once with 130.
+/// (they checkpoint their partial files); a second one exits at once with 130. The first stays
+/// in force: a handler registered after it (the next download of a list) runs at once.
 final class Interrupts: @unchecked Sendable {
     private let lock = NSLock()
     private var handlers: [Int: @Sendable () -> Void] = [:]
@@ -16,8 +17,9 @@ final class Interrupts: @unchecked Sendable {
     private var count = 0
     private var sources: [DispatchSourceSignal] = []
 
-    init() {
-        for sig in [SIGINT, SIGTERM] {
+    /// Takes over `signals` (tests pass none and call ``fire()``).
+    init(signals: [Int32] = [SIGINT, SIGTERM]) {
+        for sig in signals {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler { [unowned self] in fire() }
@@ -26,7 +28,8 @@ final class Interrupts: @unchecked Sendable {
         }
     }
 
-    private func fire() {
+    /// A signal arrived.
+    func fire() {
         let (all, n) = lock.withLock { () -> ([@Sendable () -> Void], Int) in
             count += 1
             return (Array(handlers.values), count)
@@ -35,12 +38,15 @@ final class Interrupts: @unchecked Sendable {
         for h in all { h() }
     }
 
+    /// Registers `handler` for the first signal; runs it at once if that signal came already.
     func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> Int {
-        lock.withLock {
+        let (token, signalled) = lock.withLock { () -> (Int, Bool) in
             next += 1
             handlers[next] = handler
-            return next
+            return (next, count > 0)
         }
+        if signalled { handler() }
+        return token
     }
 
     func remove(_ token: Int) { _ = lock.withLock { handlers.removeValue(forKey: token) } }
