@@ -112,6 +112,24 @@ extension Dictionary where Key == String, Value == [String] {
     }
 }
 
+/// A `-H 'Name: value'` argument, for `get` and `upload` alike: the name an RFC 9110 token, the
+/// value without line breaks or NUL (which would smuggle another header or request).
+func parseHeader(_ raw: String) throws(UsageError) -> (name: String, value: String) {
+    guard let colon = raw.firstIndex(of: ":") else { throw UsageError("header '\(raw)' is not 'Name: value'") }
+    let name = raw[..<colon].trimmingCharacters(in: .whitespaces)
+    let value = raw[raw.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    let token = "!#$%&'*+-.^_`|~"
+    guard !name.isEmpty,
+        name.unicodeScalars.allSatisfy({
+            $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || token.unicodeScalars.contains($0))
+        })
+    else { throw UsageError("header name '\(name)' is not valid (letters, digits and !#$%&'*+-.^_`|~)") }
+    guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+        throw UsageError("header \(name) has a line break or NUL in its value")
+    }
+    return (name, value)
+}
+
 /// A command-line URL: http:// or https:// with a host. A URL typed without a scheme
 /// (`example.com/file.iso`) is refused with the https:// spelling to use, rather than guessed as
 /// plain http the way curl and wget guess it.

@@ -169,14 +169,8 @@ struct GetCommand {
         o.resume = !v.flag("--no-continue")
         o.overwrite = v.flag("--overwrite")
         for header in v["--header"] ?? [] {
-            guard let colon = header.firstIndex(of: ":"), colon != header.startIndex else {
-                throw UsageError("header '\(header)' is not 'Name: value'")
-            }
-            let name = header[..<colon].trimmingCharacters(in: .whitespaces)
-            guard name.allSatisfy({ $0.isLetter || $0.isNumber || "-_".contains($0) }), !header.contains("\n"),
-                !header.contains("\r")
-            else { throw UsageError("header name '\(name)' is not valid") }
-            o.headers[name] = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let (name, value) = try parseHeader(header)
+            o.headers[name] = value
         }
         if let sum = v.last("--checksum") {
             guard let hex = Self.sha256(sum) else { throw UsageError("--checksum expects sha-256=<64 hex digits>") }

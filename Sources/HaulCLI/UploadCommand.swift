@@ -78,11 +78,8 @@ struct UploadCommand {
         outputFile = v.last("--output")
         var headers: [String: String] = [:]
         for header in v["--header"] ?? [] {
-            guard let colon = header.firstIndex(of: ":"), colon != header.startIndex, !header.contains("\n") else {
-                throw UsageError("header '\(header)' is not 'Name: value'")
-            }
-            headers[header[..<colon].trimmingCharacters(in: .whitespaces)] =
-                header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let (name, value) = try parseHeader(header)
+            headers[name] = value
         }
         self.headers = headers
         var c = HaulConfiguration()

@@ -94,6 +94,11 @@ struct GetCommandTests {
         (["get", "-o", "a", "-d", "b", "http://h/x"], "either -o or -d"),
         (["get", "-o", "a", "http://h/x", "http://h/y"], "one file"),
         (["get", "-H", "novalue", "http://h/x"], "Name: value"),
+        // get and upload parse -H alike: a CR LF in the value is refused by name (get blamed the
+        // header's name, upload took it).
+        (["get", "-H", "X-A: 1\r\nX-Injected: 2", "http://h/x"], "header X-A has a line break or NUL in its value"),
+        (["upload", "http://h/x", "-F", "a=b", "-H", "X-A: 1\r\nX-B: 2"], "header X-A has a line break"),
+        (["upload", "http://h/x", "-F", "a=b", "-H", "X A: 1"], "header name 'X A' is not valid"),
         (["get", "--checksum", "md5=abc", "http://h/x"], "sha-256"),
         (["get", "-x", "17", "http://h/x"], "at most 16"),
         (["get", "--limit-rate", "fast", "http://h/x"], "--limit-rate"),
