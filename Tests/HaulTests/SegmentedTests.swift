@@ -203,6 +203,23 @@ struct SegmentedTests {
         #expect(server.requests(path: "/busy.bin").count == 2)
     }
 
+    /// The probe's busy answer is the first of the retry budget's tries, not one more: with two
+    /// retries there were four requests and "retry 1" twice (the single engine counted anew).
+    @Test func aBusyProbeCountsAgainstTheRetries() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        for retries in [0, 2] {
+            let path = "/busy\(retries).bin"
+            let (result, log) = await run(
+                testSession { $0.retry.maxRetries = retries }, server.url(path + "?size=3000000&status=503"),
+                to: .file(dir.url.appendingPathComponent("busy\(retries).bin")), options: options())
+            #expect(result.error?.httpStatus == 503, "\(String(describing: result.error))")
+            #expect(server.requests(path: path).count == retries + 1, "retries \(retries)")
+            #expect(log.retries.map(\.0) == Array(0..<retries).map { $0 + 1 }, "retries \(retries)")
+        }
+    }
+
     @Test func theChecksumIsVerifiedOnSegmentedDownloadsToo() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

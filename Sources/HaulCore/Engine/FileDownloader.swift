@@ -97,7 +97,9 @@ package final class FileDownloader: Sendable {
         reporter = ProgressReporter(interval: options.progressInterval) { onEvent(.progress($0)) }
     }
 
-    package func run() async throws(HaulError) -> DownloadOutcome {
+    /// Downloads the file. `priorFailures`: tries already spent on this file (a segmented
+    /// download's probe that got a busy answer and waited), counted against the retries.
+    package func run(priorFailures: Int = 0) async throws(HaulError) -> DownloadOutcome {
         try Self.validate(url)
         ProgressClock.shared.add(reporter)
         defer { ProgressClock.shared.remove(reporter) }
@@ -117,7 +119,7 @@ package final class FileDownloader: Sendable {
         if let destination {
             (machine, existingSize) = try prepare(destination)
         }
-        var failures = 0
+        var failures = priorFailures
         var restarts = 0
         var everReceived = false
         // The most bytes the partial has held: only an attempt that gets past it made progress

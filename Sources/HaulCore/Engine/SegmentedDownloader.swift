@@ -61,7 +61,8 @@ package final class SegmentedDownloader: Sendable {
             try PartialFile.prepareDirectory(of: path, creating: options.createDirectories)
             existingSize = try PartialFile.checkDestination(path, overwrite: options.overwrite)
         }
-        guard segmentOptions.connections > 1, let probe = try await probe() else { return try await single.run() }
+        let (found, failedTries) = segmentOptions.connections > 1 ? try await probe() : (nil, 0)
+        guard let probe = found else { return try await single.run(priorFailures: failedTries) }
         let adopted = Locked(false)
         defer { if !adopted.get() { probe.held?.task.cancel() } }
         let destination: String
@@ -186,7 +187,7 @@ package final class SegmentedDownloader: Sendable {
     /// stops after the head. Nil when a larger file cannot be split (no ranges, no size) or
     /// anything is off; the caller then uses one connection. Throws when the answer broke HTTP
     /// (conflicting lengths): one connection would get the same.
-    private func probe() async throws(HaulError) -> Probe? {
+    private func probe() async throws(HaulError) -> (Probe?, failedTries: Int) {
         let probeLimit = probeLimit
         var chain = RedirectChain(url: url, headers: options.headers, maxRedirects: options.maxRedirects)
         while true {
@@ -209,13 +210,13 @@ package final class SegmentedDownloader: Sendable {
                     throw error.haulError(
                         url: chain.current, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
                 }
-                return nil
+                return (nil, 0)
             }
             if [301, 302, 303, 307, 308].contains(response.status), let location = response.headers["Location"],
                 let next = URL(string: location, relativeTo: chain.current)?.absoluteURL
             {
                 task.cancel()
-                guard (try? chain.follow(to: next)) != nil else { return nil }
+                guard (try? chain.follow(to: next)) != nil else { return (nil, 0) }
                 continue
             }
             let etag = response.headers["ETag"]
@@ -226,36 +227,35 @@ package final class SegmentedDownloader: Sendable {
             if case .success = result, !head.holding, let expected = head.expected, head.body.count == expected {
                 probe.total = expected
                 probe.wholeBody = head.body
-                return probe
+                return (probe, 0)
             }
             guard response.status == 206,
                 let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange),
                 range.start == 0, let total = range.total
             else {
                 task.cancel()
-                // A 429 or 503 counts as the first try: the single engine asks again only after
-                // the wait the server (Retry-After) or the retry policy sets.
-                if HTTPStatus.isTransient(response.status),
-                    case .retry(let delay) = options.retry.decide(
-                        failures: 1, retryAfter: response.headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
-                {
-                    onEvent(
-                        .retrying(
-                            attempt: 1,
-                            error: HaulError(
-                                .httpStatus, "HTTP \(response.status) \(HTTPStatus.reason(response.status))",
-                                httpStatus: response.status),
-                            delay: delay))
-                    try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))
+                // A 429 or 503 is the first of the retries' tries: waited out here (the time the
+                // server's Retry-After or the retry policy sets), then the single engine goes on
+                // counting from it; with no retry left it is the answer.
+                guard HTTPStatus.isTransient(response.status) else { return (nil, 0) }
+                let busy = HaulError(
+                    .httpStatus,
+                    "HTTP \(response.status) \(HTTPStatus.reason(response.status)) from \(ResumeRecord.redacted(chain.current))",
+                    httpStatus: response.status,
+                    retryAfter: response.headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
+                guard case .retry(let delay) = options.retry.decide(failures: 1, retryAfter: busy.retryAfter) else {
+                    throw busy
                 }
-                return nil
+                onEvent(.retrying(attempt: 1, error: busy, delay: delay))
+                try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))  // a cancel: the engine stops at once
+                return (nil, 1)
             }
             probe.total = total
             if head.holding {
                 probe.held = (task, head)
                 probe.heldEnd = Int64(probeLimit)
             }
-            return probe
+            return (probe, 0)
         }
     }
 
