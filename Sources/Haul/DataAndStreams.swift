@@ -369,7 +369,7 @@ final class ResumingBody: @unchecked Sendable {
         while true {
             failures += 1
             guard case .retry(let delay) = session.retryPolicy.decide(failures: failures, retryAfter: last.retryAfter)
-            else { throw last }
+            else { throw session.retryPolicy.givingUp(last, failures: failures) }
             try await pause(delay)
             do throws(HaulError) {
                 try await reopen()

@@ -212,6 +212,29 @@ struct DownloadTests {
         }
     }
 
+    /// A Retry-After over the longest wait fails at once (as before), saying why it was not retried:
+    /// "HTTP 429 Too Many Requests" alone read as if retries had been tried and spent.
+    @Test func aRetryAfterOverTheLongestWaitSaysSo() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        for connections in [1, 4] {
+            var options = DownloadOptions()
+            options.connections = connections
+            let path = "/later\(connections).bin"
+            let (result, log) = await run(
+                testSession(), server.url(path + "?size=3000000&status=429&retryAfter=3600"),
+                to: .file(dir.url.appendingPathComponent("later.bin")), options: options)
+            let error = try #require(result.error)
+            #expect(error.httpStatus == 429)
+            #expect(
+                error.message.hasSuffix("; the server asks to wait 3600 s, longer than the 300 s retries wait"),
+                "\(error.message)")
+            #expect(log.retries.isEmpty)
+            #expect(server.requests(path: path).count == 1)
+        }
+    }
+
     @Test func negativeContentLengthFailsAtOnceWithoutRetries() async throws {
         // libcurl calls it a weird server reply; it was taken as a dropped connection and retried.
         let server = try TestServer()

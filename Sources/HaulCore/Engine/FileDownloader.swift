@@ -167,7 +167,7 @@ package final class FileDownloader: Sendable {
             failures += 1
             switch options.retry.decide(failures: failures, retryAfter: failure.retryAfter) {
             case .giveUp:
-                throw failure
+                throw options.retry.givingUp(failure, failures: failures)
             case .retry(let delay):
                 onEvent(.retrying(attempt: failures, error: failure, delay: delay))
                 do { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) } catch {

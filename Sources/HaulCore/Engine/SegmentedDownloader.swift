@@ -244,7 +244,7 @@ package final class SegmentedDownloader: Sendable {
                     httpStatus: response.status,
                     retryAfter: response.headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
                 guard case .retry(let delay) = options.retry.decide(failures: 1, retryAfter: busy.retryAfter) else {
-                    throw busy
+                    throw options.retry.givingUp(busy, failures: 1)
                 }
                 onEvent(.retrying(attempt: 1, error: busy, delay: delay))
                 try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))  // a cancel: the engine stops at once
@@ -550,7 +550,7 @@ private final class SegmentedRun: @unchecked Sendable {
                     return s.failures
                 }
                 guard case .retry(let delay) = options.retry.decide(failures: failures, retryAfter: error.retryAfter)
-                else { return .failure(error) }
+                else { return .failure(options.retry.givingUp(error, failures: failures)) }
                 onEvent(.retrying(attempt: failures, error: error, delay: delay))
                 try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))
             case .failure(let error):
