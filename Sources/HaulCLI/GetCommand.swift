@@ -168,6 +168,9 @@ struct GetCommand {
         o.connections = 4  // like aria2's split; small files still take one request (docs/segmented.md)
         o.resume = !v.flag("--no-continue")
         o.overwrite = v.flag("--overwrite")
+        // A file saved by one URL of the run is not written again by another (nor the same URL
+        // listed twice): its claim is kept until the run ends.
+        o.claimsKeeper = DestinationClaims.Owner()
         for header in v["--header"] ?? [] {
             let (name, value) = try parseHeader(header)
             o.headers[name] = value

@@ -81,6 +81,35 @@ struct QueueTests {
         #expect(dir.contents() == ["dup.bin"])
     }
 
+    /// Two URLs whose files have one name, one after the other: the second was "already
+    /// complete" when its size matched the first's (its file never saved, "2 of 2 downloads
+    /// saved"), and with --overwrite it replaced the first. Like two at once (above), the second
+    /// is refused now, before it writes anything, naming the URL the file came from.
+    @Test func aSecondURLWithTheSameFileNameInOneRunIsRefusedNotTakenAsComplete() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let first = server.url("/a/same.bin?size=10000&seed=1").absoluteString
+        let second = server.url("/b/same.bin?size=10000&seed=2").absoluteString
+        // -j 2: the first is done long before the slow one, so the second starts after it.
+        let slow = server.url("/slow.bin?size=200000&rate=400000").absoluteString
+        for (extra, urls) in [
+            ([], [first, second]), (["--overwrite"], [first, second]), (["-x", "1"], [first, second]),
+            (["-j", "2"], [first, slow, second]),
+        ] {
+            for name in ["same.bin", "slow.bin"] { try? FileManager.default.removeItem(atPath: dir.file(name)) }
+            let r = try await CLI.run(["get", "-d", dir.path] + extra + urls)
+            #expect(r.status == 5, "\(extra) \(r.stderr)")
+            #expect(
+                r.stderr.contains("haul: error: \(dir.file("same.bin")) was saved from \(first) earlier in this run"),
+                "\(extra) \(r.stderr)")
+            #expect(
+                r.stderr.contains("\(urls.count - 1) of \(urls.count) downloads saved, 1 failed"),
+                "\(extra) \(r.stderr)")
+            expectFile(dir.file("same.bin"), equals: TestContent.bytes(seed: 1, count: 10000))
+        }
+    }
+
     @Test func ctrlCWithADownloadStillQueuedExitsAndTheSameCommandFinishes() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

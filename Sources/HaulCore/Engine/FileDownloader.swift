@@ -21,6 +21,9 @@ package struct EngineOptions: Sendable {
     package var overwrite = false
     /// Create the missing directories above a `.file` target.
     package var createDirectories = false
+    /// Who keeps the file's claim once the download has succeeded (``DestinationClaims/keep``):
+    /// the rest of a `haul get` run may not write it again. Nil: the claim ends with the download.
+    package var claimsKeeper: DestinationClaims.Owner?
     package var caFile: String?
     /// Expected SHA-256 of the whole file (lower-case hex).
     package var sha256: String?
@@ -100,10 +103,17 @@ package final class FileDownloader: Sendable {
     /// Downloads the file. `priorFailures`: tries already spent on this file (a segmented
     /// download's probe that got a busy answer and waited), counted against the retries.
     package func run(priorFailures: Int = 0) async throws(HaulError) -> DownloadOutcome {
+        guard releasesClaims else { return try await download(priorFailures: priorFailures) }
+        defer { DestinationClaims.shared.releaseAll(of: claims) }
+        let outcome = try await download(priorFailures: priorFailures)
+        DestinationClaims.shared.keep(claims, for: options.claimsKeeper, savedFrom: url)
+        return outcome
+    }
+
+    private func download(priorFailures: Int) async throws(HaulError) -> DownloadOutcome {
         try Self.validate(url)
         ProgressClock.shared.add(reporter)
         defer { ProgressClock.shared.remove(reporter) }
-        defer { if releasesClaims { DestinationClaims.shared.releaseAll(of: claims) } }
         var destination: String?
         switch target {
         case .file(let path):

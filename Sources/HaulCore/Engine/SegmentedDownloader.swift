@@ -53,8 +53,14 @@ package final class SegmentedDownloader: Sendable {
     }
 
     package func run() async throws(HaulError) -> DownloadOutcome {
-        try FileDownloader.validate(url)
         defer { DestinationClaims.shared.releaseAll(of: claims) }
+        let outcome = try await download()
+        DestinationClaims.shared.keep(claims, for: options.claimsKeeper, savedFrom: url)
+        return outcome
+    }
+
+    private func download() async throws(HaulError) -> DownloadOutcome {
+        try FileDownloader.validate(url)
         // The size of a file already at the destination: for a named file, known before any request.
         var existingSize: Int64?
         if case .file(let path) = target {

@@ -28,12 +28,20 @@ package final class DestinationClaims: Sendable {
     /// The claims of this process.
     package static let shared = DestinationClaims()
 
-    /// Who holds a claim: one download (its identity is all that counts).
-    package final class Owner: Sendable {
+    /// Who holds a claim: one download (its identity is all that counts), or a keeper of files
+    /// already saved (see ``keep(_:for:savedFrom:)``).
+    package final class Owner: Sendable, Equatable {
         package init() {}
+        package static func == (a: Owner, b: Owner) -> Bool { a === b }
     }
 
-    private let holders = Locked<[String: ObjectIdentifier]>([:])
+    private struct Holder {
+        var owner: ObjectIdentifier
+        /// For a file a finished download handed to a keeper: the URL it came from.
+        var savedFrom: String?
+    }
+
+    private let holders = Locked<[String: Holder]>([:])
 
     package init() {}
 
@@ -42,19 +50,27 @@ package final class DestinationClaims: Sendable {
     package func claim(_ path: String, for owner: Owner) throws(HaulError) {
         let key = Self.key(path)
         let me = ObjectIdentifier(owner)
-        enum Outcome { case claimed, held, heldElsewhere }
+        enum Outcome {
+            case claimed
+            case held(savedFrom: String?)
+            case heldElsewhere
+        }
         // The byte lock is taken and dropped under the table's lock: the lock file's locks belong
         // to this process's one descriptor, so a release racing a new claim of the same path
         // could otherwise drop the new claim's lock.
         let outcome = holders.withLock { holders -> Outcome in
-            if let holder = holders[key] { return holder == me ? .claimed : .held }
+            if let holder = holders[key] { return holder.owner == me ? .claimed : .held(savedFrom: holder.savedFrom) }
             if let fd = Self.lockFile, !Sys.lockByte(fd, at: Self.offset(key)) { return .heldElsewhere }
-            holders[key] = me
+            holders[key] = Holder(owner: me)
             return .claimed
         }
         switch outcome {
         case .claimed: return
-        case .held:
+        case .held(let url?):
+            throw HaulError(
+                .destinationInUse, "\(path) was saved from \(url) earlier in this run; give this download its own name",
+                path: path)
+        case .held(nil):
             throw HaulError(
                 .destinationInUse, "\(path) is being downloaded by another download in this process", path: path)
         case .heldElsewhere:
@@ -62,11 +78,29 @@ package final class DestinationClaims: Sendable {
         }
     }
 
-    /// Frees every path `owner` claimed (the table holds only the files being written now).
+    /// Hands every path `owner` claimed to `keeper`, noting the URL its file was saved from: a
+    /// later download of the run that resolves to one of them is refused, naming that URL, rather
+    /// than finding it "already complete" or replacing it. The cross-process lock stays held.
+    package func keep(_ owner: Owner, for keeper: Owner, savedFrom url: String) {
+        let me = ObjectIdentifier(owner)
+        holders.withLock { holders in
+            for (key, holder) in holders where holder.owner == me {
+                holders[key] = Holder(owner: ObjectIdentifier(keeper), savedFrom: url)
+            }
+        }
+    }
+
+    /// ``keep(_:for:savedFrom:)`` when there is a keeper; the URL is noted without credentials.
+    package func keep(_ owner: Owner, for keeper: Owner?, savedFrom url: URL) {
+        if let keeper { keep(owner, for: keeper, savedFrom: ResumeRecord.redacted(url)) }
+    }
+
+    /// Frees every path `owner` claimed (the table holds only the files being written now, and
+    /// those handed to a keeper).
     package func releaseAll(of owner: Owner) {
         let me = ObjectIdentifier(owner)
         holders.withLock { holders in
-            for (key, holder) in holders where holder == me {
+            for (key, holder) in holders where holder.owner == me {
                 holders[key] = nil
                 if let fd = Self.lockFile { Sys.unlockByte(fd, at: Self.offset(key)) }
             }
