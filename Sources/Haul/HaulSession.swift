@@ -41,10 +41,10 @@ public struct DownloadOptions: Sendable, Equatable {
     /// (a ``DownloadDestination/directory(_:)`` is always created). Default false: a file whose
     /// directory is missing fails before any request, naming the directory.
     public var createIntermediateDirectories = false
-    /// Keeps the claim on each file saved (see `DestinationClaims`): `haul get` sets one for its
-    /// whole run, so a later URL of the run whose file has the same name is refused instead of
-    /// being taken as complete or replacing it.
-    package var claimsKeeper: DestinationClaims.Owner?
+    /// Keeps the file claimed for the rest of the process once saved (see `DestinationClaims`):
+    /// `haul get` sets it, so a later URL of its run whose file has the same name is refused
+    /// instead of being taken as complete or replacing it.
+    package var keepsClaimWhenSaved = false
     /// Expected SHA-256 of the file (hex); a mismatch fails with ``HaulError/Code/checksumMismatch``.
     public var sha256: String?
     /// Extra headers for this download only.
@@ -197,7 +197,7 @@ public final class HaulSession: Sendable {
         engineOptions.resume = options.resume
         engineOptions.overwrite = options.overwrite
         engineOptions.createDirectories = options.createIntermediateDirectories
-        engineOptions.claimsKeeper = options.claimsKeeper
+        engineOptions.keepsClaimWhenSaved = options.keepsClaimWhenSaved
         engineOptions.sha256 = options.sha256
         engineOptions.maxBytesPerSecond = options.maxBytesPerSecond
         engineOptions.sharedRate = overallRate

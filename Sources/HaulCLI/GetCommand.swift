@@ -170,7 +170,7 @@ struct GetCommand {
         o.overwrite = v.flag("--overwrite")
         // A file saved by one URL of the run is not written again by another (nor the same URL
         // listed twice): its claim is kept until the run ends.
-        o.claimsKeeper = DestinationClaims.Owner()
+        o.keepsClaimWhenSaved = true
         for header in v["--header"] ?? [] {
             let (name, value) = try parseHeader(header)
             o.headers[name] = value

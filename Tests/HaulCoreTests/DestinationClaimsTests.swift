@@ -23,6 +23,25 @@ struct DestinationClaimsTests {
         claims.releaseAll(of: second)
     }
 
+    /// A file kept after its download (a `haul get` run) stays refused to every later download,
+    /// naming the URL it came from; a release does not free it.
+    @Test func aKeptFileIsRefusedNamingWhereItCameFrom() throws {
+        let claims = DestinationClaims()
+        let first = DestinationClaims.Owner()
+        try claims.claim("\(base)/k/file.bin", for: first)
+        claims.keep(first, savedFrom: URL(string: "http://user:pw@a.example/file.bin")!)
+        claims.releaseAll(of: first)
+        for owner in [first, DestinationClaims.Owner()] {
+            let error = #expect(throws: HaulError.self) { try claims.claim("\(base)/k/./file.bin", for: owner) }
+            #expect(error?.code == .destinationInUse)
+            #expect(
+                error?.message
+                    == "\(base)/k/./file.bin was saved from http://a.example/file.bin earlier in this run; "
+                    + "give this download its own name")
+        }
+        #expect(!claims.isClaimed("\(base)/k/file.bin"), "kept, not in flight")
+    }
+
     /// A directory reached through a symlink (as `~/Downloads -> /data/dl`) is the same
     /// directory: its files are claimed by device and inode, not by spelling.
     @Test func aSymlinkedDirectoryIsTheSameDirectory() throws {

@@ -21,9 +21,10 @@ package struct EngineOptions: Sendable {
     package var overwrite = false
     /// Create the missing directories above a `.file` target.
     package var createDirectories = false
-    /// Who keeps the file's claim once the download has succeeded (``DestinationClaims/keep``):
-    /// the rest of a `haul get` run may not write it again. Nil: the claim ends with the download.
-    package var claimsKeeper: DestinationClaims.Owner?
+    /// Once the download has succeeded, its file stays claimed for the rest of the process
+    /// (``DestinationClaims/keep(_:savedFrom:)``): the rest of a `haul get` run may not write it
+    /// again. False: the claim ends with the download.
+    package var keepsClaimWhenSaved = false
     package var caFile: String?
     /// Expected SHA-256 of the whole file (lower-case hex).
     package var sha256: String?
@@ -106,7 +107,7 @@ package final class FileDownloader: Sendable {
         guard releasesClaims else { return try await download(priorFailures: priorFailures) }
         defer { DestinationClaims.shared.releaseAll(of: claims) }
         let outcome = try await download(priorFailures: priorFailures)
-        DestinationClaims.shared.keep(claims, for: options.claimsKeeper, savedFrom: url)
+        if options.keepsClaimWhenSaved { DestinationClaims.shared.keep(claims, savedFrom: url) }
         return outcome
     }
 

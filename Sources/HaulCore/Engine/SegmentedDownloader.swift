@@ -55,7 +55,7 @@ package final class SegmentedDownloader: Sendable {
     package func run() async throws(HaulError) -> DownloadOutcome {
         defer { DestinationClaims.shared.releaseAll(of: claims) }
         let outcome = try await download()
-        DestinationClaims.shared.keep(claims, for: options.claimsKeeper, savedFrom: url)
+        if options.keepsClaimWhenSaved { DestinationClaims.shared.keep(claims, savedFrom: url) }
         return outcome
     }
 

@@ -28,49 +28,50 @@ package final class DestinationClaims: Sendable {
     /// The claims of this process.
     package static let shared = DestinationClaims()
 
-    /// Who holds a claim: one download (its identity is all that counts), or a keeper of files
-    /// already saved (see ``keep(_:for:savedFrom:)``).
-    package final class Owner: Sendable, Equatable {
+    /// Who holds a claim: one download (its identity is all that counts).
+    package final class Owner: Sendable {
         package init() {}
-        package static func == (a: Owner, b: Owner) -> Bool { a === b }
     }
 
-    private struct Holder {
-        var owner: ObjectIdentifier
-        /// For a file a finished download handed to a keeper: the URL it came from.
-        var savedFrom: String?
+    private struct Table {
+        /// The files being written now, and by whom.
+        var holders: [String: ObjectIdentifier] = [:]
+        /// Files saved by downloads that keep their claim (``keep(_:savedFrom:)``), with the URL
+        /// each came from. Apart from `holders`, so that a release looks only at what is in flight.
+        var kept: [String: String] = [:]
     }
 
-    private let holders = Locked<[String: Holder]>([:])
+    private let table = Locked(Table())
 
     package init() {}
 
     /// Claims `path` for `owner`; throws ``HaulError/Code/destinationInUse`` when another owner
-    /// or another process holds it.
+    /// or another process holds it, or a download of this process saved it and kept it.
     package func claim(_ path: String, for owner: Owner) throws(HaulError) {
         let key = Self.key(path)
         let me = ObjectIdentifier(owner)
         enum Outcome {
-            case claimed
-            case held(savedFrom: String?)
+            case claimed, held
+            case saved(from: String)
             case heldElsewhere
         }
         // The byte lock is taken and dropped under the table's lock: the lock file's locks belong
         // to this process's one descriptor, so a release racing a new claim of the same path
         // could otherwise drop the new claim's lock.
-        let outcome = holders.withLock { holders -> Outcome in
-            if let holder = holders[key] { return holder.owner == me ? .claimed : .held(savedFrom: holder.savedFrom) }
+        let outcome = table.withLock { t -> Outcome in
+            if let url = t.kept[key] { return .saved(from: url) }
+            if let holder = t.holders[key] { return holder == me ? .claimed : .held }
             if let fd = Self.lockFile, !Sys.lockByte(fd, at: Self.offset(key)) { return .heldElsewhere }
-            holders[key] = Holder(owner: me)
+            t.holders[key] = me
             return .claimed
         }
         switch outcome {
         case .claimed: return
-        case .held(let url?):
+        case .saved(let url):
             throw HaulError(
                 .destinationInUse, "\(path) was saved from \(url) earlier in this run; give this download its own name",
                 path: path)
-        case .held(nil):
+        case .held:
             throw HaulError(
                 .destinationInUse, "\(path) is being downloaded by another download in this process", path: path)
         case .heldElsewhere:
@@ -78,37 +79,34 @@ package final class DestinationClaims: Sendable {
         }
     }
 
-    /// Hands every path `owner` claimed to `keeper`, noting the URL its file was saved from: a
-    /// later download of the run that resolves to one of them is refused, naming that URL, rather
-    /// than finding it "already complete" or replacing it. The cross-process lock stays held.
-    package func keep(_ owner: Owner, for keeper: Owner, savedFrom url: String) {
+    /// Keeps every path `owner` claimed for the rest of the process, noting the URL (without
+    /// credentials) its file was saved from: a later download that resolves to one of them is
+    /// refused, naming that URL, rather than finding it "already complete" or replacing it. For
+    /// `haul get`, whose run is its process. The cross-process lock stays held.
+    package func keep(_ owner: Owner, savedFrom url: URL) {
         let me = ObjectIdentifier(owner)
-        holders.withLock { holders in
-            for (key, holder) in holders where holder.owner == me {
-                holders[key] = Holder(owner: ObjectIdentifier(keeper), savedFrom: url)
+        let note = ResumeRecord.redacted(url)
+        table.withLock { t in
+            for (key, holder) in t.holders where holder == me {
+                t.holders[key] = nil
+                t.kept[key] = note
             }
         }
     }
 
-    /// ``keep(_:for:savedFrom:)`` when there is a keeper; the URL is noted without credentials.
-    package func keep(_ owner: Owner, for keeper: Owner?, savedFrom url: URL) {
-        if let keeper { keep(owner, for: keeper, savedFrom: ResumeRecord.redacted(url)) }
-    }
-
-    /// Frees every path `owner` claimed (the table holds only the files being written now, and
-    /// those handed to a keeper).
+    /// Frees every path `owner` claimed (the table holds only the files being written now).
     package func releaseAll(of owner: Owner) {
         let me = ObjectIdentifier(owner)
-        holders.withLock { holders in
-            for (key, holder) in holders where holder.owner == me {
-                holders[key] = nil
+        table.withLock { t in
+            for (key, holder) in t.holders where holder == me {
+                t.holders[key] = nil
                 if let fd = Self.lockFile { Sys.unlockByte(fd, at: Self.offset(key)) }
             }
         }
     }
 
     /// Whether some download of this process holds `path` (tests).
-    package func isClaimed(_ path: String) -> Bool { holders.withLock { $0[Self.key(path)] != nil } }
+    package func isClaimed(_ path: String) -> Bool { table.withLock { $0.holders[Self.key(path)] != nil } }
 
     /// `device:inode/name` of the path's directory and its last component: one `stat`. A
     /// directory that is not there gives the normalised path itself.
