@@ -82,7 +82,9 @@ package final class DestinationClaims: Sendable {
     /// Keeps every path `owner` claimed for the rest of the process, noting the URL (without
     /// credentials) its file was saved from: a later download that resolves to one of them is
     /// refused, naming that URL, rather than finding it "already complete" or replacing it. For
-    /// `haul get`, whose run is its process. The cross-process lock stays held.
+    /// `haul get`, whose run is its process. The cross-process lock is released as usual: other
+    /// processes may write the file once it is saved, as before, and a run of a thousand files
+    /// does not hold a thousand locks (the kernel walks a file's locks on every `F_OFD_SETLK`).
     package func keep(_ owner: Owner, savedFrom url: URL) {
         let me = ObjectIdentifier(owner)
         let note = ResumeRecord.redacted(url)
@@ -90,6 +92,7 @@ package final class DestinationClaims: Sendable {
             for (key, holder) in t.holders where holder == me {
                 t.holders[key] = nil
                 t.kept[key] = note
+                if let fd = Self.lockFile { Sys.unlockByte(fd, at: Self.offset(key)) }
             }
         }
     }
