@@ -113,7 +113,8 @@ final class Output: Sendable {
                     s.last = (p, name)
                     return s.spinner
                 }
-                Output.emit("\r\u{1B}[2K" + Output.terminalLine(p, name: name, spinner: frame), to: 2)
+                let line = Output.fitted(Output.terminalLine(p, name: name, spinner: frame), width: Output.columns())
+                Output.emit("\r\u{1B}[2K" + line, to: 2)
             } else {
                 let line = Output.progressLine(p, name: name, spinner: nil)
                 let due = state.withLock { s -> Bool in
@@ -137,7 +138,8 @@ final class Output: Sendable {
             return (p, name, s.spinner)
         }
         if let (p, name, frame) = redraw {
-            Output.emit("\r\u{1B}[2K" + Output.terminalLine(p, name: name, spinner: frame), to: 2)
+            let line = Output.fitted(Output.terminalLine(p, name: name, spinner: frame), width: Output.columns())
+            Output.emit("\r\u{1B}[2K" + line, to: 2)
         }
     }
 
@@ -165,7 +167,8 @@ final class Output: Sendable {
                 return b
             }
             var text = previous > 0 ? "\u{1B}[\(previous)A" : ""
-            for line in lines { text += "\r\u{1B}[2K" + line + "\n" }
+            let width = Output.columns()
+            for line in lines { text += "\r\u{1B}[2K" + Output.fitted(line, width: width) + "\n" }
             text += "\u{1B}[J"
             Output.emit(text, to: 2)
         } else {
@@ -189,6 +192,74 @@ final class Output: Sendable {
     }
 
     static let spinnerFrames = ["|", "/", "-", "\\"]
+
+    /// The terminal's width in columns (stderr's window size, else `$COLUMNS`, else 80).
+    static func columns() -> Int {
+        var size = winsize()
+        if ioctl(2, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
+        if let n = ProcessInfo.processInfo.environment["COLUMNS"].flatMap({ Int($0) }), n > 0 { return n }
+        return 80
+    }
+
+    /// A progress line that fits in `width` columns less one (a line that wraps is not redrawn in
+    /// place: each update would leave a line behind, and `-j`'s block would climb the screen).
+    /// The name, after the last double space, loses its middle first (`long…name.iso`); a
+    /// terminal too narrow for the figures gets them cut.
+    static func fitted(_ line: String, width: Int) -> String {
+        let room = max(1, width - 1)
+        guard displayWidth(line) > room else { return line }
+        if let gap = line.range(of: "  ", options: .backwards) {
+            let head = String(line[..<gap.upperBound])
+            let name = line[gap.upperBound...]
+            let left = room - displayWidth(head)
+            if left >= 5 {
+                // Keep the name's start and end (its extension), one column for the ellipsis.
+                var front = ""
+                var back = ""
+                var frontWidth = 0
+                var backWidth = 0
+                let budget = left - 1
+                var chars = Array(name)
+                while !chars.isEmpty {
+                    let takeBack = backWidth < frontWidth
+                    let c = takeBack ? chars.removeLast() : chars.removeFirst()
+                    let w = displayWidth(c)
+                    if frontWidth + backWidth + w > budget { break }
+                    if takeBack {
+                        back = String(c) + back
+                        backWidth += w
+                    } else {
+                        front.append(c)
+                        frontWidth += w
+                    }
+                }
+                return head + front + "…" + back
+            }
+        }
+        var cut = ""
+        var used = 0
+        for c in line {
+            let w = displayWidth(c)
+            if used + w > room { break }
+            cut.append(c)
+            used += w
+        }
+        return cut
+    }
+
+    /// Columns a string takes: two for East Asian wide characters and most emoji, else one per
+    /// character (names hold no control characters).
+    static func displayWidth(_ s: some StringProtocol) -> Int { s.reduce(0) { $0 + displayWidth($1) } }
+
+    static func displayWidth(_ c: Character) -> Int {
+        guard let v = c.unicodeScalars.first?.value, v >= 0x1100 else { return 1 }
+        let wide: [ClosedRange<UInt32>] = [
+            0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
+            0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x1F300...0x1F64F,
+            0x1F900...0x1F9FF, 0x20000...0x3FFFD,
+        ]
+        return wide.contains { $0.contains(v) } ? 2 : 1
+    }
 
     /// `spinner`: the frame shown in front of a line of unknown size (nil: none, for plain lines).
     static func progressLine(_ p: TransferProgress, name: String, spinner: Int?) -> String {
