@@ -16,11 +16,19 @@ final class Output: Sendable {
     let isTerminal: Bool
     private let state = Locked<(lineShown: Bool, lastPlain: Double, spinner: Int, last: (TransferProgress, String)?)>(
         (false, 0, 0, nil))
-    private let block = Locked(0)  // lines of the multi-download display on screen
+    /// Lines of the multi-download display on screen. Held while anything is written to the
+    /// terminal, so a note and a redraw (on different threads) never interleave.
+    private let block = Locked(0)
+    /// Where text goes: `(text, fd)`; tests capture it.
+    private let write: @Sendable (String, Int32) -> Void
 
-    init(mode: Mode) {
+    init(
+        mode: Mode, isTerminal: Bool = isatty(2) == 1,
+        write: @escaping @Sendable (String, Int32) -> Void = { Output.emit($0, to: $1) }
+    ) {
         self.mode = mode
-        self.isTerminal = isatty(2) == 1
+        self.isTerminal = isTerminal
+        self.write = write
     }
 
     /// Writes `text` to `fd`; a failed write (a closed terminal) is ignored.
@@ -28,17 +36,34 @@ final class Output: Sendable {
         Array(text.utf8).withUnsafeBytes { try? Sys.writeAll(fd, $0) }
     }
 
-    /// A one-line message on stderr (clears the progress line first).
+    /// A one-line message on stderr (takes the progress line or block off first).
     func note(_ text: String) {
         guard mode == .human else { return }
-        clearLine()
-        Output.emit("haul: \(Output.printable(text))\n", to: 2)
+        message("haul: \(Output.printable(text))\n")
     }
 
     func error(_ text: String) {
-        clearLine()
-        if mode == .json { return }
-        Output.emit("haul: error: \(Output.printable(text))\n", to: 2)
+        if mode == .json {
+            clearLine()
+            return
+        }
+        message("haul: error: \(Output.printable(text))\n")
+    }
+
+    /// Writes a message line where the progress display was: a `-j` block is erased (the next
+    /// redraw starts below the message instead of climbing into it), a progress line cleared.
+    private func message(_ line: String) {
+        let lineShown = state.withLock { s -> Bool in
+            defer { s.lineShown = false }
+            return s.lineShown
+        }
+        block.withLock { b in
+            var text = ""
+            if isTerminal && b > 0 { text += "\u{1B}[\(b)A\u{1B}[J" }
+            b = 0
+            if isTerminal && lineShown { text += "\r\u{1B}[2K" }
+            write(text + line, 2)
+        }
     }
 
     /// `text` with control characters (C0, DEL, C1) written as `\x1B`: a message quotes what a
@@ -75,7 +100,7 @@ final class Output: Sendable {
             }
             parts.append("\(Output.quote(k)):\(value)")
         }
-        Output.emit("{" + parts.joined(separator: ",") + "}\n", to: 1)
+        write("{" + parts.joined(separator: ",") + "}\n", 1)
     }
 
     static func quote(_ s: String) -> String {
@@ -114,7 +139,7 @@ final class Output: Sendable {
                     return s.spinner
                 }
                 let line = Output.fitted(Output.terminalLine(p, name: name, spinner: frame), width: Output.columns())
-                Output.emit("\r\u{1B}[2K" + line, to: 2)
+                write("\r\u{1B}[2K" + line, 2)
             } else {
                 let line = Output.progressLine(p, name: name, spinner: nil)
                 let due = state.withLock { s -> Bool in
@@ -122,7 +147,7 @@ final class Output: Sendable {
                     s.lastPlain = now
                     return true
                 }
-                if due { Output.emit(line + "\n", to: 2) }
+                if due { write(line + "\n", 2) }
             }
         }
     }
@@ -139,7 +164,7 @@ final class Output: Sendable {
         }
         if let (p, name, frame) = redraw {
             let line = Output.fitted(Output.terminalLine(p, name: name, spinner: frame), width: Output.columns())
-            Output.emit("\r\u{1B}[2K" + line, to: 2)
+            write("\r\u{1B}[2K" + line, 2)
         }
     }
 
@@ -154,7 +179,7 @@ final class Output: Sendable {
             defer { s.lineShown = false }
             return s.lineShown
         }
-        if shown { Output.emit("\r\u{1B}[2K", to: 2) }
+        if shown { write("\r\u{1B}[2K", 2) }
     }
 
     /// Several progress lines (one per download and a total): redrawn in place on a terminal,
@@ -162,15 +187,15 @@ final class Output: Sendable {
     func progressBlock(_ lines: [String]) {
         guard mode == .human, !lines.isEmpty else { return }
         if isTerminal {
-            let previous = block.withLock { b -> Int in
-                defer { b = lines.count }
-                return b
+            let (width, height) = Output.terminalSize()
+            let lines = Output.fittedBlock(lines, rows: height)
+            block.withLock { previous in
+                var text = previous > 0 ? "\u{1B}[\(previous)A" : ""
+                for line in lines { text += "\r\u{1B}[2K" + Output.fitted(line, width: width) + "\n" }
+                text += "\u{1B}[J"
+                previous = lines.count
+                write(text, 2)
             }
-            var text = previous > 0 ? "\u{1B}[\(previous)A" : ""
-            let width = Output.columns()
-            for line in lines { text += "\r\u{1B}[2K" + Output.fitted(line, width: width) + "\n" }
-            text += "\u{1B}[J"
-            Output.emit(text, to: 2)
         } else {
             let now = Date().timeIntervalSince1970
             let due = state.withLock { s -> Bool in
@@ -178,27 +203,45 @@ final class Output: Sendable {
                 s.lastPlain = now
                 return true
             }
-            if due { Output.emit(lines.last! + "\n", to: 2) }
+            if due { write(lines.last! + "\n", 2) }
         }
     }
 
     /// Removes the multi-download display.
     func clearBlock() {
-        let previous = block.withLock { b -> Int in
-            defer { b = 0 }
-            return b
+        block.withLock { b in
+            if isTerminal && b > 0 { write("\u{1B}[\(b)A\u{1B}[J", 2) }
+            b = 0
         }
-        if isTerminal && previous > 0 { Output.emit("\u{1B}[\(previous)A\u{1B}[J", to: 2) }
     }
 
     static let spinnerFrames = ["|", "/", "-", "\\"]
 
     /// The terminal's width in columns (stderr's window size, else `$COLUMNS`, else 80).
-    static func columns() -> Int {
+    static func columns() -> Int { terminalSize().columns }
+
+    /// The terminal's columns and rows (stderr's window size, else `$COLUMNS` and `$LINES`,
+    /// else 80 × 24).
+    static func terminalSize() -> (columns: Int, rows: Int) {
         var size = winsize()
-        if ioctl(2, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
-        if let n = ProcessInfo.processInfo.environment["COLUMNS"].flatMap({ Int($0) }), n > 0 { return n }
-        return 80
+        if ioctl(2, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0, size.ws_row > 0 {
+            return (Int(size.ws_col), Int(size.ws_row))
+        }
+        let environment = ProcessInfo.processInfo.environment
+        func number(_ name: String, _ otherwise: Int) -> Int {
+            environment[name].flatMap { Int($0) }.flatMap { $0 > 0 ? $0 : nil } ?? otherwise
+        }
+        return (number("COLUMNS", 80), number("LINES", 24))
+    }
+
+    /// A `-j` block (a line per download, the total last) that fits in `rows` less one: the
+    /// cursor cannot go up past the top of the screen, so a taller block scrolled and was drawn
+    /// again lower each time. The downloads that do not fit are counted on one line.
+    static func fittedBlock(_ lines: [String], rows: Int) -> [String] {
+        let room = max(2, rows - 1)
+        guard lines.count > room else { return lines }
+        let shown = room - 2
+        return Array(lines.prefix(shown)) + ["… and \(lines.count - 1 - shown) more", lines.last!]
     }
 
     /// A progress line that fits in `width` columns less one (a line that wraps is not redrawn in

@@ -36,3 +36,41 @@ struct OutputTests {
         #expect(tiny == String(line.prefix(11)))
     }
 }
+
+extension OutputTests {
+    /// `-j 16` on a 10-row terminal: the block of 17 lines scrolled the screen at each redraw
+    /// (the cursor cannot go up past the top), and was drawn again lower each time.
+    @Test func aBlockTallerThanTheTerminalCountsTheRest() {
+        let lines = (1...16).map { "download \($0)" } + ["total"]
+        let fitted = Output.fittedBlock(lines, rows: 10)
+        #expect(fitted.count == 9)
+        #expect(fitted.prefix(7) == lines.prefix(7))
+        #expect(fitted[7] == "… and 9 more")
+        #expect(fitted.last == "total")
+        #expect(Output.fittedBlock(lines, rows: 40) == lines)
+        #expect(Output.fittedBlock(lines, rows: 1) == ["… and 16 more", "total"])
+    }
+}
+
+extension OutputTests {
+    /// A note during a `-j` display ("saved …") went below the block, and the next redraw moved
+    /// up by the block's height into it (drawing over it); the final clear then erased the last
+    /// notes. A note now takes the block off first; the next redraw starts below the note.
+    @Test func aNoteDuringTheBlockIsNotDrawnOverOrErased() {
+        let written = Locked("")
+        let output = Output(mode: .human, isTerminal: true) { text, fd in
+            if fd == 2 { written.withLock { $0 += text } }
+        }
+        output.progressBlock(["#1 a.bin", "total"])
+        written.set("")
+        output.note("saved a.bin")
+        #expect(written.get() == "\u{1B}[2A\u{1B}[Jhaul: saved a.bin\n")
+        written.set("")
+        output.progressBlock(["total"])
+        #expect(!written.get().contains("\u{1B}[2A"), "the redraw does not climb into the note")
+        #expect(written.get().hasPrefix("\r\u{1B}[2K"))
+        written.set("")
+        output.clearBlock()
+        #expect(written.get() == "\u{1B}[1A\u{1B}[J", "the final clear takes only the block")
+    }
+}
