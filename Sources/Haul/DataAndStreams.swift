@@ -217,7 +217,7 @@ extension HaulSession {
     ) async throws(HaulError) -> (TransportResponse, BodyStream, URL) {
         let transport = try transport.get()
         var chain = RedirectChain(
-            url: request.url, headers: headers(adding: request.headers), maxRedirects: configuration.maxRedirects)
+            url: request.url, headers: try headers(adding: request.headers), maxRedirects: configuration.maxRedirects)
         while true {
             var headers = chain.headers
             for (name, value) in extraHeaders { headers.replace(name, value) }
@@ -258,12 +258,18 @@ extension HaulSession {
     }
 
     /// The configuration's headers with `extra` on top (sorted, so requests are reproducible).
-    func headers(adding extra: [String: String]) -> HTTPHeaders {
+    /// The configuration's headers with `extra` on top; a header that cannot be sent as given
+    /// (a name that is no token, a line break in a value) is a ``HaulError/Code/usage`` error
+    /// before any request, where the transport used to drop it without a word.
+    func headers(adding extra: [String: String]) throws(HaulError) -> HTTPHeaders {
         var headers = HTTPHeaders()
         for (name, value) in configuration.additionalHeaders.sorted(by: { $0.key < $1.key }) {
             headers.add(name, value)
         }
         for (name, value) in extra.sorted(by: { $0.key < $1.key }) { headers.replace(name, value) }
+        for (name, value) in headers {
+            if let problem = HTTPHeaders.problem(name: name, value: value) { throw HaulError(.usage, problem) }
+        }
         return headers
     }
 

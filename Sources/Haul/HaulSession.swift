@@ -187,7 +187,7 @@ public final class HaulSession: Sendable {
         let transport = try transport.get()
         if options.checksReachability, let unreachable = Reachability.check(url) { throw unreachable }
         var engineOptions = EngineOptions()
-        engineOptions.headers = headers(adding: options.headers)
+        engineOptions.headers = try headers(adding: options.headers)
         engineOptions.retry = retryPolicy
         engineOptions.connectTimeout = configuration.timeout.connect
         engineOptions.idleTimeout = configuration.timeout.idle

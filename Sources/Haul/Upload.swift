@@ -232,7 +232,7 @@ extension HaulSession {
         let transport = try transport.get()
         var options = UploadOptions()
         options.method = method
-        options.headers = self.headers(adding: headers)
+        options.headers = try self.headers(adding: headers)
         options.retry = retryPolicy
         options.connectTimeout = configuration.timeout.connect
         options.idleTimeout = configuration.timeout.idle

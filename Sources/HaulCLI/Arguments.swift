@@ -1,4 +1,5 @@
 import Foundation
+import HaulCore
 
 /// A small option parser in the style of curl, wget and aria2 (getopt's rules): `-o FILE`,
 /// `-oFILE`, `--output FILE`, `--output=FILE`, repeated `-H`, flags, and short options run
@@ -118,15 +119,7 @@ func parseHeader(_ raw: String) throws(UsageError) -> (name: String, value: Stri
     guard let colon = raw.firstIndex(of: ":") else { throw UsageError("header '\(raw)' is not 'Name: value'") }
     let name = raw[..<colon].trimmingCharacters(in: .whitespaces)
     let value = raw[raw.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-    let token = "!#$%&'*+-.^_`|~"
-    guard !name.isEmpty,
-        name.unicodeScalars.allSatisfy({
-            $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || token.unicodeScalars.contains($0))
-        })
-    else { throw UsageError("header name '\(name)' is not valid (letters, digits and !#$%&'*+-.^_`|~)") }
-    guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
-        throw UsageError("header \(name) has a line break or NUL in its value")
-    }
+    if let problem = HTTPHeaders.problem(name: name, value: value) { throw UsageError(problem) }
     return (name, value)
 }
 

@@ -235,6 +235,23 @@ struct DownloadTests {
         }
     }
 
+    /// A header that cannot be sent as given is refused by name before any request: the transport
+    /// dropped it without a word (a library user's token never reached the server, silently).
+    @Test func aHeaderWithALineBreakOrABadNameIsAUsageError() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var options = DownloadOptions()
+        options.headers = ["X-A": "1\r\nX-Injected: 2"]
+        let (result, _) = await run(
+            testSession(), server.url("/h.bin"), to: .file(dir.url.appendingPathComponent("h.bin")), options: options)
+        #expect(result.error?.code == .usage)
+        #expect(result.error?.message == "header X-A has a line break or NUL in its value")
+        let session = testSession { $0.additionalHeaders = ["X A": "1"] }
+        await #expect(throws: HaulError.self) { _ = try await session.data(from: server.url("/h.bin")) }
+        #expect(server.requests.isEmpty)
+    }
+
     @Test func negativeContentLengthFailsAtOnceWithoutRetries() async throws {
         // libcurl calls it a weird server reply; it was taken as a dropped connection and retried.
         let server = try TestServer()

@@ -38,6 +38,23 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
         return n
     }
 
+    /// Why a header cannot be sent as given, nil when it can: its name must be an RFC 9110 token,
+    /// its value free of CR, LF and NUL (which would smuggle another header or request).
+    package static func problem(name: String, value: String) -> String? {
+        let token = "!#$%&'*+-.^_`|~"
+        let valid =
+            !name.isEmpty
+            && name.unicodeScalars.allSatisfy {
+                $0.isASCII
+                    && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || token.unicodeScalars.contains($0))
+            }
+        guard valid else { return "header name '\(name)' is not valid (letters, digits and \(token))" }
+        guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+            return "header \(name) has a line break or NUL in its value"
+        }
+        return nil
+    }
+
     /// The values of `Content-Length` when they disagree (several fields, or a list in one,
     /// naming different numbers), in order; nil when there is at most one distinct value. RFC
     /// 9112 6.3: such a message has no trustworthy framing.
