@@ -213,12 +213,14 @@ struct GetCommand {
         output = Output(mode: v.flag("--json") ? .json : v.flag("--quiet") ? .quiet : .human)
     }
 
-    /// `1500`, `64K`, `2M`, `1G` (binary multiples, like curl and aria2).
+    /// `1500`, `64K`, `2M`, `1G` (binary multiples, like curl and aria2); nil for anything else,
+    /// a count of 2^63 bytes or more included (`1e300G` trapped converting to Int64: a crash).
     static func byteCount(_ raw: String) -> Int64? {
         let multipliers: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
         let upper = raw.uppercased()
         if let last = upper.last, let m = multipliers[last] {
-            return Double(upper.dropLast()).flatMap { $0 > 0 && $0.isFinite ? Int64($0 * Double(m)) : nil }
+            guard let n = Double(upper.dropLast()), n > 0, n * Double(m) < 0x1p63 else { return nil }
+            return Int64(n * Double(m))
         }
         return Int64(upper)
     }

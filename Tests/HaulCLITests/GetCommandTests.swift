@@ -102,6 +102,9 @@ struct GetCommandTests {
         (["get", "--checksum", "md5=abc", "http://h/x"], "sha-256"),
         (["get", "-x", "17", "http://h/x"], "at most 16"),
         (["get", "--limit-rate", "fast", "http://h/x"], "--limit-rate"),
+        // Sizes past 2^63 bytes crashed converting to Int64 (exit 132).
+        (["get", "--limit-rate", "1e300G", "http://h/x"], "--limit-rate expects a rate like 500K or 2M"),
+        (["get", "-k", "99999999999999999999K", "http://h/x"], "--min-split-size expects a size"),
         (["frobnicate"], "unknown command"),
         (["get", "-o", "-", "--json", "http://h/x"], "--json does not apply to -o -"),
         (
