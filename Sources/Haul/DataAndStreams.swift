@@ -171,7 +171,7 @@ extension HaulSession {
                 failures += 1
                 let policy = retryPolicy
                 guard case .retry(let delay) = policy.decide(failures: failures, retryAfter: nil) else { throw error }
-                do { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) } catch {
+                do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
                     throw HaulError(.cancelled, "cancelled")
                 }
             }
@@ -257,10 +257,9 @@ extension HaulSession {
         }
     }
 
-    /// The configuration's headers with `extra` on top (sorted, so requests are reproducible).
-    /// The configuration's headers with `extra` on top; a header that cannot be sent as given
-    /// (a name that is no token, a line break in a value) is a ``HaulError/Code/usage`` error
-    /// before any request, where the transport used to drop it without a word.
+    /// The configuration's headers with `extra` on top (sorted, so requests are reproducible). A
+    /// header that cannot be sent as given (a name that is no token, a line break in a value) is
+    /// a ``HaulError/Code/usage`` error before any request; the transport used to drop it silently.
     func headers(adding extra: [String: String]) throws(HaulError) -> HTTPHeaders {
         var headers = HTTPHeaders()
         for (name, value) in configuration.additionalHeaders.sorted(by: { $0.key < $1.key }) {
@@ -447,7 +446,7 @@ final class ResumingBody: @unchecked Sendable {
         }
         if !cancelled {
             let timer = Task {
-                try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
+                try? await Task.sleep(nanoseconds: Seconds.nanoseconds(seconds))
                 wake.fulfill(())
             }
             await withTaskCancellationHandler {

@@ -55,7 +55,7 @@ public final class NetworkMonitor: NetworkPathSource, Sendable {
             let task = Task {
                 while !Task.isCancelled {
                     look()
-                    try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+                    try? await Task.sleep(nanoseconds: Seconds.nanoseconds(interval))
                 }
                 continuation.finish()
             }

@@ -105,7 +105,7 @@ extension GetCommand {
             var written: Int64 = 0
             for try await chunk in body {
                 while let wait = budget?.take(chunk.count) {
-                    try await Task.sleep(nanoseconds: UInt64(wait * 1e9))
+                    try await Task.sleep(nanoseconds: Seconds.nanoseconds(wait))
                 }
                 try Self.writeAll(chunk, to: fd, shown: target.shown)
                 hasher?.update(chunk)

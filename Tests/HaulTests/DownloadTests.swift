@@ -252,6 +252,43 @@ struct DownloadTests {
         #expect(server.requests.isEmpty)
     }
 
+    /// Timeouts and delays the configuration allows (`.infinity` for "no timeout", a huge
+    /// Retry-After honoured) trapped converting seconds to curl's milliseconds or a sleep's
+    /// nanoseconds: the process crashed.
+    @Test func infiniteTimeoutsAndDelaysDoNotCrash() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        for (transport, connections) in [(HaulConfiguration.Transport.curl, 1), (.curl, 4), (.urlSession, 1)] {
+            let session = testSession {
+                $0.timeout.connect = .infinity
+                $0.timeout.idle = .infinity
+                $0.transport = transport
+            }
+            var options = DownloadOptions()
+            options.connections = connections
+            let dest = dir.url.appendingPathComponent("inf\(connections)\(transport).bin")
+            let (result, _) = await run(session, server.url("/inf.bin?size=3000000"), to: .file(dest), options: options)
+            #expect(result.error == nil, "\(String(describing: result.error))")
+        }
+        // A Retry-After of 10^20 s with no cap on it: the download waits (until cancelled).
+        let patient = testSession {
+            $0.retry.maxRetryAfter = .infinity
+            $0.retry.maxDelay = .infinity
+        }
+        let waiting = Task {
+            await run(
+                patient, server.url("/later.bin?size=1000&status=503&retryAfter=100000000000000000000"),
+                to: .file(dir.url.appendingPathComponent("later.bin")))
+        }
+        #expect(await eventually { server.requests(path: "/later.bin").count == 1 })
+        try await Task.sleep(nanoseconds: 200_000_000)
+        waiting.cancel()
+        let (result, _) = await waiting.value
+        #expect(result.error?.code == .cancelled)
+        #expect(server.requests(path: "/later.bin").count == 1)
+    }
+
     @Test func negativeContentLengthFailsAtOnceWithoutRetries() async throws {
         // libcurl calls it a weird server reply; it was taken as a dropped connection and retried.
         let server = try TestServer()

@@ -181,7 +181,7 @@ package final class FileDownloader: Sendable {
                 throw options.retry.givingUp(failure, failures: failures)
             case .retry(let delay):
                 onEvent(.retrying(attempt: failures, error: failure, delay: delay))
-                do { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) } catch {
+                do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
                     throw cancelledError(destination)
                 }
             }

@@ -253,7 +253,7 @@ package final class SegmentedDownloader: Sendable {
                     throw options.retry.givingUp(busy, failures: 1)
                 }
                 onEvent(.retrying(attempt: 1, error: busy, delay: delay))
-                try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))  // a cancel: the engine stops at once
+                try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))  // a cancel: the engine stops at once
                 return (nil, 1)
             }
             probe.total = total
@@ -459,7 +459,7 @@ private final class SegmentedRun: @unchecked Sendable {
             group.addTask {
                 // Checkpoints every second while the workers run.
                 while !Task.isCancelled {
-                    try? await Task.sleep(nanoseconds: UInt64(self.options.checkpointInterval * 1e9))
+                    try? await Task.sleep(nanoseconds: Seconds.nanoseconds(self.options.checkpointInterval))
                     if Task.isCancelled { break }
                     try? self.checkpoint(record)
                 }
@@ -558,7 +558,7 @@ private final class SegmentedRun: @unchecked Sendable {
                 guard case .retry(let delay) = options.retry.decide(failures: failures, retryAfter: error.retryAfter)
                 else { return .failure(options.retry.givingUp(error, failures: failures)) }
                 onEvent(.retrying(attempt: failures, error: error, delay: delay))
-                try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))
+                try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))
             case .failure(let error):
                 return .failure(error)
             }

@@ -287,7 +287,7 @@ package final class Uploader: Sendable {
                     throw error
                 }
                 onEvent(.retrying(attempt: failures, error: error, delay: delay))
-                do { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) } catch {
+                do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
                     throw HaulError(.cancelled, "cancelled")
                 }
             }

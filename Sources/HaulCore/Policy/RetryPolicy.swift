@@ -27,11 +27,10 @@ package struct RetryPolicy: Sendable, Equatable {
     /// the server's Retry-After over ``maxRetryAfter`` rather than the count, the message says so.
     package func givingUp(_ error: HaulError, failures: Int) -> HaulError {
         guard failures <= maxRetries, let wait = error.retryAfter, wait > maxRetryAfter else { return error }
-        func seconds(_ d: Double) -> String { d == d.rounded() && d < 1e15 ? String(Int(d)) : String(d) }
         var explained = HaulError(
             error.code,
-            error.message + "; the server asks to wait \(seconds(wait)) s, longer than the "
-                + "\(seconds(maxRetryAfter)) s retries wait",
+            error.message + "; the server asks to wait \(Seconds.text(wait)) s, longer than the "
+                + "\(Seconds.text(maxRetryAfter)) s retries wait",
             httpStatus: error.httpStatus, errno: error.errno, path: error.path, retryAfter: error.retryAfter)
         explained.isTransient = error.isTransient
         return explained

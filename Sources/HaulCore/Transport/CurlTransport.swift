@@ -209,10 +209,10 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
         set(Int32(HAUL_CURLOPT_FOLLOWLOCATION), 0)
         set(Int32(HAUL_CURLOPT_BUFFERSIZE), CurlTransport.bufferSize)
         set(Int32(HAUL_CURLOPT_TCP_KEEPALIVE), 1)
-        set(Int32(HAUL_CURLOPT_CONNECTTIMEOUT_MS), Int(request.connectTimeout * 1000))
+        set(Int32(HAUL_CURLOPT_CONNECTTIMEOUT_MS), max(1, Seconds.milliseconds(request.connectTimeout)))
         // Stall detection: fewer than 1 byte/s for the idle timeout aborts the transfer.
         set(Int32(HAUL_CURLOPT_LOW_SPEED_LIMIT), 1)
-        set(Int32(HAUL_CURLOPT_LOW_SPEED_TIME), max(1, Int(request.idleTimeout.rounded(.up))))
+        set(Int32(HAUL_CURLOPT_LOW_SPEED_TIME), Seconds.wholeUp(request.idleTimeout))
         set(Int32(HAUL_CURLOPT_SSL_VERIFYPEER), 1)
         set(Int32(HAUL_CURLOPT_SSL_VERIFYHOST), 2)
         if let ca = request.caFile { set(Int32(HAUL_CURLOPT_CAINFO), ca) }

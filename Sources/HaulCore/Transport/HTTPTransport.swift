@@ -167,14 +167,14 @@ extension TransportError {
     /// retrying may help (refused connections, timeouts, stalls, lost connections).
     package func haulError(url: URL, connectTimeout: Double, idleTimeout: Double) -> HaulError {
         let host = url.host ?? "?"
-        func seconds(_ d: Double) -> String { d == d.rounded() ? String(Int(d)) : String(d) }
         var error: HaulError
         switch kind {
         case .resolve: error = HaulError(.network, "cannot resolve host \(host): \(message)")
         case .connect: error = HaulError(.network, "cannot connect to \(host): \(message)")
         case .connectTimeout:
-            error = HaulError(.timeout, "no connection to \(host) within \(seconds(connectTimeout)) s")
-        case .idleTimeout: error = HaulError(.timeout, "no data from \(host) for \(seconds(idleTimeout)) s (stalled)")
+            error = HaulError(.timeout, "no connection to \(host) within \(Seconds.text(connectTimeout)) s")
+        case .idleTimeout:
+            error = HaulError(.timeout, "no data from \(host) for \(Seconds.text(idleTimeout)) s (stalled)")
         case .connectionLost: error = HaulError(.network, "connection to \(host) lost: \(message)")
         case .tls: error = HaulError(.tlsFailure, "TLS failure with \(host): \(message)")
         case .invalidURL: error = HaulError(.invalidURL, "invalid URL \(ResumeRecord.redacted(url)): \(message)")

@@ -33,7 +33,8 @@ package final class URLSessionTransport: HTTPTransport, Sendable {
         }
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method
-        urlRequest.timeoutInterval = request.idleTimeout
+        // Saturated: Foundation converts it to curl's milliseconds and traps on infinity.
+        urlRequest.timeoutInterval = max(1, Seconds.clamped(request.idleTimeout))
         urlRequest.setValue(HaulVersion.userAgent, forHTTPHeaderField: "User-Agent")
         if !request.decodeContent { urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding") }
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
