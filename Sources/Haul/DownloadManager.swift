@@ -25,11 +25,11 @@ public final class DownloadManager: Sendable {
             /// Nothing but the output files (and the partial files of unfinished downloads).
             case ephemeral
         }
-        /// Downloads running at once.
+        /// Downloads running at once (a value below 1 counts as 1).
         public var maxConcurrentDownloads = 3
         /// Downloads running at once against one host (scheme, host and port). Each may use
         /// several connections (``DownloadOptions/connections``); the cap on connections is
-        /// ``HaulConfiguration/maxConnectionsPerHost`` in ``session``.
+        /// ``HaulConfiguration/maxConnectionsPerHost`` in ``session``. A value below 1 counts as 1.
         public var maxDownloadsPerHost = 2
         /// What survives a restart.
         public var persistence = Persistence.default
@@ -508,7 +508,8 @@ public final class DownloadManager: Sendable {
             guard !s.shutDown else { return [] }
             var starts: [(UUID, DownloadTask, isNew: Bool)] = []
             var index = 0
-            while index < s.pending.count, s.counts[.running, default: 0] < configuration.maxConcurrentDownloads {
+            while index < s.pending.count, s.counts[.running, default: 0] < max(1, configuration.maxConcurrentDownloads)
+            {
                 let id = s.pending[index]
                 guard let item = s.items[id], item.state == .queued else {
                     s.pending.remove(at: index)  // paused, cancelled or started elsewhere
@@ -524,7 +525,7 @@ public final class DownloadManager: Sendable {
                     }
                     continue
                 }
-                guard s.runningByHost[item.url.originKey, default: 0] < configuration.maxDownloadsPerHost else {
+                guard s.runningByHost[item.url.originKey, default: 0] < max(1, configuration.maxDownloadsPerHost) else {
                     index += 1
                     continue
                 }

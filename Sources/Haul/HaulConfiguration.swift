@@ -61,7 +61,8 @@ public struct HaulConfiguration: Sendable {
     public var progressInterval: Double = 0.1
     /// The HTTP implementation.
     public var transport: Transport = .curl
-    /// The most bytes per second for all downloads of the session together (nil: no limit).
+    /// The most bytes per second for all downloads of the session together (nil, 0 or less: no
+    /// limit).
     public var maxOverallBytesPerSecond: Int64?
     /// Where ``DownloadDestination/custom(_:)`` downloads live until the closure places them
     /// (default: `.partials` under ``HaulSession/defaultDownloadDirectory``).

@@ -59,7 +59,8 @@ public struct DownloadOptions: Sendable, Equatable {
     /// others (under a quarter of their median) is replaced anyway, unless a rate limit paces
     /// them; a range that stays slow over the retry budget's worth of replacements fails.
     public var lowestSpeedLimit: Int64?
-    /// The most bytes per second for this download, shared by its connections (nil: no limit).
+    /// The most bytes per second for this download, shared by its connections (nil, 0 or less:
+    /// no limit, as `--limit-rate 0` in curl and aria2).
     /// A token bucket per transfer pauses it (no socket reads) while over budget; nothing
     /// busy-waits. Not supported by the URLSession transport.
     public var maxBytesPerSecond: Int64?
@@ -142,7 +143,7 @@ public final class HaulSession: Sendable {
     /// Creates a session.
     public init(configuration: HaulConfiguration = HaulConfiguration()) {
         self.configuration = configuration
-        overallRate = configuration.maxOverallBytesPerSecond.map { RateBudget(bytesPerSecond: $0) }
+        overallRate = configuration.maxOverallBytesPerSecond.flatMap { $0 > 0 ? RateBudget(bytesPerSecond: $0) : nil }
         let base: Result<any HTTPTransport, HaulError>
         switch configuration.transport {
         case .curl:
@@ -199,7 +200,7 @@ public final class HaulSession: Sendable {
         engineOptions.createDirectories = options.createIntermediateDirectories
         engineOptions.keepsClaimWhenSaved = options.keepsClaimWhenSaved
         engineOptions.sha256 = options.sha256
-        engineOptions.maxBytesPerSecond = options.maxBytesPerSecond
+        engineOptions.maxBytesPerSecond = options.maxBytesPerSecond.flatMap { $0 > 0 ? $0 : nil }
         engineOptions.sharedRate = overallRate
         let target: DownloadTarget
         var placement: (@Sendable (URL, DownloadStart) -> (URL, DestinationOptions))?

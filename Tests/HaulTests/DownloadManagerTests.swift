@@ -25,6 +25,32 @@ struct DownloadManagerTests {
         return c
     }
 
+    /// Caps of 0 (or below) ran nothing, and `waitUntilIdle()` never returned; they mean 1 now.
+    /// Rates of 0 (or below) held every byte; they mean no limit now, as `--limit-rate 0` does in
+    /// curl and aria2.
+    @Test func capsAndRatesOfZeroDoNotStopEverything() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let manager = DownloadManager(
+            configuration: configuration {
+                $0.maxConcurrentDownloads = 0
+                $0.maxDownloadsPerHost = -1
+                $0.session.maxOverallBytesPerSecond = 0
+            })
+        var options = DownloadOptions()
+        options.maxBytesPerSecond = -5
+        for i in 1...2 {
+            manager.add(server.url("/zero\(i).bin?size=300000"), to: .directory(dir.url), options: options)
+        }
+        let idle = Task { await manager.waitUntilIdle() }
+        #expect(await eventually(timeout: 20) { manager.items.allSatisfy { $0.state == .completed } })
+        await manager.shutdown()
+        await idle.value
+        for i in 1...2 { expectFile(dir.file("zero\(i).bin"), equals: TestContent.bytes(count: 300_000)) }
+        #expect(server.maxConcurrentRequests() == 1, "a cap of 0 is a cap of 1")
+    }
+
     @Test func neverExceedsTheConcurrencyCapAndFinishesEverything() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
