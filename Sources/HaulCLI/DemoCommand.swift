@@ -39,7 +39,10 @@ struct DemoCommand {
             throw UsageError("demo modes are file, data, stream, task and manager (see haul help demo)")
         }
         self.way = way
-        size = (try v.integer("--size", min: 1) ?? way.defaultMiB) * 1_048_576
+        let mib = try v.integer("--size", min: 1) ?? way.defaultMiB
+        // A size in MiB past 2^43 trapped multiplying to bytes (exit 132).
+        guard mib <= 65536 else { throw UsageError("--size is at most 65536 (MiB), got \(mib)") }
+        size = mib * 1_048_576
         dir = v.last("--dir")
         keep = v.flag("--keep")
     }

@@ -61,7 +61,10 @@ struct UploadCommand {
         if let raw {
             // `-T -`: standard input, read to its end and sent chunked (as curl does).
             let path = raw == "-" ? "/dev/stdin" : raw
-            guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError("cannot read -T \(raw)") }
+            guard FileManager.default.isReadableFile(atPath: path) else {
+                let why = FileManager.default.fileExists(atPath: path) ? "permission denied" : "no such file"
+                throw UsageError("cannot read -T \(raw): \(why)")
+            }
             file = URL(fileURLWithPath: path)
             form = nil
         } else {
@@ -102,6 +105,10 @@ struct UploadCommand {
         }
         let name = String(spec[..<eq])
         let value = String(spec[spec.index(after: eq)...])
+        if (value.hasPrefix("@") || value.hasPrefix("<")) && value.dropFirst().prefix(while: { $0 != ";" }).isEmpty {
+            // `a=@` named the current directory ("… is a directory"), `a=<` read "" ("cannot read ").
+            throw UsageError("-F '\(spec)' names no file")
+        }
         if value.hasPrefix("@") {
             let pieces = value.dropFirst().split(separator: ";", omittingEmptySubsequences: false).map(String.init)
             var type: String?

@@ -105,6 +105,12 @@ struct GetCommandTests {
         // Sizes past 2^63 bytes crashed converting to Int64 (exit 132).
         (["get", "--limit-rate", "1e300G", "http://h/x"], "--limit-rate expects a rate like 500K or 2M"),
         (["get", "-k", "99999999999999999999K", "http://h/x"], "--min-split-size expects a size"),
+        (["demo", "--size", "99999999999999"], "--size is at most 65536 (MiB), got 99999999999999"),
+        // An empty path after @ or < named the current directory, or read "".
+        (["upload", "http://h/x", "-F", "a=@"], "-F 'a=@' names no file"),
+        (["upload", "http://h/x", "-F", "a=<"], "-F 'a=<' names no file"),
+        (["upload", "http://h/x", "-F", "a=@;type=text/plain"], "-F 'a=@;type=text/plain' names no file"),
+        (["upload", "http://h/x", "-T", "/nonexistent/x"], "cannot read -T /nonexistent/x: no such file"),
         (["frobnicate"], "unknown command"),
         (["get", "-o", "-", "--json", "http://h/x"], "--json does not apply to -o -"),
         (
