@@ -279,6 +279,9 @@ public final class HaulSession: Sendable {
 
     static func move(_ from: URL, to: URL, options: DestinationOptions) throws(HaulError) {
         let target = Sys.lexicallyNormalized(to.path)
+        // Kept where it is: with .removePreviousFile the download itself was removed as the
+        // previous file, and then could not be moved.
+        if target == Sys.lexicallyNormalized(from.path) { return }
         let parent = Sys.parentDirectory(of: target)
         if options.contains(.createIntermediateDirectories) {
             do { try Sys.makeDirectories(parent) } catch { throw .fileSystem(error, "create directory", path: parent) }
@@ -291,11 +294,17 @@ public final class HaulSession: Sendable {
             do { try Sys.unlink(target) } catch { throw .fileSystem(error, "remove", path: target) }
         }
         do { try Sys.rename(from.path, target) } catch {
-            // Across file systems rename fails with EXDEV: copy, then remove the temporary file.
+            // Across file systems rename fails with EXDEV: copy next to the target, rename the copy
+            // into place, then remove the temporary file. A copy cut short (a full disk) leaves
+            // no partial file under the final name.
+            let copy = target + ".haul-move"
             do {
-                try FileManager.default.copyItem(atPath: from.path, toPath: target)
+                try? FileManager.default.removeItem(atPath: copy)
+                try FileManager.default.copyItem(atPath: from.path, toPath: copy)
+                try Sys.rename(copy, target)
                 try FileManager.default.removeItem(atPath: from.path)
             } catch {
+                try? FileManager.default.removeItem(atPath: copy)
                 throw HaulError(.fileSystem, "cannot move \(from.path) to \(target): \(error)", path: target)
             }
         }

@@ -3,6 +3,8 @@ import Haul
 import HaulTestSupport
 import Testing
 
+@testable import HaulCore
+
 @Suite("Destination closures and completion handlers")
 struct DestinationClosureTests {
     func session(_ temporary: TemporaryDirectory) -> HaulSession {
@@ -28,6 +30,40 @@ struct DestinationClosureTests {
         #expect(temporaryURL.path.hasPrefix(temporary.path))
         #expect(response.status == 200 && response.totalBytes == 300_000)
         #expect(temporary.contents().isEmpty)
+    }
+
+    /// A closure that keeps the file where it is (its own temporary URL) with .removePreviousFile
+    /// had the download deleted as "the previous file", then failed to move it.
+    @Test func theTemporaryURLItselfAsTheFinalPlaceKeepsTheFile() async throws {
+        let server = try TestServer()
+        let temporary = try TemporaryDirectory()
+        defer { cleanUp(server, temporary) }
+        for options: DestinationOptions in [[], [.removePreviousFile]] {
+            let result = try await session(temporary).download(
+                from: server.url("/stay.bin?size=5000"), to: .custom { temporaryURL, _ in (temporaryURL, options) })
+            expectFile(result.fileURL.path, equals: TestContent.bytes(count: 5000))
+            try FileManager.default.removeItem(at: result.fileURL)
+        }
+    }
+
+    /// The temporary file on another file system (tmpfs) than the final place: rename fails with
+    /// EXDEV and the file is copied; the copy goes in under a temporary name first, so a copy cut
+    /// short leaves nothing under the final name.
+    @Test func aPlaceOnAnotherFileSystemGetsACopy() async throws {
+        guard Sys.isDirectory("/dev/shm") else { return }  // no tmpfs here: nothing to cross
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let shm = "/dev/shm/haul-test-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: shm) }
+        let session = testSession { $0.temporaryDirectory = URL(fileURLWithPath: shm) }
+        let final = dir.url.appendingPathComponent("moved.bin")
+        let result = try await session.download(
+            from: server.url("/moved.bin?size=300000"), to: .custom { _, _ in (final, []) })
+        #expect(result.fileURL == final)
+        expectFile(final.path, equals: TestContent.bytes(count: 300_000))
+        #expect(dir.contents() == ["moved.bin"])
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: shm)) ?? [] == [])
     }
 
     @Test func existingFinalFileNeedsRemovePreviousFile() async throws {
