@@ -95,7 +95,11 @@ public struct MultipartForm: Sendable {
             var head = "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(Self.escape(part.name))\""
             if let filename = part.filename { head += "; filename=\"\(Self.escape(filename))\"" }
             head += "\r\n"
-            if let type = part.contentType { head += "Content-Type: \(type)\r\n" }
+            if let type = part.contentType {
+                // One header line: what follows a line break (or NUL) is not sent.
+                let line = type.unicodeScalars.prefix { $0 != "\r" && $0 != "\n" && $0 != "\0" }
+                head += "Content-Type: \(String(String.UnicodeScalarView(line)))\r\n"
+            }
             head += "\r\n"
             out.append(.bytes(Array(head.utf8)))
             out.append(part.source)

@@ -1,13 +1,29 @@
 import Foundation
-import Haul
 import HaulTestSupport
 import Testing
 
+@testable import Haul
 @testable import HaulCore
 
 @Suite("Uploads: multipart and raw bodies streamed from disk")
 struct UploadTests {
     func sha(_ bytes: [UInt8]) -> String { HaulCore.SHA256.hexDigest(of: bytes) }
+
+    /// A part's content type is one header line: what follows a CR, LF or NUL in it is dropped
+    /// (it went into the body as a header of its own, `X-Injected: 1` here).
+    @Test func aContentTypeWithALineBreakStaysOneLine() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var form = MultipartForm()
+        form.addFile(name: "f", data: Data("x".utf8), filename: "f.txt", contentType: "text/plain\r\nX-Injected: 1")
+        _ = try await testSession().upload(form, to: server.url("/ct?upload=multipart"))
+        let report = try #require(server.uploads.first)
+        #expect(report.parts.map(\.contentType) == ["text/plain"])
+        let body = form.segments.compactMap {
+            if case .bytes(let b) = $0 { String(decoding: b, as: UTF8.self) } else { nil }
+        }
+        #expect(!body.joined().contains("X-Injected"))
+    }
 
     @Test func multipartPartsArriveByteExact() async throws {
         let server = try TestServer()
