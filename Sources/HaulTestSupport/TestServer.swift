@@ -516,7 +516,7 @@ public final class TestServer: @unchecked Sendable {
             headers.append(("Transfer-Encoding", "chunked"))
         }
         let status = partial ? 206 : 200
-        guard writeHead(fd, status: status, headers: headers) else { return false }
+        guard writeHead(fd, status: status, headers: headers, latin1: q["cd"] == "latin1") else { return false }
         if r.method == "HEAD" { return true }
 
         // The body, with faults.
@@ -588,6 +588,8 @@ public final class TestServer: @unchecked Sendable {
         case "nul": return "attachment; filename*=UTF-8''nul%00name%0A.txt"
         case "long": return "attachment; filename=\"\(String(repeating: "x", count: 300)).txt\""
         case "dots": return "attachment; filename=\"..\""
+        // Sent in ISO-8859-1 (`é` as the byte E9), as RFC 6266's filename= is and older servers do.
+        case "latin1": return "attachment; filename=\"caf\u{E9} cr\u{E8}me.txt\""
         case nil: return nil
         default: return "attachment; filename=\"\(kind!)\""
         }
@@ -622,11 +624,12 @@ public final class TestServer: @unchecked Sendable {
         writeHead(fd, status: status, headers: headers) && (body.isEmpty || writeAll(fd, body, body.count))
     }
 
-    private func writeHead(_ fd: Int32, status: Int, headers: [(String, String)]) -> Bool {
+    /// `latin1`: the head in ISO-8859-1 (one byte per character up to U+00FF), not UTF-8.
+    private func writeHead(_ fd: Int32, status: Int, headers: [(String, String)], latin1: Bool = false) -> Bool {
         var head = "HTTP/1.1 \(status) \(reason(status))\r\n"
         for (k, v) in headers { head += "\(k): \(v)\r\n" }
         head += "\r\n"
-        let bytes = Array(head.utf8)
+        let bytes = latin1 ? head.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) } : Array(head.utf8)
         return writeAll(fd, bytes, bytes.count)
     }
 

@@ -16,6 +16,8 @@ struct DestinationTests {
         ("slashes", "inner.txt"),
         ("nul", "nulname.txt"),
         ("dots", "cd.bin"),
+        // ISO-8859-1 bytes (RFC 6266's filename=) were decoded as UTF-8: "caf� cr�me.txt".
+        ("latin1", "café crème.txt"),
     ])
     func suggestedNamesStayInsideTheDirectory(kind: String, expected: String) async throws {
         let server = try TestServer()

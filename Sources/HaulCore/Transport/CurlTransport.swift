@@ -285,7 +285,11 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
     }
 
     fileprivate func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
-        let text = String(decoding: line, as: UTF8.self)
+        // UTF-8, else ISO-8859-1 (RFC 9110 5.5: field values were Latin-1 text; RFC 6266's
+        // filename= still is): a name sent as `caf\xE9` became "caf\u{FFFD}".
+        let text =
+            String(validating: line, as: UTF8.self)
+            ?? String(String.UnicodeScalarView(line.map { Unicode.Scalar($0) }))
         let trimmed = text.trimmingASCIIWhitespace()
         if text.hasPrefix("HTTP/") {
             let parts = trimmed.split(separator: " ", maxSplits: 2)
