@@ -151,7 +151,7 @@ package final class FileDownloader: Sendable {
             case .done(let outcome):
                 return outcome
             case .failed(let error, let transient):
-                attempt.finishWithCheckpoint()
+                attempt.finishWithCheckpoint(after: error)
                 machine = attempt.machine
                 if !transient || (error.code == .network && !everReceived && attempt.connectRefused) {
                     throw error
@@ -525,8 +525,11 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     }
 
     /// Best effort: make the record claim what was written before a failure or cancel.
-    func finishWithCheckpoint() {
-        guard let partial, machine.record != nil else { return }
+    /// Checkpoints what the attempt wrote before it failed with `error`, and closes the partial.
+    /// Not after a checksum mismatch: that deleted the partial and its record (the checkpoint
+    /// wrote the record again, left beside no partial).
+    func finishWithCheckpoint(after error: HaulError) {
+        guard let partial, machine.record != nil, error.code != .checksumMismatch else { return }
         if failure?.code == .diskFull {
             // The record needs a block of its own: give back the partial's last bytes so that
             // the checkpoint can claim the rest instead of failing for want of space.
