@@ -209,7 +209,8 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
         set(Int32(HAUL_CURLOPT_FOLLOWLOCATION), 0)
         set(Int32(HAUL_CURLOPT_BUFFERSIZE), CurlTransport.bufferSize)
         set(Int32(HAUL_CURLOPT_TCP_KEEPALIVE), 1)
-        // 0 (a timeout of 0, negative or NaN) is curl's default, as before.
+        // 0 means curl's default (300 s): what a timeout of 0 always gave, and now a negative or
+        // NaN one too.
         set(Int32(HAUL_CURLOPT_CONNECTTIMEOUT_MS), Seconds.milliseconds(request.connectTimeout))
         // Stall detection: fewer than 1 byte/s for the idle timeout aborts the transfer.
         set(Int32(HAUL_CURLOPT_LOW_SPEED_LIMIT), 1)
