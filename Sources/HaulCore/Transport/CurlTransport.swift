@@ -289,9 +289,12 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
     fileprivate func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
         // UTF-8, else ISO-8859-1 (RFC 9110 5.5: field values were Latin-1 text; RFC 6266's
         // filename= still is): a name sent as `caf\xE9` became "caf\u{FFFD}".
+        // Nearly every line is ASCII: decoded as before; only the others are validated.
         let text =
-            String(validating: line, as: UTF8.self)
-            ?? String(String.UnicodeScalarView(line.map { Unicode.Scalar($0) }))
+            line.allSatisfy({ $0 < 0x80 })
+            ? String(decoding: line, as: UTF8.self)
+            : String(validating: line, as: UTF8.self)
+                ?? String(String.UnicodeScalarView(line.map { Unicode.Scalar($0) }))
         let trimmed = text.trimmingASCIIWhitespace()
         if text.hasPrefix("HTTP/") {
             let parts = trimmed.split(separator: " ", maxSplits: 2)
