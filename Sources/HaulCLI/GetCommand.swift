@@ -65,7 +65,7 @@ struct GetCommand {
                                   when the server supports them and the file is over 2x -k;
                                   -x 1 for one plain request
           -k, --min-split-size SIZE  smallest range to split off (default 1M)
-              --limit-rate RATE   at most RATE bytes/s per download (suffixes K, M, G)
+              --limit-rate RATE   at most RATE bytes/s per download (K, M, G; 0: no limit)
               --lowest-speed-limit RATE   with -x, replace a connection slower than RATE
                                   over 3 s (a much slower one is replaced anyway)
               --max-overall-rate RATE   at most RATE bytes/s for all downloads together
@@ -157,10 +157,11 @@ struct GetCommand {
         case let other?: throw UsageError("unknown --transport \(other) (curl or urlsession)")
         }
         if let raw = v.last("--max-overall-rate") {
-            guard let rate = Self.byteCount(raw), rate > 0 else {
+            // 0: no limit, as curl's --limit-rate 0 and aria2's --max-overall-download-limit=0.
+            guard let rate = Self.byteCount(raw), rate >= 0 else {
                 throw UsageError("--max-overall-rate expects a rate like 500K or 2M, got '\(raw)'")
             }
-            c.maxOverallBytesPerSecond = rate
+            c.maxOverallBytesPerSecond = rate > 0 ? rate : nil
         }
         c.maxConnectionsPerHost = try v.integer("--max-connections-per-host", min: 1) ?? 16
         configuration = c
@@ -201,10 +202,11 @@ struct GetCommand {
             o.lowestSpeedLimit = rate
         }
         if let raw = v.last("--limit-rate") {
-            guard let rate = Self.byteCount(raw), rate > 0 else {
+            // 0: no limit, as in curl and aria2.
+            guard let rate = Self.byteCount(raw), rate >= 0 else {
                 throw UsageError("--limit-rate expects a rate like 500K or 2M, got '\(raw)'")
             }
-            o.maxBytesPerSecond = rate
+            o.maxBytesPerSecond = rate > 0 ? rate : nil
         }
         o.checksReachability = v.flag("--check-host")
         options = o

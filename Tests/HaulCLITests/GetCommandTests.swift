@@ -133,6 +133,21 @@ struct GetCommandTests {
         #expect(r.stderr.hasPrefix("haul: error: ") && r.stderr.contains(mentions), "\(r.stderr)")
     }
 
+    /// A rate of 0 is no limit, as in curl and aria2 (it was a usage error, while the library
+    /// took 0 as "hold every byte").
+    @Test func aRateOfZeroIsNoLimit() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/norate.bin?size=300000").absoluteString
+        let r = try await CLI.run(
+            ["get", "-q", "--limit-rate", "0", "--max-overall-rate", "0", "-o", dir.file("n.bin"), url])
+        #expect(r.status == 0, "\(r.stderr)")
+        expectFile(dir.file("n.bin"), equals: TestContent.bytes(count: 300_000))
+        let negative = try await CLI.run(["get", "--limit-rate", "-1", url])
+        #expect(negative.status == 2)
+    }
+
     @Test func dashOWritesTheBodyToStandardOutputContinuingAfterADrop() async throws {
         let server = try TestServer()
         defer { server.shutdown() }
