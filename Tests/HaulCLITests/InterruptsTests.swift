@@ -8,7 +8,8 @@ import Testing
 struct InterruptsTests {
     /// A signal that came while no download had its handler registered (between two downloads of
     /// a list, or before `-j` registered its own) was spent on nothing: the command went on, and
-    /// only a second Ctrl-C stopped it (a CLI test saw exit 0 instead of 130 under load).
+    /// only a second Ctrl-C stopped it (a CLI test once saw exit 0 instead of 130 under load,
+    /// which this would explain; not proven).
     @Test func aSignalBeforeAnyHandlerStillStopsTheNextOne() {
         let interrupts = Interrupts(signals: [])
         interrupts.fire()
