@@ -86,23 +86,19 @@ package final class DestinationClaims: Sendable {
     /// processes may write the file once it is saved, as before, and a run of a thousand files
     /// does not hold a thousand locks (the kernel walks a file's locks on every `F_OFD_SETLK`).
     package func keep(_ owner: Owner, savedFrom url: URL) {
-        let me = ObjectIdentifier(owner)
-        let note = ResumeRecord.redacted(url)
-        table.withLock { t in
-            for (key, holder) in t.holders where holder == me {
-                t.holders[key] = nil
-                t.kept[key] = note
-                if let fd = Self.lockFile { Sys.unlockByte(fd, at: Self.offset(key)) }
-            }
-        }
+        release(owner, keepingAsSavedFrom: ResumeRecord.redacted(url))
     }
 
     /// Frees every path `owner` claimed (the table holds only the files being written now).
-    package func releaseAll(of owner: Owner) {
+    package func releaseAll(of owner: Owner) { release(owner, keepingAsSavedFrom: nil) }
+
+    /// Drops `owner`'s claims and their cross-process locks; with a URL, notes each path as kept.
+    private func release(_ owner: Owner, keepingAsSavedFrom url: String?) {
         let me = ObjectIdentifier(owner)
         table.withLock { t in
             for (key, holder) in t.holders where holder == me {
                 t.holders[key] = nil
+                if let url { t.kept[key] = url }
                 if let fd = Self.lockFile { Sys.unlockByte(fd, at: Self.offset(key)) }
             }
         }
