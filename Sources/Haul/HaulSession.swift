@@ -210,9 +210,7 @@ public final class HaulSession: Sendable {
         case .custom(let closure):
             let partials =
                 configuration.temporaryDirectory ?? Self.defaultDownloadDirectory.appendingPathComponent(".partials")
-            do { try Sys.makeDirectories(partials.path) } catch {
-                throw .fileSystem(error, "create directory", path: partials.path)
-            }
+            try PartialFile.createDirectory(partials.path)
             var hasher = SHA256()
             hasher.update(Array(ResumeRecord.redacted(url).utf8))
             target = .file(partials.appendingPathComponent(String(hasher.hexDigest().prefix(32))).path)
@@ -284,7 +282,7 @@ public final class HaulSession: Sendable {
         if target == Sys.lexicallyNormalized(from.path) { return }
         let parent = Sys.parentDirectory(of: target)
         if options.contains(.createIntermediateDirectories) {
-            do { try Sys.makeDirectories(parent) } catch { throw .fileSystem(error, "create directory", path: parent) }
+            try PartialFile.createDirectory(parent)
         }
         if (try? Sys.fileSize(target)) ?? nil != nil {
             guard options.contains(.removePreviousFile) else {

@@ -121,7 +121,7 @@ package final class FileDownloader: Sendable {
             try PartialFile.prepareDirectory(of: path, creating: options.createDirectories)
             destination = path
         case .directory(let dir):
-            do { try Sys.makeDirectories(dir) } catch { throw .fileSystem(error, "create directory", path: dir) }
+            try PartialFile.createDirectory(dir)
             destination = findRecord(in: dir)
         }
 

@@ -75,7 +75,7 @@ package final class SegmentedDownloader: Sendable {
         switch target {
         case .file(let path): destination = path
         case .directory(let dir):
-            do { try Sys.makeDirectories(dir) } catch { throw .fileSystem(error, "create directory", path: dir) }
+            try PartialFile.createDirectory(dir)
             destination = dir + "/" + SafeFileName.suggestedName(contentDisposition: probe.contentDisposition, url: url)
         }
         try DestinationClaims.shared.claim(destination, for: claims)

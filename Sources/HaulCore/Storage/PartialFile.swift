@@ -29,12 +29,19 @@ package final class PartialFile: @unchecked Sendable {
 
     deinit { close() }
 
+    /// Creates `directory` and its missing parents; a failure is a ``HaulError`` naming it.
+    package static func createDirectory(_ directory: String) throws(HaulError) {
+        do { try Sys.makeDirectories(directory) } catch {
+            throw .fileSystem(error, "create directory", path: directory)
+        }
+    }
+
     /// Makes sure the directory of a named destination is there, before any request: creates it
     /// (and its parents) when `creating`, else fails naming it.
     package static func prepareDirectory(of destination: String, creating: Bool) throws(HaulError) {
         let parent = Sys.parentDirectory(of: destination)
         if creating {
-            do { try Sys.makeDirectories(parent) } catch { throw .fileSystem(error, "create directory", path: parent) }
+            try createDirectory(parent)
         } else if !Sys.isDirectory(parent) {
             throw HaulError(.fileSystem, "directory \(parent) does not exist", errno: ENOENT, path: parent)
         }
