@@ -255,7 +255,9 @@ struct GetCommand {
         // `-i -` reads standard input, as wget and aria2 do.
         let contents =
             path == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: path)
-        guard let data = contents else { throw UsageError("cannot read -i \(path)") }
+        guard var data = contents else { throw UsageError("cannot read -i \(path)") }
+        // A byte order mark (Notepad's UTF-8) is no part of the first URL.
+        if data.starts(with: [0xEF, 0xBB, 0xBF]) { data.removeFirst(3) }
         var entries: [ListEntry] = []
         // isNewline, not "\n": a CRLF pair is one Character in Swift, so a list saved on Windows
         // was one long line before.

@@ -67,6 +67,19 @@ struct InputListTests {
         #expect(entries.map(\.options.dir) == [nil, "sub"])
     }
 
+    /// Notepad and other Windows editors start a UTF-8 file with a byte order mark; it was
+    /// read as part of the first URL ("invalid URL '\u{FEFF}http://…'").
+    @Test func aByteOrderMarkBeforeTheFirstURLIsNotPartOfIt() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("bom.txt")
+        let list = Data([0xEF, 0xBB, 0xBF]) + Data("http://h/a.bin\r\n out=x.bin\r\nhttp://h/b.bin\r\n".utf8)
+        #expect(FileManager.default.createFile(atPath: path, contents: list))
+        let entries = try GetCommand.readList(path)
+        #expect(entries.map(\.raw) == ["http://h/a.bin", "http://h/b.bin"])
+        #expect(entries.map(\.options.out) == ["x.bin", nil])
+    }
+
     @Test func aChecksumLineAppliesToTheURLAbove() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
