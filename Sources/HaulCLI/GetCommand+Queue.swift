@@ -97,8 +97,11 @@ extension GetCommand {
                 // On a terminal the total line leads with the spinner (turning only while
                 // transfers are on the wire); plain lines have none.
                 let aggregate = manager.aggregateProgress
+                // "active" read as downloads, while it counts connections (3 downloads of
+                // -x 2: "6 active").
+                let connections = active == 1 ? "1 connection" : "\(active) connections"
                 var total = Output.progressLine(
-                    aggregate, name: "total (\(done)/\(numbers.count) done, \(active) active)",
+                    aggregate, name: "total (\(done)/\(numbers.count) done, \(connections))",
                     spinner: output.isTerminal && aggregate.totalBytes == nil ? frame : nil)
                 if output.isTerminal && aggregate.totalBytes != nil {
                     total = (active > 0 ? Output.spinnerFrames[frame % 4] : " ") + " " + total
