@@ -7,9 +7,13 @@ import Foundation
     import Darwin
 #endif
 
-/// Turns SIGINT/SIGTERM into a clean cancel: the first signal asks running downloads to stop
-/// (they checkpoint their partial files); a second one exits at once with 130. The first stays
-/// in force: a handler registered after it (the next download of a list) runs at once.
+/// Turns SIGINT/SIGTERM/SIGHUP into a clean cancel: the first signal asks running downloads to
+/// stop (they checkpoint their partial files); a second one exits at once with 130. The first
+/// stays in force: a handler registered after it (the next download of a list) runs at once.
+///
+/// SIGHUP (a closed terminal, a dropped ssh session) killed the process before, with up to a
+/// second of written bytes not yet in the record. A SIGHUP ignored when haul started (`nohup`)
+/// stays ignored: the user asked for the download to outlive the terminal.
 final class Interrupts: @unchecked Sendable {
     private let lock = NSLock()
     private var handlers: [Int: @Sendable () -> Void] = [:]
@@ -18,14 +22,21 @@ final class Interrupts: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
 
     /// Takes over `signals` (tests pass none and call ``fire()``).
-    init(signals: [Int32] = [SIGINT, SIGTERM]) {
+    init(signals: [Int32] = [SIGINT, SIGTERM, SIGHUP]) {
         for sig in signals {
-            signal(sig, SIG_IGN)
+            let previous = signal(sig, SIG_IGN)
+            if sig == SIGHUP, Self.isIgnore(previous) { continue }
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler { [unowned self] in fire() }
             source.resume()
             sources.append(source)
         }
+    }
+
+    /// Whether a disposition `signal(2)` returned is SIG_IGN.
+    private static func isIgnore(_ handler: __sighandler_t?) -> Bool {
+        guard let handler else { return false }
+        return unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
     }
 
     /// A signal arrived.

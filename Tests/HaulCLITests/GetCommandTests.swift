@@ -361,6 +361,46 @@ struct GetCommandTests {
         #expect(Int64(last) >= saved)
     }
 
+    /// A closed terminal (or a dropped ssh session) sends SIGHUP: it stops like Ctrl-C, with a
+    /// checkpoint of what was written, instead of killing the process (exit 129) with up to a
+    /// second of bytes not yet claimed by the record.
+    @Test func hangupStopsLikeCtrlCAndKeepsTheCheckpoint() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/hup.bin?size=6000000&rate=3000000&stall=4000000&stalls=1")
+        let p = try CLI.start(["get", "-x", "1", "-d", dir.path, url.absoluteString])
+        // Stopped by the stall at 4 MB, after the first periodic checkpoint (at about 3 MB).
+        #expect(
+            await eventually { (ResumeRecord.decode(contents(dir.file("hup.bin.haul")))?.contiguousBytes ?? 0) > 0 })
+        #expect(await eventually { server.bytesSent(path: "/hup.bin") >= 4_000_000 })
+        try await Task.sleep(nanoseconds: 300_000_000)  // for haul to read and write them
+        p.signal(SIGHUP)
+        let r = await CLI.finish(p)
+        #expect(r.status == 130, "\(r.stderr)")
+        #expect(r.stderr.contains("interrupted"), "\(r.stderr)")
+        // The stop's own checkpoint: the record claims every byte of the partial.
+        let record = try #require(ResumeRecord.decode(contents(dir.file("hup.bin.haul"))))
+        #expect(record.contiguousBytes == 4_000_000)
+    }
+
+    /// Under `nohup` SIGHUP was ignored before haul started: it stays ignored, and the download
+    /// goes on. (Passes without the SIGHUP handling too; it guards what that handling must not
+    /// take away.)
+    @Test func underNohupAHangupIsIgnored() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/nohup.bin?size=3000000&rate=3000000")
+        let p = try ChildProcess(
+            "nohup", [CLI.binary.path, "get", "-q", "-x", "1", "-d", dir.path, url.absoluteString])
+        #expect(await eventually { server.bytesSent(path: "/nohup.bin") > 0 })
+        p.signal(SIGHUP)
+        let r = await CLI.finish(p)
+        #expect(r.status == 0, "\(r.stderr)")
+        expectFile(dir.file("nohup.bin"), equals: TestContent.bytes(count: 3_000_000))
+    }
+
     @Test func killDashNineAtSeveralPointsThenRerunYieldsTheExactFile() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
