@@ -217,8 +217,7 @@ public final class HaulSession: Sendable {
             placement = closure
         }
         let started = Locked<DownloadStart?>(nil)
-        let downloader = FileDownloader(url: url, target: target, options: engineOptions, transport: transport) {
-            event in
+        let onEvent: @Sendable (DownloadEngineEvent) -> Void = { event in
             switch event {
             case .started(let status, let url, let destination, let offset, let total):
                 let start = DownloadStart(
@@ -233,18 +232,15 @@ public final class HaulSession: Sendable {
             case .restarted(let reason): events(.restarted(reason: reason))
             }
         }
-        let outcome: DownloadOutcome
-        if options.connections > 1 {
-            outcome = try await SegmentedDownloader(
-                url: url, target: target, options: engineOptions,
-                segments: SegmentOptions(
-                    connections: options.connections, minSplit: options.minSplitSize,
-                    lowestSpeed: options.lowestSpeedLimit),
-                transport: transport, onEvent: downloader.onEvent
-            ).run()
-        } else {
-            outcome = try await downloader.run()
-        }
+        // With one connection the segmented engine hands over to the plain one at once, unless a
+        // partial left by several connections has gaps to fill.
+        let outcome = try await SegmentedDownloader(
+            url: url, target: target, options: engineOptions,
+            segments: SegmentOptions(
+                connections: options.connections, minSplit: options.minSplitSize,
+                lowestSpeed: options.lowestSpeedLimit),
+            transport: transport, onEvent: onEvent
+        ).run()
         var result = DownloadResult(
             fileURL: URL(filePath: outcome.path, directoryHint: .notDirectory), bytes: outcome.bytes,
             alreadyComplete: outcome.alreadyComplete)

@@ -373,6 +373,62 @@ struct SegmentedTests {
         #expect(resumedStarts.isSuperset(of: Set(record.ranges.map(\.end).filter { $0 < size })), "\(resumedStarts)")
     }
 
+    /// Zero or fewer connections mean one (every download now passes through the segmented
+    /// engine, which hands one connection over to the plain one).
+    @Test(arguments: [0, -3])
+    func fewerThanOneConnectionMeansOne(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("one.bin")
+        let (result, _) = await run(
+            testSession(), server.url("/one.bin?size=3000000"), to: .file(dest), options: options(connections))
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: 3_000_000))
+        #expect(server.requests(path: "/one.bin").map(\.range) == [nil])
+    }
+
+    /// A partial with gaps, left by four connections, resumed with `connections` into a named
+    /// file or a directory: only the gaps are asked for (plus the resume probe's one byte). With
+    /// one connection everything after the first range's bytes was fetched again (a single
+    /// `Range: bytes=N-` over the other ranges); into a directory the probe asked for 2 MiB and
+    /// dropped them (it did not know of the partial before the answer named the file).
+    @Test(arguments: [(1, false), (1, true), (4, true)])
+    func aResumeOfRangesWithGapsAsksOnlyForTheGaps(connections: Int, intoDirectory: Bool) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let size = 8 << 20
+        // The first four answers (the probe's and three ranges) stop after 500 kB each.
+        let url = server.url("/holes.bin?size=\(size)&stall=500000&stalls=4")
+        let dest = dir.url.appendingPathComponent("holes.bin")
+        let session = testSession()
+        let first = Task { try await session.download(from: url, to: .file(dest), options: options()) }
+        func record() -> RecordShape? {
+            try? JSONDecoder().decode(
+                RecordShape.self, from: Data(contentsOf: URL(fileURLWithPath: dest.path + ".haul")))
+        }
+        #expect(
+            await eventually(timeout: 30) {
+                record().map { $0.ranges.count == 4 && $0.ranges.allSatisfy { $0.end - $0.start == 500_000 } } ?? false
+            })
+        first.cancel()
+        _ = await first.result
+        let held = try #require(record()).ranges.reduce(0) { $0 + $1.end - $1.start }
+        let before = server.requests(path: "/holes.bin").count
+        let target: DownloadDestination = intoDirectory ? .directory(dir.url) : .file(dest)
+        let (result, _) = await run(session, url, to: target, options: options(connections))
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: size))
+        let asked = server.requests(path: "/holes.bin").dropFirst(before).compactMap(\.range)
+        let bytes = asked.map { header -> Int in
+            let bounds = header.dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
+            let start = Int(bounds[0]) ?? 0
+            return (bounds.count > 1 ? Int(bounds[1]) ?? (size - 1) : size - 1) - start + 1
+        }
+        #expect(bytes.reduce(0, +) == size - held + 1, "\(asked)")
+    }
+
     @Test(
         .disabled(
             if: ProcessInfo.processInfo.environment["HAUL_TSAN"] != nil,

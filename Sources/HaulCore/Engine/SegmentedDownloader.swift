@@ -12,8 +12,9 @@ package struct SegmentOptions: Sendable {
     package var replacesSlowConnections = true
     /// Seconds a connection is watched before its speed counts.
     package var slowWindow: Double = 3
+    /// `connections` below 1 mean 1.
     package init(connections: Int = 1, minSplit: Int64 = 1 << 20, lowestSpeed: Int64? = nil) {
-        self.connections = connections
+        self.connections = max(1, connections)
         self.minSplit = minSplit
         self.lowestSpeed = lowestSpeed
     }
@@ -60,6 +61,11 @@ package final class SegmentedDownloader: Sendable {
     }
 
     private func download() async throws(HaulError) -> DownloadOutcome {
+        let resuming = resumableRecord()
+        // One connection is a plain download, unless a partial left by several has gaps between
+        // its ranges: then they are fetched one after another, where a plain resume would ask
+        // for everything after the first range's bytes again.
+        if segmentOptions.connections == 1, (resuming?.ranges.count ?? 0) < 2 { return try await single.run() }
         try FileDownloader.validate(url)
         // The size of a file already at the destination: for a named file, known before any request.
         var existingSize: Int64?
@@ -67,7 +73,7 @@ package final class SegmentedDownloader: Sendable {
             try PartialFile.prepareDirectory(of: path, creating: options.createDirectories)
             existingSize = try PartialFile.checkDestination(path, overwrite: options.overwrite)
         }
-        let (found, failedTries) = segmentOptions.connections > 1 ? try await probe() : (nil, 0)
+        let (found, failedTries) = try await probe(resuming: resuming != nil)
         guard let probe = found else { return try await single.run(priorFailures: failedTries) }
         let adopted = Locked(false)
         defer { if !adopted.get() { probe.held?.task.cancel() } }
@@ -174,17 +180,33 @@ package final class SegmentedDownloader: Sendable {
         var heldEnd: Int64 = 0
     }
 
+    /// The record of a partial of this URL to resume, if any: a named file's own, or in a
+    /// directory the one the record index knows for the URL.
+    private func resumableRecord() -> ResumeRecord? {
+        guard options.resume else { return nil }
+        let destination: String
+        switch target {
+        case .file(let path): destination = path
+        case .directory(let dir):
+            guard let found = RecordIndex.shared.destination(of: ResumeRecord.redacted(url), in: dir) else {
+                return nil
+            }
+            destination = found
+        }
+        guard let record = try? PartialFile(destination: destination).loadRecord(),
+            record.url == ResumeRecord.redacted(url)
+        else { return nil }
+        return record
+    }
+
     /// The most a probe keeps: a file this small needs no split, so it arrives in the probe's
     /// answer and that one request is the whole download.
-    /// When a partial download of this file is there to resume, its first range is probably
-    /// written already: then the probe asks for one byte, so nothing is fetched twice.
-    private var probeLimit: Int {
-        if options.resume, case .file(let path) = target,
-            (try? Sys.fileSize(path + ResumeRecord.fileExtension)) ?? nil != nil
-        {
-            return 1
-        }
-        return Int(min(2 * segmentOptions.minSplit, 8 << 20))
+    /// When a partial download of this file is there to resume (`resuming`), its first range is
+    /// probably written already: then the probe asks for one byte, so nothing is fetched twice.
+    /// (Into a directory this was known only for a partial under the name the answer gave, after
+    /// the probe had asked for 2 MiB.)
+    private func probeLimit(resuming: Bool) -> Int {
+        resuming ? 1 : Int(min(2 * segmentOptions.minSplit, 8 << 20))
     }
 
     /// `GET Range: bytes=0-(limit-1)` (HEAD is often refused or wrong): size, range support,
@@ -193,8 +215,8 @@ package final class SegmentedDownloader: Sendable {
     /// stops after the head. Nil when a larger file cannot be split (no ranges, no size) or
     /// anything is off; the caller then uses one connection. Throws when the answer broke HTTP
     /// (conflicting lengths): one connection would get the same.
-    private func probe() async throws(HaulError) -> (Probe?, failedTries: Int) {
-        let probeLimit = probeLimit
+    private func probe(resuming: Bool) async throws(HaulError) -> (Probe?, failedTries: Int) {
+        let probeLimit = probeLimit(resuming: resuming)
         var chain = RedirectChain(url: url, headers: options.headers, maxRedirects: options.maxRedirects)
         while true {
             // Its answer may become the first range: paced like one.
@@ -569,12 +591,13 @@ private final class SegmentedRun: @unchecked Sendable {
     /// Samples every running fetch a few times a second and replaces the slow ones (their
     /// bytes stay written; the worker asks for the rest of the range on a new connection).
     private func watchForSlowConnections() async {
-        // Paced connections (a rate limit) are slow on purpose: only an absolute floor applies.
+        // Paced connections (a rate limit) are slow on purpose, and one connection (filling the
+        // gaps of a partial) has no others to be slower than: only an absolute floor applies.
         let paced = options.maxBytesPerSecond != nil || options.sharedRate != nil
         state.withLock {
             $0.detector = SlowConnectionDetector(
                 window: segments.slowWindow, lowestSpeed: segments.lowestSpeed,
-                relative: segments.replacesSlowConnections && !paced)
+                relative: segments.replacesSlowConnections && !paced && connections > 1)
         }
         while !Task.isCancelled {
             try? await Task.sleep(nanoseconds: 250_000_000)
