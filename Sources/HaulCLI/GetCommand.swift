@@ -58,7 +58,8 @@ struct GetCommand {
               --max-redirects N   redirects to follow (default 20)
           -H, --header 'N: v'     extra request header (repeatable; Authorization and Cookie
                                   are not sent to other hosts after a redirect)
-              --checksum sha-256=HEX   verify the finished file (a mismatch deletes it)
+              --checksum sha-256=HEX   verify the finished file (a mismatch deletes it); a file
+                                  already there counts as done only if it matches
               --cacert FILE       trust these extra CA certificates (PEM)
               --transport curl|urlsession   HTTP implementation (default curl)
           -x, --connections N     connections per file, 1-16 (default 4): byte ranges in parallel

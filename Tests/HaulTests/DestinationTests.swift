@@ -109,6 +109,39 @@ struct DestinationTests {
         #expect(dir.contents() == ["same.bin"])
     }
 
+    /// With an expected SHA-256, a file already there with the server's size is the download
+    /// only if it matches: a file of that size with other bytes was "already complete" (exit
+    /// 0), the checksum never looked at. It is left as it is (not ours to delete); --overwrite
+    /// replaces it. Each engine's path: one connection, a small file that comes with the
+    /// segmented probe, and a large segmented one.
+    @Test(arguments: [(1, 5000), (4, 5000), (4, 3_000_000)])
+    func anExistingFileOfTheRightSizeMustMatchTheChecksum(connections: Int, size: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.file("sum.bin")
+        let url = server.url("/sum.bin?size=\(size)")
+        let other = Data(TestContent.bytes(seed: 7, count: size))
+        #expect(FileManager.default.createFile(atPath: dest, contents: other))
+        var options = DownloadOptions()
+        options.connections = connections
+        options.sha256 = SHA256.hexDigest(of: TestContent.bytes(count: size))
+        let (refused, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options)
+        let error = try #require(refused.error)
+        #expect(error.code == .checksumMismatch, "\(error)")
+        #expect(error.message.contains("exists") && error.message.contains("--overwrite"), "\(error.message)")
+        #expect(FileManager.default.contents(atPath: dest) == other)
+        #expect(dir.contents() == ["sum.bin"])
+
+        options.overwrite = true
+        let (replaced, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options)
+        #expect(replaced.error == nil)
+        expectFile(dest, equals: TestContent.bytes(count: size))
+        options.overwrite = false
+        let (again, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options)
+        #expect(again.value?.alreadyComplete == true, "the right bytes pass")
+    }
+
     @Test func staleRecordAfterACrashBetweenRenameAndCleanupIsRemoved() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -256,7 +256,13 @@ package final class FileDownloader: Sendable {
                 }
             case nil:
                 if attempt.askAgain { return .again }
-                if let existing = attempt.existingComplete { return .done(existing) }
+                if let existing = attempt.existingComplete {
+                    do {
+                        return .done(
+                            try await PartialFile.confirmComplete(
+                                existing.path, bytes: existing.bytes, sha256: options.sha256))
+                    } catch { return .failed(error, transient: false) }
+                }
                 guard case .failure(let error) = result else {
                     return .failed(HaulError(.invalidResponse, "no response from \(show(current))"), transient: true)
                 }

@@ -119,7 +119,9 @@ package final class SegmentedDownloader: Sendable {
             partial.discard()  // a partial without a record cannot be trusted
         }
         if completed.isEmpty, !options.overwrite, let size = existingSize {
-            if size == total { return DownloadOutcome(path: destination, bytes: size, alreadyComplete: true) }
+            if size == total {
+                return try await PartialFile.confirmComplete(destination, bytes: size, sha256: options.sha256)
+            }
             throw .destinationExists(destination, size: size, serverSize: total)
         }
         try partial.openPreallocated(total: total)
@@ -303,7 +305,9 @@ package final class SegmentedDownloader: Sendable {
                 return try partial.committing(replacing: options.overwrite, verifying: options.sha256, then: nil)
             }
         }
-        if let existing { return existing }
+        if let existing {
+            return try await PartialFile.confirmComplete(existing.path, bytes: existing.bytes, sha256: options.sha256)
+        }
         onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
     }
