@@ -96,6 +96,8 @@ struct GetCommand {
     /// `out=`/`dir=`/`checksum=` from an input file, one per URL in `urls` (the same URL may be
     /// listed twice with other options, as aria2 allows).
     let listOptions: [ListOptions]
+    /// URLs listed more than once with the same options: each is downloaded once.
+    let repeatedURLs: [URL]
     /// Downloads at once (`-j`).
     let jobs: Int
     /// `-o -`, or `-o` naming a device or FIFO: the body is written there as it arrives.
@@ -115,9 +117,23 @@ struct GetCommand {
         if let list = v.last("--input-file") { entries += try Self.readList(list) }
         guard !entries.isEmpty else { throw UsageError("get needs a URL (see haul help get)") }
         var urls: [URL] = []
-        for entry in entries { urls.append(try parseURL(entry.raw)) }
+        var perURL: [ListOptions] = []
+        var seen: Set<ListKey> = []
+        var repeated: [URL] = []
+        for entry in entries {
+            let url = try parseURL(entry.raw)
+            // The same URL for the same place again (a list merged with the command line, a glob
+            // that matched twice) is one download; with other options it is another (aria2's rule).
+            guard seen.insert(ListKey(url: url.absoluteString, options: entry.options)).inserted else {
+                if !repeated.contains(url) { repeated.append(url) }
+                continue
+            }
+            urls.append(url)
+            perURL.append(entry.options)
+        }
         self.urls = urls
-        listOptions = entries.map(\.options)
+        listOptions = perURL
+        repeatedURLs = repeated
         jobs = try v.integer("--max-concurrent", min: 1) ?? 1
         if v.flag("--output") && v.flag("--dir") { throw UsageError("use either -o or -d, not both") }
         if v.flag("--continue") && v.flag("--no-continue") { throw UsageError("use either -c or --no-continue") }
@@ -238,10 +254,16 @@ struct GetCommand {
     }
 
     /// Options an input list gives one URL.
-    struct ListOptions: Equatable {
+    struct ListOptions: Hashable {
         var out: String?
         var dir: String?
         var sha256: String?
+    }
+
+    /// What makes two listed downloads the same one.
+    private struct ListKey: Hashable {
+        var url: String
+        var options: ListOptions
     }
 
     /// One URL of the command line or of an input list.
@@ -323,6 +345,9 @@ struct GetCommand {
     /// Runs every download in turn (or `-j` at once); returns the exit code of the first
     /// failure, else 0.
     func run(interrupts: Interrupts) async -> ExitCode {
+        for url in repeatedURLs {
+            output.note("\(ResumeRecord.redacted(url)) is listed more than once; downloading it once")
+        }
         if let stream { return await runStreaming(to: stream, interrupts: interrupts) }
         if jobs > 1 { return await runQueue(interrupts: interrupts) }
         let session = HaulSession(configuration: configuration)

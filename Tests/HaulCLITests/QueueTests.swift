@@ -17,6 +17,26 @@ struct QueueTests {
         for i in 1...6 { expectFile(dir.file("q\(i).bin"), equals: TestContent.bytes(seed: i, count: 300_000)) }
     }
 
+    /// A URL listed twice for the same place (a list merged with the command line, a glob that
+    /// matched twice) is downloaded once, with a note; the second copy failed the run (exit 5:
+    /// "was saved … earlier in this run", or with -j "is being downloaded by another download").
+    /// The same URL with its own out= is another download (aria2's rule).
+    @Test(arguments: [1, 2])
+    func aURLListedTwiceForTheSamePlaceIsDownloadedOnce(jobs: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/twice.bin?size=300000").absoluteString
+        let list = dir.file("list.txt")
+        #expect(FileManager.default.createFile(atPath: list, contents: Data("\(url)\n\(url)\n out=copy.bin\n".utf8)))
+        let r = try await CLI.run(["get", "-j", "\(jobs)", "-d", dir.path, url, "-i", list])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("haul: \(url) is listed more than once; downloading it once"), "\(r.stderr)")
+        #expect(r.stderr.contains("2 of 2 downloads saved"), "\(r.stderr)")
+        expectFile(dir.file("twice.bin"), equals: TestContent.bytes(count: 300_000))
+        expectFile(dir.file("copy.bin"), equals: TestContent.bytes(count: 300_000))
+    }
+
     @Test func theConnectionCapPerHostHoldsForAllDownloadsAndRangesTogether() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
@@ -72,9 +92,10 @@ struct QueueTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        // Before, both wrote dup.bin.part and the file saved matched neither answer.
+        // Before, both wrote dup.bin.part and the file saved matched neither answer. Two URLs
+        // (the same one twice is now one download).
         let url = server.url("/dup.bin?size=6000000&rate=2000000").absoluteString
-        let r = try await CLI.run(["get", "-q", "-j", "2", "-d", dir.path, url, url])
+        let r = try await CLI.run(["get", "-q", "-j", "2", "-d", dir.path, url, url + "&again=1"])
         #expect(r.status == 5, "\(r.stderr)")
         #expect(r.stderr.contains("dup.bin is being downloaded by another download"), "\(r.stderr)")
         expectFile(dir.file("dup.bin"), equals: TestContent.bytes(count: 6_000_000))
