@@ -52,6 +52,8 @@ public struct HaulConfiguration: Sendable {
     /// a redirect, and never stored).
     public var additionalHeaders: [String: String] = [:]
     /// A PEM bundle of extra certificate authorities to trust. Certificates are always verified.
+    /// Needs the curl transport: with ``Transport/urlSession`` every transfer fails with
+    /// ``HaulError/Code/usage`` (URLSession cannot be given extra certificates).
     public var trustedCertificatesFile: String?
     /// Connections at once to one host (scheme, host, port) for all the session's transfers
     /// together: every range of every download, and uploads. Others wait for a free one, in

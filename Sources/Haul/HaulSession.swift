@@ -150,6 +150,13 @@ public final class HaulSession: Sendable {
             base = CurlTransport.shared.map { $0 as any HTTPTransport }.mapError {
                 HaulError(.network, "libcurl is not available: \($0.message)")
             }
+        case .urlSession where configuration.trustedCertificatesFile != nil:
+            // URLSession takes no extra certificate authorities: the file would be ignored and
+            // the server's certificate refused later, with no word of why.
+            base = .failure(
+                HaulError(
+                    .usage,
+                    "trustedCertificatesFile needs the curl transport (URLSession cannot be given extra certificates)"))
         case .urlSession:
             base = .success(URLSessionTransport())
         }

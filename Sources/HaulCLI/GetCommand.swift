@@ -173,6 +173,9 @@ struct GetCommand {
         case "urlsession": c.transport = .urlSession
         case let other?: throw UsageError("unknown --transport \(other) (curl or urlsession)")
         }
+        if c.transport == .urlSession, c.trustedCertificatesFile != nil {
+            throw UsageError("--cacert needs --transport curl (URLSession cannot be given extra certificates)")
+        }
         if let raw = v.last("--max-overall-rate") {
             // 0: no limit, as curl's --limit-rate 0 and aria2's --max-overall-download-limit=0.
             guard let rate = Self.byteCount(raw), rate >= 0 else {

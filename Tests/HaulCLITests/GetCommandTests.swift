@@ -101,6 +101,12 @@ struct GetCommandTests {
         (["upload", "http://h/x", "-F", "a=b", "-H", "X A: 1"], "header name 'X A' is not valid"),
         (["get", "--checksum", "md5=abc", "http://h/x"], "sha-256"),
         (["get", "-x", "17", "http://h/x"], "at most 16"),
+        // URLSession cannot be given extra certificates: the option was ignored, the download
+        // failed with "self-signed certificate".
+        (
+            ["get", "--cacert", "/dev/null", "--transport", "urlsession", "http://h/x"],
+            "--cacert needs --transport curl"
+        ),
         (["get", "--limit-rate", "fast", "http://h/x"], "--limit-rate"),
         // Sizes past 2^63 bytes crashed converting to Int64 (exit 132).
         (["get", "--limit-rate", "1e300G", "http://h/x"], "--limit-rate expects a rate like 500K or 2M"),

@@ -34,3 +34,24 @@ struct TLSTests {
         expectFile(dest.path, equals: TestContent.bytes(count: 100_000))
     }
 }
+
+@Suite("TLS options the transport cannot honour")
+struct TLSOptionTests {
+    /// URLSession cannot be given extra certificate authorities: with `trustedCertificatesFile`
+    /// it verified against the system's alone, so the download failed later with "self-signed
+    /// certificate", the setting silently dropped. It fails at once now, naming the cause.
+    @Test func extraCertificatesWithURLSessionFailBeforeAnyRequest() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession {
+            $0.transport = .urlSession
+            $0.trustedCertificatesFile = "/etc/ssl/certs/ca-certificates.crt"
+        }
+        let (result, _) = await run(session, server.url("/f.bin?size=100"), to: .directory(dir.url))
+        let error = try #require(result.error)
+        #expect(error.code == .usage, "\(error)")
+        #expect(error.message.contains("trustedCertificatesFile needs the curl transport"), "\(error.message)")
+        #expect(server.requests(path: "/f.bin").isEmpty)
+    }
+}
