@@ -6,11 +6,14 @@ Each server serves a private directory on 127.0.0.1; for each, haul (release bui
   2. resume after kill -9, on one connection and on four, asking only for the rest;
   3. after kill -9 and a change of the file on the server (new content, new ETag), start over
      and end with the new file, never a mix, on one connection and on four;
-  4. write the body to standard output (-o -).
+  4. write the body to standard output (-o -);
+  5. over HTTPS with HTTP/2 (nginx-h2), fetch eight ranges over eight connections (server's
+     view): libcurl multiplexed them as streams of one connection, which a per-connection limit
+     (a CDN's) shapes as one.
 Not part of `swift test` (it needs the servers); prints one line per check and exits 1 on the
 first failure.
 
-usage: scripts/interop.py [--haul .build/release/haul] [--servers nginx,lighttpd]
+usage: scripts/interop.py [--haul .build/release/haul] [--servers nginx,lighttpd,nginx-h2]
 """
 import argparse, os, shutil, signal, subprocess, sys, tempfile, time
 
@@ -18,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from common import ensure, free_port, sha256
 
 SIZE = 48 << 20
+HAUL, OPTIONS = None, []
 
 
 class Server:
@@ -33,13 +37,25 @@ class Server:
         self.port = free_port()
         self.log = os.path.join(self.work, "access.log")
         conf = os.path.join(self.work, f"{kind}.conf")
-        if kind == "nginx":
+        self.tls = kind == "nginx-h2"
+        # haul's options for this server: trust its self-signed certificate.
+        self.options = []
+        if kind in ("nginx", "nginx-h2"):
             binary = ensure("nginx", "nginx-light")
+            listen = f"127.0.0.1:{self.port}"
+            if self.tls:
+                cert, key = os.path.join(self.work, "cert.pem"), os.path.join(self.work, "key.pem")
+                subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                                "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1",
+                                "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+                os.chmod(key, 0o644)
+                listen += f" ssl http2; ssl_certificate {cert}; ssl_certificate_key {key}"
+                self.options = ["--cacert", cert]
             with open(conf, "w") as f:
                 f.write(f"""daemon off; worker_processes 1; pid {self.work}/nginx.pid; error_log {self.work}/error.log;
 events {{ worker_connections 256; }}
-http {{ log_format r '$status "$http_range"'; access_log {self.log} r;
-  server {{ listen 127.0.0.1:{self.port}; root {self.root}; limit_rate 16m; }} }}
+http {{ log_format r '$status "$http_range" $connection'; access_log {self.log} r;
+  server {{ listen {listen}; root {self.root}; limit_rate 16m; }} }}
 """)
             cmd = [binary, "-c", conf, "-p", self.work]
         else:
@@ -64,7 +80,7 @@ connection.kbytes-per-second = 16384
             sys.exit(f"{kind} did not start")
 
     def url(self, name):
-        return f"http://127.0.0.1:{self.port}/{name}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/{name}"
 
     def put(self, name, seed):
         """Writes a SIZE-byte file; different seeds give different content (and ETags)."""
@@ -84,6 +100,11 @@ connection.kbytes-per-second = 16384
         with open(self.log) as f:
             return [line.split('"')[1] for line in f if '"' in line]
 
+    def connections(self):
+        """The connection serial of each logged request (nginx)."""
+        with open(self.log) as f:
+            return [line.split()[-1] for line in f if '"' in line]
+
     def stop(self):
         self.process.terminate()
         self.process.wait()
@@ -91,12 +112,12 @@ connection.kbytes-per-second = 16384
 
 
 def haul(args, **kw):
-    return subprocess.run([HAUL, "get"] + args, capture_output=True, text=True, timeout=300, **kw)
+    return subprocess.run([HAUL, "get"] + OPTIONS + args, capture_output=True, text=True, timeout=300, **kw)
 
 
 def interrupted(args, after, cwd):
     """Starts haul, kills it with SIGKILL after `after` seconds."""
-    p = subprocess.Popen([HAUL, "get", "-q"] + args, cwd=cwd, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen([HAUL, "get", "-q"] + OPTIONS + args, cwd=cwd, stderr=subprocess.DEVNULL)
     time.sleep(after)
     p.send_signal(signal.SIGKILL)
     p.wait()
@@ -114,8 +135,12 @@ def check(server, out):
     want = server.put("a.bin", 1)
     for x in ("1", "8"):
         dest = os.path.join(out, f"a{x}.bin")
+        open(server.log, "w").close()
         r = haul(["-q", "-x", x, "-o", dest, server.url("a.bin")])
         expect(r.returncode == 0 and sha256(dest) == want, f"download -x {x} ({r.stderr.strip()[:80]})")
+        if server.kind.startswith("nginx") and x == "8":
+            used = len(set(server.connections()))
+            expect(used == 8, f"-x 8 over 8 connections, server's view (saw {used})")
 
     for x in ("1", "4"):
         dest = os.path.join(out, f"r{x}.bin")
@@ -141,21 +166,22 @@ def check(server, out):
 
     dest = os.path.join(out, "stdout.bin")
     with open(dest, "wb") as f:
-        r = subprocess.run([HAUL, "get", "-q", "-o", "-", server.url("a.bin")], stdout=f, timeout=300)
+        r = subprocess.run([HAUL, "get", "-q"] + OPTIONS + ["-o", "-", server.url("a.bin")], stdout=f, timeout=300)
     expect(r.returncode == 0 and sha256(dest) == want, "-o - to standard output")
     return failures
 
 
 def main():
-    global HAUL
+    global HAUL, OPTIONS
     ap = argparse.ArgumentParser()
     ap.add_argument("--haul", default=".build/release/haul")
-    ap.add_argument("--servers", default="nginx,lighttpd")
+    ap.add_argument("--servers", default="nginx,lighttpd,nginx-h2")
     a = ap.parse_args()
     HAUL = os.path.abspath(a.haul)
     failures = []
     for kind in a.servers.split(","):
         server = Server(kind)
+        OPTIONS = server.options
         out = tempfile.mkdtemp(prefix="haul-interop-out-")
         try:
             failures += check(server, out)

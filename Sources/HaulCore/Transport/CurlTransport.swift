@@ -43,6 +43,12 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
         }
         guard let m = haul_multi_init() else { throw TransportError(.other, "curl_multi_init failed") }
         multi = m
+        // No HTTP/2 multiplexing (CURLPIPE_NOTHING; libcurl's default is CURLPIPE_MULTIPLEX): every
+        // transfer on the wire has a connection of its own. Multiplexed, the ranges of a segmented
+        // download were streams of one connection (nginx over h2 logged one connection for -x 8),
+        // which a per-connection limit shapes as one, and --max-connections-per-host counted
+        // streams. HTTP/2 itself stays, one stream per connection, reused when idle.
+        _ = haul_multi_setopt_long(m, Int32(HAUL_CURLMOPT_PIPELINING), 0)
         let thread = Thread { [unowned self] in self.run() }
         thread.name = "haul.curl"
         thread.start()
