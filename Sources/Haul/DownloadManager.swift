@@ -224,6 +224,19 @@ public final class DownloadManager: Sendable {
     /// Held while the state file is written; counts the writes. (Not `Locked(())`:
     /// ThreadSanitizer reported the inout access to a zero-sized value as a race.)
     private let saving = Locked(0)
+    /// Sorted lists built for `updates` and the state file (tests).
+    private let snapshots = Locked(0)
+    /// Changes waiting to be published, and the queue that publishes them (``changed(persist:)``).
+    private let pending = Locked(Pending())
+    private let flushQueue = DispatchQueue(label: "haul.manager.changes")
+    /// Held while a list is built and delivered: two flushes at once could write an older list
+    /// over a newer one.
+    private let flushing = Locked(0)
+
+    /// How many times the state file was written (tests).
+    package var stateFileWrites: Int { saving.get() }
+    /// How many times the whole list was built for subscribers or the state file (tests).
+    package var listSnapshots: Int { snapshots.get() }
 
     /// Creates a manager; with ``Configuration/Persistence/default`` it reloads the list kept by
     /// an earlier manager and continues unfinished downloads.
@@ -393,7 +406,8 @@ public final class DownloadManager: Sendable {
     /// One item.
     public func item(_ id: UUID) -> Item? { inner.withLock { $0.items[id] } }
 
-    /// The list after every change (an observable list): the current list first.
+    /// The list as it changes (an observable list): the current list first, then a new one
+    /// within 0.1 s of changes; a burst of changes gives one list, the latest.
     public var updates: AsyncStream<[Item]> {
         AsyncStream(bufferingPolicy: .bufferingNewest(16)) { continuation in
             let id = inner.withLock { s -> Int in
@@ -679,25 +693,87 @@ public final class DownloadManager: Sendable {
         }
     }
 
+    /// Changes not yet published to `updates` or written to the state file.
+    private struct Pending {
+        var publish = false
+        var persist = false
+        /// A flush is queued on `flushQueue`.
+        var scheduled = false
+        /// When the state file was last written (monotonic seconds).
+        var savedAt = -Double.infinity
+    }
+
+    /// Publishes a change: to `updates` within `publishDelay`, to the state file within
+    /// `saveInterval`, and both at once when the manager is idle (so the end state is there
+    /// when `waitUntilIdle()` returns, whose waiters are resumed after it).
+    ///
+    /// Each change (a start, a progress event, an end) built the whole sorted list and wrote the
+    /// whole state file before: n downloads cost n² (`haul get --json -j16` of 5000 small files
+    /// took 29.6 s against 0.37 s without `--json`, 1493 lists and 893 writes for 300 files).
     private func changed(persist: Bool) {
         let saving = persist && stateFile != nil
-        let (subscribers, waiters, snapshot) = inner.withLock {
-            s -> ([AsyncStream<[Item]>.Continuation], [CheckedContinuation<Void, Never>], [Item]) in
-            var waiters: [CheckedContinuation<Void, Never>] = []
-            if !s.idleWaiters.isEmpty, s.isIdle {
-                waiters = s.idleWaiters
-                s.idleWaiters = []
+        let (idle, publishing) = inner.withLock { s in (s.isIdle, !s.subscribers.isEmpty) }
+        let now = pending.withLock { p -> Bool in
+            p.publish = p.publish || publishing
+            p.persist = p.persist || saving
+            if idle { return true }
+            if (p.publish || p.persist) && !p.scheduled {
+                p.scheduled = true
+                flushQueue.asyncAfter(deadline: .now() + Self.publishDelay) { [weak self] in self?.flush(force: false) }
             }
-            // The sorted list is built only when someone needs it (a thousand small downloads
-            // change state thousands of times).
-            let needed = saving || !s.subscribers.isEmpty
-            return (
-                Array(s.subscribers.values), waiters, needed ? s.items.values.sorted { $0.sequence < $1.sequence } : []
-            )
+            return false
         }
-        for sub in subscribers { sub.yield(snapshot) }
-        if saving { save(snapshot) }
-        for w in waiters { w.resume() }
+        if now { flush(force: true) }
+    }
+
+    /// Seconds a change waits for others before `updates` gets the list.
+    private static let publishDelay = 0.1
+    /// The shortest interval between two writes of the state file while downloads run.
+    private static let saveInterval = 1.0
+
+    /// Builds the list once for what is pending; `force` (idle, or shut down) also writes the
+    /// state file whatever the interval, and resumes the idle waiters afterwards.
+    private func flush(force: Bool) {
+        flushing.withLock { _ in
+            let clock = monotonicSeconds()
+            let (publish, persist) = pending.withLock { p -> (Bool, Bool) in
+                let save = p.persist && (force || clock - p.savedAt >= Self.saveInterval)
+                defer {
+                    p.publish = false
+                    if save {
+                        p.persist = false
+                        p.savedAt = clock
+                    }
+                    p.scheduled = p.persist && !force
+                }
+                return (p.publish, save)
+            }
+            let (subscribers, waiters, snapshot) = inner.withLock {
+                s -> ([AsyncStream<[Item]>.Continuation], [CheckedContinuation<Void, Never>], [Item]) in
+                var waiters: [CheckedContinuation<Void, Never>] = []
+                if !s.idleWaiters.isEmpty, s.isIdle {
+                    waiters = s.idleWaiters
+                    s.idleWaiters = []
+                }
+                let needed = persist || (publish && !s.subscribers.isEmpty)
+                return (
+                    publish ? Array(s.subscribers.values) : [], waiters,
+                    needed ? s.items.values.sorted { $0.sequence < $1.sequence } : []
+                )
+            }
+            if persist || !subscribers.isEmpty { snapshots.withLock { $0 += 1 } }
+            for sub in subscribers { sub.yield(snapshot) }
+            if persist { save(snapshot) }
+            // A save put off by the interval is written when it is due.
+            let later = pending.withLock { p -> Double? in
+                guard p.scheduled, !force else { return nil }
+                return max(0, p.savedAt + Self.saveInterval - clock)
+            }
+            if let later {
+                flushQueue.asyncAfter(deadline: .now() + later) { [weak self] in self?.flush(force: false) }
+            }
+            for w in waiters { w.resume() }
+        }
     }
 
     // MARK: - Persistence
