@@ -481,6 +481,47 @@ struct SegmentedTests {
         #expect(seconds >= 3 * 0.9 && seconds < 3 * 3, "took \(seconds) s")
     }
 
+    /// The overall budget is shared, not won by one download at a time: each wait ended for all
+    /// waiting transfers together and the one first in the transport's table took the next
+    /// chunk every time, so four downloads under `--max-overall-rate` finished one after another
+    /// (at 1, 2, 3 and 4 s for 4 x 4 MiB at 4 MiB/s), the last receiving nothing for 3 s. Now the
+    /// transfer that has waited longest goes first: when the first download ends, the others have
+    /// most of their bytes too.
+    @Test(
+        .disabled(
+            if: ProcessInfo.processInfo.environment["HAUL_TSAN"] != nil,
+            "speeds are not meaningful under ThreadSanitizer's slowdown"))
+    func theOverallBudgetIsSharedInTurnsNotWonByOneDownloadAtATime() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession { $0.maxOverallBytesPerSecond = 3_000_000 }
+        let size = 1_500_000
+        let received = Locked<[Int: Int64]>([:])
+        let atFirstEnd = Locked<[Int: Int64]?>(nil)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 1...4 {
+                group.addTask {
+                    _ = try await session.download(
+                        from: server.url("/share\(i).bin?size=\(size)&seed=\(i)"),
+                        to: .file(dir.url.appendingPathComponent("share\(i).bin"))
+                    ) { event in
+                        if case .progress(let p) = event { received.withLock { $0[i] = p.completedBytes } }
+                    }
+                    received.withLock { r in
+                        r[i] = Int64(size)
+                        atFirstEnd.withLock { if $0 == nil { $0 = r } }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        for i in 1...4 { expectFile(dir.file("share\(i).bin"), equals: TestContent.bytes(seed: i, count: size)) }
+        let snapshot = try #require(atFirstEnd.get())
+        let behind = (1...4).map { snapshot[$0] ?? 0 }.min() ?? 0
+        #expect(behind >= Int64(size) * 4 / 10, "when the first ended: \(snapshot.sorted { $0.key < $1.key })")
+    }
+
     struct RecordShape: Decodable {
         struct Range: Decodable {
             var start: Int

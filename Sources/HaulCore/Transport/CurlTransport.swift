@@ -91,9 +91,16 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
                 return inbox.commands
             }
             for command in batch { handle(command) }
-            // Transfers paused by their rate limit continue when their time comes.
+            // Transfers paused by their rate limit continue when their time comes, the one that
+            // has waited longest first: an unpaused transfer takes its chunk at once, so the first
+            // in line gets the budget and the others wait again. In the table's order the same
+            // transfer came first every time, and four downloads sharing --max-overall-rate
+            // finished one after another, the last one getting nothing until then.
             let now = monotonicSeconds()
-            for (easy, t) in active where t.paceUntil.map({ $0 <= now }) == true {
+            var due: [(UnsafeMutableRawPointer, CurlTransfer)] = []
+            for (easy, t) in active where t.paceUntil.map({ $0 <= now }) == true { due.append((easy, t)) }
+            if due.count > 1 { due.sort { ($0.1.waitingSince ?? now) < ($1.1.waitingSince ?? now) } }
+            for (easy, t) in due {
                 t.paceUntil = nil
                 _ = haul_easy_pause(easy, Int32(HAUL_CURLPAUSE_CONT))
             }
@@ -178,6 +185,10 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
     /// Rate limiting: token buckets that may go into debt by one chunk; while in debt the
     /// transfer is paused (no socket reads) until `paceUntil`.
     fileprivate var paceUntil: Double?
+    /// When this transfer began waiting for a budget, kept while it waits without getting any:
+    /// when waits end together the longest-waiting transfer goes first, so a shared budget is
+    /// taken in turns.
+    fileprivate var waitingSince: Double?
     private lazy var own: RateBudget? = request.maxReceiveRate.map { RateBudget(bytesPerSecond: $0) }
 
     init(request: TransportRequest, handler: any TransportHandler, transport: CurlTransport) {
@@ -345,9 +356,12 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
     fileprivate func onBody(_ data: UnsafeRawBufferPointer) -> Int {
         if !responseDelivered && !deliverResponse() { return 0 }
         if let wait = own?.take(data.count) ?? request.sharedRate?.take(data.count) {
-            paceUntil = monotonicSeconds() + wait
+            let now = monotonicSeconds()
+            paceUntil = now + wait
+            if waitingSince == nil { waitingSince = now }
             return Int(HAUL_CURL_WRITEFUNC_PAUSE)  // delivered again when unpaused
         }
+        waitingSince = nil
         switch handler.transportDidReceive(body: data) {
         case .proceed:
             bodyBytes += Int64(data.count)
