@@ -355,7 +355,7 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
 
     fileprivate func onBody(_ data: UnsafeRawBufferPointer) -> Int {
         if !responseDelivered && !deliverResponse() { return 0 }
-        if let wait = own?.take(data.count) ?? request.sharedRate?.take(data.count) {
+        if let wait = RateBudget.take(data.count, from: own, request.sharedRate) {
             let now = monotonicSeconds()
             paceUntil = now + wait
             if waitingSince == nil { waitingSince = now }

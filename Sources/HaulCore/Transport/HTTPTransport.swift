@@ -201,12 +201,30 @@ package final class RateBudget: Sendable {
 
     /// Spends `count` bytes now, or returns the seconds to wait before trying again.
     package func take(_ count: Int, at now: Double = monotonicSeconds()) -> Double? {
+        Self.take(count, from: self, nil, at: now)
+    }
+
+    /// Spends `count` bytes from both budgets (either may be nil), or from neither and returns
+    /// the seconds to wait before trying again. One at a time, a try refused by the second had
+    /// already been charged to the first, again at every try.
+    package static func take(
+        _ count: Int, from a: RateBudget?, _ b: RateBudget?, at now: Double = monotonicSeconds()
+    )
+        -> Double?
+    {
+        let wait = max(a?.wait(at: now) ?? 0, b?.wait(at: now) ?? 0)
+        if wait > 0 { return wait }
+        a?.state.withLock { $0.tokens -= Double(count) }
+        b?.state.withLock { $0.tokens -= Double(count) }
+        return nil
+    }
+
+    /// Refills for the time passed; the seconds until the debt is paid back (0: none).
+    private func wait(at now: Double) -> Double {
         state.withLock { s in
             s.tokens = min(rate / 4, s.tokens + rate * (now - (s.last ?? now)))
             s.last = now
-            if s.tokens < 0 { return -s.tokens / rate }
-            s.tokens -= Double(count)
-            return nil
+            return s.tokens < 0 ? -s.tokens / rate : 0
         }
     }
 }
