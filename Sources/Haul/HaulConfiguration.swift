@@ -64,7 +64,8 @@ public struct HaulConfiguration: Sendable {
     /// The HTTP implementation.
     public var transport: Transport = .curl
     /// The most bytes per second for all downloads of the session together (nil, 0 or less: no
-    /// limit).
+    /// limit), taken in turns by the transfers waiting for it. Needs the curl transport: with
+    /// ``Transport/urlSession`` every transfer fails with ``HaulError/Code/usage``.
     public var maxOverallBytesPerSecond: Int64?
     /// Where ``DownloadDestination/custom(_:)`` downloads live until the closure places them
     /// (default: `.partials` under ``HaulSession/defaultDownloadDirectory``).

@@ -62,7 +62,8 @@ public struct DownloadOptions: Sendable, Equatable {
     /// The most bytes per second for this download, shared by its connections (nil, 0 or less:
     /// no limit, as `--limit-rate 0` in curl and aria2).
     /// A token bucket per transfer pauses it (no socket reads) while over budget; nothing
-    /// busy-waits. Not supported by the URLSession transport.
+    /// busy-waits. Needs the curl transport: with the URLSession one the download fails with
+    /// ``HaulError/Code/usage`` (it was ignored).
     public var maxBytesPerSecond: Int64?
     /// Before connecting, resolve the host and check that the system has a route to it; a host
     /// without one fails at once with ``HaulError/Code/unreachableHost`` (no connect timeout, no
@@ -150,15 +151,10 @@ public final class HaulSession: Sendable {
             base = CurlTransport.shared.map { $0 as any HTTPTransport }.mapError {
                 HaulError(.network, "libcurl is not available: \($0.message)")
             }
-        case .urlSession where configuration.trustedCertificatesFile != nil:
-            // URLSession takes no extra certificate authorities: the file would be ignored and
-            // the server's certificate refused later, with no word of why.
-            base = .failure(
-                HaulError(
-                    .usage,
-                    "trustedCertificatesFile needs the curl transport (URLSession cannot be given extra certificates)"))
         case .urlSession:
-            base = .success(URLSessionTransport())
+            base =
+                Self.unsupportedByURLSession(configuration).map { .failure(HaulError(.usage, $0)) }
+                ?? .success(URLSessionTransport())
         }
         let activity = self.activity
         let limit = configuration.maxConnectionsPerHost
@@ -167,6 +163,19 @@ public final class HaulSession: Sendable {
             let counted = CountingTransport($0) { activity.change(by: $0) }
             return limit.map { HostLimitedTransport(counted, limit: $0) } ?? counted
         }
+    }
+
+    /// What `configuration` asks of the URLSession transport that it cannot do, if anything: it
+    /// takes no extra certificate authorities, and its transfers cannot be paced (it reads the
+    /// socket whatever its task is told). Either setting used to be ignored.
+    static func unsupportedByURLSession(_ configuration: HaulConfiguration) -> String? {
+        if configuration.trustedCertificatesFile != nil {
+            return "trustedCertificatesFile needs the curl transport (URLSession cannot be given extra certificates)"
+        }
+        if (configuration.maxOverallBytesPerSecond ?? 0) > 0 {
+            return "maxOverallBytesPerSecond needs the curl transport (URLSession transfers cannot be paced)"
+        }
+        return nil
     }
 
     /// Downloads `url` into `destination`, resuming a partial download of the same URL.
@@ -208,6 +217,9 @@ public final class HaulSession: Sendable {
         engineOptions.keepsClaimWhenSaved = options.keepsClaimWhenSaved
         engineOptions.sha256 = options.sha256
         engineOptions.maxBytesPerSecond = options.maxBytesPerSecond.flatMap { $0 > 0 ? $0 : nil }
+        if configuration.transport == .urlSession, engineOptions.maxBytesPerSecond != nil {
+            throw HaulError(.usage, "maxBytesPerSecond needs the curl transport (URLSession transfers cannot be paced)")
+        }
         engineOptions.sharedRate = overallRate
         let target: DownloadTarget
         var placement: (@Sendable (URL, DownloadStart) -> (URL, DestinationOptions))?

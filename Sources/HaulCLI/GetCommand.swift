@@ -230,6 +230,16 @@ struct GetCommand {
         }
         o.checksReachability = v.flag("--check-host")
         options = o
+        if configuration.transport == .urlSession {
+            // URLSession reads the socket whatever its task is told: a limit would be ignored.
+            let limits = [
+                ("--limit-rate", o.maxBytesPerSecond != nil),
+                ("--max-overall-rate", configuration.maxOverallBytesPerSecond != nil),
+            ]
+            for (name, set) in limits where set {
+                throw UsageError("\(name) needs --transport curl (URLSession transfers cannot be paced)")
+            }
+        }
         waitsForNetwork = !v.flag("--no-wait")
         allowsCellular = !v.flag("--no-cellular")
         output = Output(mode: v.flag("--json") ? .json : v.flag("--quiet") ? .quiet : .human)

@@ -107,6 +107,12 @@ struct GetCommandTests {
             ["get", "--cacert", "/dev/null", "--transport", "urlsession", "http://h/x"],
             "--cacert needs --transport curl"
         ),
+        // Nor can its transfers be paced: the limit was ignored (4 MiB at "1M" in 0.02 s).
+        (
+            ["get", "--limit-rate", "1M", "--transport", "urlsession", "http://h/x"],
+            "--limit-rate needs --transport curl"
+        ),
+        (["get", "--max-overall-rate", "1M", "--transport", "urlsession", "http://h/x"], "--max-overall-rate needs"),
         (["get", "--limit-rate", "fast", "http://h/x"], "--limit-rate"),
         // Sizes past 2^63 bytes crashed converting to Int64 (exit 132).
         (["get", "--limit-rate", "1e300G", "http://h/x"], "--limit-rate expects a rate like 500K or 2M"),

@@ -35,7 +35,7 @@ struct TLSTests {
     }
 }
 
-@Suite("TLS options the transport cannot honour")
+@Suite("Settings the URLSession transport cannot honour")
 struct TLSOptionTests {
     /// URLSession cannot be given extra certificate authorities: with `trustedCertificatesFile`
     /// it verified against the system's alone, so the download failed later with "self-signed
@@ -53,5 +53,24 @@ struct TLSOptionTests {
         #expect(error.code == .usage, "\(error)")
         #expect(error.message.contains("trustedCertificatesFile needs the curl transport"), "\(error.message)")
         #expect(server.requests(path: "/f.bin").isEmpty)
+    }
+
+    /// Nor can URLSession's transfers be paced: a rate limit was ignored.
+    @Test(arguments: [false, true])
+    func rateLimitsWithURLSessionFailBeforeAnyRequest(overall: Bool) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession {
+            $0.transport = .urlSession
+            if overall { $0.maxOverallBytesPerSecond = 100_000 }
+        }
+        var options = DownloadOptions()
+        if !overall { options.maxBytesPerSecond = 100_000 }
+        let (result, _) = await run(session, server.url("/r.bin?size=100"), to: .directory(dir.url), options: options)
+        let error = try #require(result.error)
+        #expect(error.code == .usage, "\(error)")
+        #expect(error.message.contains("needs the curl transport"), "\(error.message)")
+        #expect(server.requests(path: "/r.bin").isEmpty)
     }
 }
