@@ -406,6 +406,16 @@ public final class DownloadManager: Sendable {
     /// One item.
     public func item(_ id: UUID) -> Item? { inner.withLock { $0.items[id] } }
 
+    /// The items in `states`, in the order they were added: the few running ones of a long
+    /// list without sorting and copying the rest (the CLI's display, ten times a second).
+    package func items(in states: Set<Item.State>) -> [Item] {
+        inner.withLock { s in s.items.values.filter { states.contains($0.state) } }
+            .sorted { $0.sequence < $1.sequence }
+    }
+
+    /// How many items are in `state`.
+    package func count(in state: Item.State) -> Int { inner.withLock { $0.counts[state, default: 0] } }
+
     /// The list as it changes (an observable list): the current list first, then a new one
     /// within 0.1 s of changes; a burst of changes gives one list, the latest.
     public var updates: AsyncStream<[Item]> {
@@ -424,15 +434,18 @@ public final class DownloadManager: Sendable {
 
     /// All items together: bytes done and, when every size is known, the total.
     public var aggregateProgress: TransferProgress {
-        let all = items
         var done: Int64 = 0
         var total: Int64? = 0
         var speed = 0.0
-        for item in all {
-            let p = item.progress
-            done += p?.completedBytes ?? 0
-            if let t = p?.totalBytes, total != nil { total! += t } else { total = nil }
-            if item.state == .running { speed += p?.smoothedBytesPerSecond ?? 0 }
+        // A sum needs no order: the items as stored, not `items` (sorted, and copied, at every
+        // call: the CLI asks ten times a second, whatever the length of the list).
+        inner.withLock { s in
+            for item in s.items.values {
+                let p = item.progress
+                done += p?.completedBytes ?? 0
+                if let t = p?.totalBytes, total != nil { total! += t } else { total = nil }
+                if item.state == .running { speed += p?.smoothedBytesPerSecond ?? 0 }
+            }
         }
         return TransferProgress(
             completedBytes: done, totalBytes: total, bytesPerSecond: speed, smoothedBytesPerSecond: speed)

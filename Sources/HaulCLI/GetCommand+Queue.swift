@@ -80,8 +80,7 @@ extension GetCommand {
         let renderer = Task {
             var frame = 0
             while !Task.isCancelled && output.mode == .human {
-                let items = manager.items
-                let lines = items.filter { $0.state == .running || $0.state == .waitingForNetwork }.map {
+                let lines = manager.items(in: [.running, .waitingForNetwork]).map {
                     item -> String in
                     let name =
                         "#\(numbers[item.id] ?? 0) \(item.fileURL?.lastPathComponent ?? item.url.lastPathComponent)"
@@ -90,7 +89,7 @@ extension GetCommand {
                         item.progress ?? TransferProgress(completedBytes: 0, totalBytes: nil), name: name,
                         spinner: frame)
                 }
-                let done = items.filter { $0.state == .completed }.count
+                let done = manager.count(in: .completed)
                 let active = manager.activity.activeTransfers
                 // The activity indicator: the spinner turns only while transfers are on the wire.
                 if active > 0 { frame += 1 }
