@@ -21,6 +21,23 @@ struct DownloadTests {
         #expect(zip(log.progress, log.progress.dropFirst()).allSatisfy { $0.completedBytes <= $1.completedBytes })
     }
 
+    /// A `204 No Content` is an empty file, as curl saves it: it failed as "unexpected HTTP 204"
+    /// (exit 3, a network error in the CLI).
+    @Test(arguments: [1, 4])
+    func noContentSavesAnEmptyFile(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var options = DownloadOptions()
+        options.connections = connections
+        let (result, _) = await run(
+            testSession(), server.url("/empty.txt?status=204"), to: .directory(dir.url), options: options)
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        #expect(result.value?.bytes == 0)
+        #expect(dir.contents() == ["empty.txt"])
+        expectFile(dir.file("empty.txt"), equals: [])
+    }
+
     @Test func checksReachabilityFailsAnUnresolvableHostAtOnceWithoutRetries() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

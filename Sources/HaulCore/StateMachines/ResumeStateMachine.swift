@@ -80,6 +80,9 @@ package struct ResumeStateMachine: Sendable {
         case 200:
             return .write(
                 offset: 0, discardExisting: offset > 0, validators: validators(headers, total: headers.contentLength))
+        case 204:
+            // No Content: the file is empty (as curl saves it), whatever a Content-Length says.
+            return .write(offset: 0, discardExisting: offset > 0, validators: validators(headers, total: 0))
         case 206:
             guard offset > 0, let record else {
                 return .fail(HaulError(.invalidResponse, "HTTP 206 for a request without Range from \(show(url))"))
