@@ -38,6 +38,24 @@ struct DownloadTests {
         expectFile(dir.file("empty.txt"), equals: [])
     }
 
+    /// A status that is neither a file nor a redirect nor an error (a 304 to a plain GET, a 300)
+    /// is an HTTP status the download cannot use: `.httpStatus`, exit 4 in the CLI. It was an
+    /// invalid answer, exit 3 with the network errors.
+    @Test(arguments: [300, 304])
+    func anUnusableStatusIsAnHTTPStatusError(status: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let (result, _) = await run(
+            testSession(), server.url("/odd.bin?status=\(status)"), to: .directory(dir.url))
+        let error = try #require(result.error)
+        #expect(error.code == .httpStatus, "\(error)")
+        #expect(error.httpStatus == status)
+        let reason = status == 304 ? "Not Modified" : "Multiple Choices"
+        #expect(error.message.hasPrefix("HTTP \(status) \(reason) from "), "\(error.message)")
+        #expect(dir.contents().isEmpty)
+    }
+
     @Test func checksReachabilityFailsAnUnresolvableHostAtOnceWithoutRetries() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

@@ -121,7 +121,9 @@ package struct ResumeStateMachine: Sendable {
         case 400...599:
             return .fail(statusError(status, url, headers))
         default:
-            return .fail(HaulError(.invalidResponse, "unexpected HTTP \(status) from \(show(url))", httpStatus: status))
+            // Not a file, a redirect to follow or an error (a 304 to a plain GET, a 300): a
+            // status the download cannot use, reported as one (it was an invalid answer, exit 3).
+            return .fail(statusError(status, url, headers))
         }
     }
 
@@ -173,8 +175,9 @@ package struct ResumeStateMachine: Sendable {
     }
 
     private func statusError(_ status: Int, _ url: URL, _ headers: HTTPHeaders) -> HaulError {
-        HaulError(
-            .httpStatus, "HTTP \(status) \(HTTPStatus.reason(status)) from \(show(url))", httpStatus: status,
+        let reason = HTTPStatus.reason(status)
+        return HaulError(
+            .httpStatus, "HTTP \(status)\(reason.isEmpty ? "" : " " + reason) from \(show(url))", httpStatus: status,
             retryAfter: headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
     }
 
@@ -188,6 +191,8 @@ package enum HTTPStatus {
 
     package static func reason(_ status: Int) -> String {
         switch status {
+        case 300: "Multiple Choices"
+        case 304: "Not Modified"
         case 400: "Bad Request"
         case 401: "Unauthorized"
         case 403: "Forbidden"
