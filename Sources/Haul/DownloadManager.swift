@@ -812,9 +812,17 @@ public final class DownloadManager: Sendable {
     }
 
     private func load() {
-        guard let file = stateFile, let bytes = try? Sys.readSmallFile(file.path, limit: 16 << 20),
-            let stored = try? JSONDecoder().decode(Stored.self, from: Data(bytes)), stored.version == 1
-        else { return }
+        guard let file = stateFile else { return }
+        // 1 GiB: some three million downloads (16 MiB, about 48,000, was too few to be a limit).
+        let bytes: [UInt8]?
+        do { bytes = try Sys.readSmallFile(file.path, limit: 1 << 30) } catch { bytes = [] }
+        guard let bytes else { return }  // no list yet
+        guard let stored = try? JSONDecoder().decode(Stored.self, from: Data(bytes)), stored.version == 1 else {
+            // A list this manager cannot read (damaged, too large, of a later version) is kept
+            // aside instead of being replaced by the next save.
+            try? Sys.rename(file.path, file.path + ".unreadable")
+            return
+        }
         inner.withLock { s in
             for item in stored.items.sorted(by: { $0.sequence < $1.sequence }) {
                 guard let url = URL(string: item.url) else { continue }

@@ -371,6 +371,66 @@ struct DownloadManagerTests {
             })
     }
 
+    /// A list whose state file had grown past 16 MiB (some 48,000 downloads) did not load: the
+    /// manager started empty and its next save replaced the file, the list lost.
+    @Test func aStateFileOverSixteenMiBIsReloaded() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        let state = try TemporaryDirectory()
+        defer { cleanUp(server, dir, state) }
+        let persistent = configuration {
+            $0.persistence = .default
+            $0.stateDirectory = state.url
+        }
+        let first = DownloadManager(configuration: persistent)
+        first.add(server.url("/big-list.bin?size=100"), to: .directory(dir.url))
+        await first.waitUntilIdle()
+        await first.shutdown()
+        // The saved item, repeated with other ids and long URLs: 9,000 items of about 2 KB.
+        let file = state.file("downloads.json")
+        var stored = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
+        let item = try #require((stored["items"] as? [[String: Any]])?.first)
+        let padding = String(repeating: "p", count: 2000)
+        stored["items"] = (0..<9000).map { i -> [String: Any] in
+            var copy = item
+            copy["id"] = UUID().uuidString
+            copy["url"] = server.url("/big-list.bin?size=100&n=\(i)&pad=\(padding)").absoluteString
+            copy["sequence"] = i + 1
+            return copy
+        }
+        let data = try JSONSerialization.data(withJSONObject: stored)
+        #expect(data.count > 16 << 20)
+        try data.write(to: URL(fileURLWithPath: file))
+        let second = DownloadManager(configuration: persistent)
+        #expect(second.items.count == 9000)
+        #expect(second.items.allSatisfy { $0.state == .completed })
+        await second.shutdown()
+    }
+
+    /// A list the manager cannot read is kept aside as `downloads.json.unreadable`; the next
+    /// save replaced it.
+    @Test func anUnreadableStateFileIsKeptAside() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        let state = try TemporaryDirectory()
+        defer { cleanUp(server, dir, state) }
+        let garbage = Data("{\"version\": 1, \"items\": [ damaged".utf8)
+        #expect(FileManager.default.createFile(atPath: state.file("downloads.json"), contents: garbage))
+        let manager = DownloadManager(
+            configuration: configuration {
+                $0.persistence = .default
+                $0.stateDirectory = state.url
+            })
+        #expect(manager.items.isEmpty)
+        manager.add(server.url("/after.bin?size=100"), to: .directory(dir.url))
+        await manager.waitUntilIdle()
+        await manager.shutdown()
+        #expect(FileManager.default.contents(atPath: state.file("downloads.json.unreadable")) == garbage)
+        let saved = try String(contentsOfFile: state.file("downloads.json"), encoding: .utf8)
+        #expect(saved.contains("after.bin"))
+    }
+
     @Test func ephemeralKeepsNoState() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

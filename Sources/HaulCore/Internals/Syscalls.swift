@@ -342,7 +342,9 @@ package enum Sys {
         _ = c_close(fd)
     }
 
-    /// Reads a small file whole (resume records); nil when it does not exist.
+    /// Reads a small file whole (resume records); nil when it does not exist. A file over
+    /// `limit` bytes throws EFBIG (it was cut at the limit, which no decoder could read). The
+    /// buffer is the file's size, not the limit (1 MiB was allocated for every record read).
     package static func readSmallFile(_ path: String, limit: Int = 1 << 20) throws(Errno) -> [UInt8]? {
         let fd: Int32
         // O_NONBLOCK: a FIFO in the file's place must not make open(2) wait for a writer.
@@ -353,10 +355,27 @@ package enum Sys {
             if (st.st_mode & S_IFMT) == S_IFDIR { throw Errno(EISDIR) }
             return nil  // a FIFO, device or socket holds no such file
         }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: limit, alignment: 8)
+        // The size, or a page for files that report none (/proc), and one byte more: a full
+        // buffer grows (up to one byte past the limit, which says the file is too large).
+        var capacity = min(limit, max(Int(st.st_size), 4095)) + 1
+        var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 8)
         defer { buffer.deallocate() }
-        let n = try pread(fd, into: buffer, at: 0)
-        return Array(buffer[0..<n])
+        var filled = 0
+        while true {
+            if filled == capacity {
+                guard capacity <= limit else { throw Errno(EFBIG) }
+                let grown = min(capacity * 2, limit + 1)
+                let bigger = UnsafeMutableRawBufferPointer.allocate(byteCount: grown, alignment: 8)
+                bigger.copyMemory(from: UnsafeRawBufferPointer(buffer))
+                buffer.deallocate()
+                buffer = bigger
+                capacity = grown
+            }
+            let n = try pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), at: Int64(filled))
+            if n == 0 { break }
+            filled += n
+        }
+        return Array(buffer[0..<filled])
     }
 
     /// Replaces `path` with `bytes` atomically and durably: write a temporary file, fsync it,
