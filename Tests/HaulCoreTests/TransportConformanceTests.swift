@@ -137,7 +137,11 @@ struct TransportConformanceTests {
             return
         }
         #expect(error.kind == .idleTimeout)
-        #expect(Date().timeIntervalSince(started) < 20)
+        let seconds = Date().timeIntervalSince(started)
+        #expect(seconds < 20)
+        // curl's own low-speed check averages over its last 5 s: a 1 s idle timeout fired
+        // after about 7 s (30 s after 35). The transport watches the last byte itself.
+        if kind == .curl { #expect(seconds < 3.5, "stall detected after \(seconds) s") }
     }
 
     @Test(arguments: TransportKind.allCases)

@@ -83,6 +83,22 @@ struct UploadTests {
         #expect(String(decoding: reply.body, as: UTF8.self).contains("\"size\":2000000"))
     }
 
+    /// An upload to a server that reads slowly is not a stall while the server keeps reading,
+    /// even with an idle timeout shorter than the pauses between curl's reads of the body (the
+    /// socket's buffers hold seconds of it).
+    @Test func aSlowlyReadUploadIsNotTakenForAStall() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let content = TestContent.bytes(seed: 6, count: 3_000_000)
+        #expect(FileManager.default.createFile(atPath: dir.file("slow.bin"), contents: Data(content)))
+        let reply = try await testSession { $0.timeout.idle = 1 }.upload(
+            fileAt: dir.url.appendingPathComponent("slow.bin"), to: server.url("/slowput?upload=raw&rate=1000000"))
+        #expect(reply.response.statusCode == 200)
+        #expect(server.requests(path: "/slowput").count == 1, "no retry")
+        #expect(server.uploads.first?.sha256 == sha(content))
+    }
+
     @Test func droppedPostFailsClearlyAndIsNotRetried() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -102,17 +102,22 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
             if due.count > 1 { due.sort { ($0.1.waitingSince ?? now) < ($1.1.waitingSince ?? now) } }
             for (easy, t) in due {
                 t.paceUntil = nil
+                if t.lastActivity != nil { t.lastActivity = now }  // the wait was ours
                 _ = haul_easy_pause(easy, Int32(HAUL_CURLPAUSE_CONT))
             }
+            expireStalled(at: now)
             _ = haul_multi_perform(multi, &running)
             var easy: UnsafeMutableRawPointer?
             var code: Int32 = 0
             while haul_multi_info_read_done(multi, &easy, &code) == 1, let e = easy {
                 finish(e, code: code)
             }
-            let nextPace = active.values.compactMap(\.paceUntil).min()
-            let wait =
-                nextPace.map { max(0, min(1000, Int32((($0 - monotonicSeconds()) * 1000).rounded(.up)))) } ?? 1000
+            // Wake for the next paced transfer to go on, or the next one that would stall.
+            var next: Double?
+            for t in active.values {
+                if let at = t.paceUntil ?? t.stallDeadline { next = min(next ?? at, at) }
+            }
+            let wait = next.map { max(0, min(1000, Int32((($0 - monotonicSeconds()) * 1000).rounded(.up)))) } ?? 1000
             // Sleep only with no command waiting; one that arrives from here on wakes the poll.
             let idle = inbox.withLock { inbox -> Bool in
                 inbox.polling = inbox.commands.isEmpty
@@ -139,10 +144,14 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
                 t.complete(.failure(error))
             }
         case .pause(let t):
-            if let easy = t.easy, active[easy] != nil { _ = haul_easy_pause(easy, 1 /* CURLPAUSE_RECV */) }
+            if let easy = t.easy, active[easy] != nil {
+                t.paused = true  // no stall while paused
+                _ = haul_easy_pause(easy, 1 /* CURLPAUSE_RECV */)
+            }
         case .resume(let t):
             if let easy = t.easy, active[easy] != nil {
                 t.paused = false
+                if t.lastActivity != nil { t.lastActivity = monotonicSeconds() }  // the wait was ours
                 _ = haul_easy_pause(easy, Int32(HAUL_CURLPAUSE_CONT))
             }
         case .cancel(let t):
@@ -150,6 +159,25 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
             _ = haul_multi_remove_handle(multi, easy)
             t.cleanup()
             t.complete(.failure(TransportError(.cancelled, "cancelled")))
+        }
+    }
+
+    /// Ends the transfers that have had no byte for their idle timeout since their answer began.
+    /// curl's own low-speed check (kept for the wait before the first byte) averages over its
+    /// last 5 s, so a stall after a burst was seen 5-6 s late: a 1 s timeout fired after 7 s, the
+    /// default 30 s after 35. Paused transfers (by their consumer or a rate limit) wait on us, not
+    /// on the server: their clock restarts when they go on.
+    private func expireStalled(at now: Double) {
+        var stalled: [UnsafeMutableRawPointer] = []
+        for (easy, t) in active where t.stallDeadline.map({ $0 <= now }) == true { stalled.append(easy) }
+        for easy in stalled {
+            guard let t = active.removeValue(forKey: easy) else { continue }
+            _ = haul_multi_remove_handle(multi, easy)
+            t.cleanup()
+            t.complete(
+                .failure(
+                    TransportError(
+                        .idleTimeout, "no data for \(Seconds.text(t.request.idleTimeout)) s")))
         }
     }
 
@@ -189,7 +217,21 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
     /// when waits end together the longest-waiting transfer goes first, so a shared budget is
     /// taken in turns.
     fileprivate var waitingSince: Double?
+    /// When the last byte of the answer arrived, or the transfer last went on after a pause;
+    /// nil before the first. See ``CurlTransport/expireStalled(at:)``.
+    fileprivate var lastActivity: Double?
     private lazy var own: RateBudget? = request.maxReceiveRate.map { RateBudget(bytesPerSecond: $0) }
+
+    /// When this transfer counts as stalled if no byte comes: nil before its answer begins,
+    /// while it is paused, with no idle timeout, or for an upload (the socket's buffers hold
+    /// seconds of a body a server reads slowly, with no read of ours meanwhile: that is no
+    /// stall, and curl's own check, which counts the bytes sent, stays in charge there).
+    fileprivate var stallDeadline: Double? {
+        guard let lastActivity, !paused, paceUntil == nil, request.body == nil, request.idleTimeout > 0,
+            request.idleTimeout.isFinite
+        else { return nil }
+        return lastActivity + request.idleTimeout
+    }
 
     init(request: TransportRequest, handler: any TransportHandler, transport: CurlTransport) {
         self.request = request
@@ -229,7 +271,8 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
         // 0 means curl's default (300 s): what a timeout of 0 always gave, and now a negative or
         // NaN one too.
         set(Int32(HAUL_CURLOPT_CONNECTTIMEOUT_MS), Seconds.milliseconds(request.connectTimeout))
-        // Stall detection: fewer than 1 byte/s for the idle timeout aborts the transfer.
+        // Stall detection before the answer's first byte (curl averages over its last 5 s, so it
+        // fires up to 5 s late); once bytes flow, ``CurlTransport/expireStalled(at:)`` is exact.
         set(Int32(HAUL_CURLOPT_LOW_SPEED_LIMIT), 1)
         set(Int32(HAUL_CURLOPT_LOW_SPEED_TIME), Seconds.wholeUp(request.idleTimeout))
         set(Int32(HAUL_CURLOPT_SSL_VERIFYPEER), 1)
@@ -304,6 +347,7 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
     }
 
     fileprivate func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
+        lastActivity = monotonicSeconds()
         // UTF-8, else ISO-8859-1 (RFC 9110 5.5: field values were Latin-1 text; RFC 6266's
         // filename= still is): a name sent as `caf\xE9` became "caf\u{FFFD}".
         // Nearly every line is ASCII: decoded as before; only the others are validated.
@@ -362,9 +406,11 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
             return Int(HAUL_CURL_WRITEFUNC_PAUSE)  // delivered again when unpaused
         }
         waitingSince = nil
+        lastActivity = monotonicSeconds()
         switch handler.transportDidReceive(body: data) {
         case .proceed:
             bodyBytes += Int64(data.count)
+            lastActivity = monotonicSeconds()  // after the handler: a slow write is not the server's
             return data.count
         case .pause:
             paused = true
