@@ -138,6 +138,17 @@ struct GetCommand {
         if v.flag("--output") && v.flag("--dir") { throw UsageError("use either -o or -d, not both") }
         if v.flag("--continue") && v.flag("--no-continue") { throw UsageError("use either -c or --no-continue") }
         if v.flag("--json") && v.flag("--quiet") { throw UsageError("use either -q or --json") }
+        if let file = v.last("--output") {
+            guard !file.isEmpty else { throw UsageError("-o needs a file name ('-' for standard output)") }
+            if file.hasSuffix("/") {
+                // A directory's name: saving a file under it ("out/new/" gave a file "new") is
+                // not what was asked.
+                var dir = file
+                while dir.count > 1 && dir.hasSuffix("/") { dir.removeLast() }
+                throw UsageError("-o \(file) ends with '/': -o names a file (-d \(dir) for a directory)")
+            }
+        }
+        if v.last("--dir")?.isEmpty == true { throw UsageError("-d needs a directory") }
         stream = v.last("--output").flatMap(StreamTarget.init)
         if let stream {
             guard urls.count == 1 else { throw UsageError("-o \(stream.argument) writes one URL") }

@@ -101,6 +101,14 @@ struct GetCommandTests {
         (["upload", "http://h/x", "-F", "a=b", "-H", "X A: 1"], "header name 'X A' is not valid"),
         (["get", "--checksum", "md5=abc", "http://h/x"], "sha-256"),
         (["get", "-x", "17", "http://h/x"], "at most 16"),
+        // A trailing slash names a directory: "-o out/new/" saved a file called "new".
+        (
+            ["get", "-o", "out/new/", "http://h/x"],
+            "-o out/new/ ends with '/': -o names a file (-d out/new for a directory)"
+        ),
+        // Empty: "-o ''" failed as "<cwd> is a directory" (exit 5), "-d ''" meant the current one.
+        (["get", "-o", "", "http://h/x"], "-o needs a file name"),
+        (["get", "-d", "", "http://h/x"], "-d needs a directory"),
         // URLSession cannot be given extra certificates: the option was ignored, the download
         // failed with "self-signed certificate".
         (
