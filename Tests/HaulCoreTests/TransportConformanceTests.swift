@@ -63,7 +63,12 @@ struct TransportConformanceTests {
             let result = await task.finished()
             #expect((try? result.get()) != nil && collector.count == 100, "\(result)")
         }
-        #expect(Date().timeIntervalSince(start) < 10)
+        // Alone it takes 0.43 s; beside the rest of the suite on two cores 4-8 s, and under
+        // ThreadSanitizer 8.7-9.9 s in the eighth and ninth sessions' CI runs (13.9 s once
+        // beside two heavy tests since kept out of that run), hence its wider bound. Every
+        // wake-up lost would cost 20 s or more.
+        let bound: Double = ProcessInfo.processInfo.environment["HAUL_TSAN"] == nil ? 10 : 15
+        #expect(Date().timeIntervalSince(start) < bound)
     }
 
     func fetch(
@@ -140,8 +145,12 @@ struct TransportConformanceTests {
         let seconds = Date().timeIntervalSince(started)
         #expect(seconds < 20)
         // curl's own low-speed check averages over its last 5 s: a 1 s idle timeout fired
-        // after about 7 s (30 s after 35). The transport watches the last byte itself.
-        if kind == .curl { #expect(seconds < 3.5, "stall detected after \(seconds) s") }
+        // after about 7 s (30 s after 35). The transport watches the last byte itself (1.02 s
+        // here; 3.8 s once under ThreadSanitizer beside the rest of the suite, hence no bound
+        // there).
+        if kind == .curl, ProcessInfo.processInfo.environment["HAUL_TSAN"] == nil {
+            #expect(seconds < 3.5, "stall detected after \(seconds) s")
+        }
     }
 
     @Test(arguments: TransportKind.allCases)
