@@ -64,7 +64,7 @@ struct TransportConformanceTests {
             #expect((try? result.get()) != nil && collector.count == 100, "\(result)")
         }
         // Alone it takes 0.43 s; beside the rest of the suite on two cores 4-8 s, and under
-        // ThreadSanitizer 8.7-9.9 s in the eighth and ninth sessions' CI runs (13.9 s once
+        // ThreadSanitizer 8.7-9.9 s in the ninth session's CI runs (13.9 s once
         // beside two heavy tests since kept out of that run), hence its wider bound. Every
         // wake-up lost would cost 20 s or more.
         let bound: Double = ProcessInfo.processInfo.environment["HAUL_TSAN"] == nil ? 10 : 15
