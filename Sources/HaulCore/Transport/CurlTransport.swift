@@ -155,10 +155,8 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
                 _ = haul_easy_pause(easy, Int32(HAUL_CURLPAUSE_CONT))
             }
         case .cancel(let t):
-            guard let easy = t.easy, active.removeValue(forKey: easy) != nil else { return }
-            _ = haul_multi_remove_handle(multi, easy)
-            t.cleanup()
-            t.complete(.failure(TransportError(.cancelled, "cancelled")))
+            guard let easy = t.easy else { return }
+            end(easy) { _ in .failure(TransportError(.cancelled, "cancelled")) }
         }
     }
 
@@ -171,22 +169,26 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
         var stalled: [UnsafeMutableRawPointer] = []
         for (easy, t) in active where t.stallDeadline.map({ $0 <= now }) == true { stalled.append(easy) }
         for easy in stalled {
-            guard let t = active.removeValue(forKey: easy) else { continue }
-            _ = haul_multi_remove_handle(multi, easy)
-            t.cleanup()
-            t.complete(
-                .failure(
-                    TransportError(
-                        .idleTimeout, "no data for \(Seconds.text(t.request.idleTimeout)) s")))
+            end(easy) {
+                .failure(TransportError(.idleTimeout, "no data for \(Seconds.text($0.request.idleTimeout)) s"))
+            }
         }
     }
 
     private func finish(_ easy: UnsafeMutableRawPointer, code: Int32) {
+        end(easy) { $0.result(code: code) }
+    }
+
+    /// Takes an active transfer off the multi handle and completes it with `result` (read
+    /// before the handle is cleaned up).
+    private func end(
+        _ easy: UnsafeMutableRawPointer, with result: (CurlTransfer) -> Result<Void, TransportError>
+    ) {
         guard let t = active.removeValue(forKey: easy) else { return }
         _ = haul_multi_remove_handle(multi, easy)
-        let result = t.result(code: code)
+        let outcome = result(t)
         t.cleanup()
-        t.complete(result)
+        t.complete(outcome)
     }
 }
 
