@@ -21,7 +21,8 @@ extension GetCommand {
         let codes = Locked<[ExitCode]>([])
         var ids: [UUID: Int] = [:]
         for (index, url) in urls.enumerated() {
-            let number = index + 1
+            let number = places[index]
+            let shown = ResumeRecord.redacted(url)
             let target: DownloadManager.Target
             switch self.target(for: index) {
             case .file(let f): target = .file(f)
@@ -33,7 +34,8 @@ extension GetCommand {
                 completion: { result in
                     switch result {
                     case .success(let r):
-                        output.json("done", [("id", number), ("path", r.fileURL.path), ("bytes", r.bytes)])
+                        output.json(
+                            "done", [("id", number), ("url", shown), ("path", r.fileURL.path), ("bytes", r.bytes)])
                         output.note("saved \(r.fileURL.path)")
                         codes.withLock { $0.append(.success) }
                     case .failure(let e):
@@ -41,7 +43,7 @@ extension GetCommand {
                         output.json(
                             "error",
                             [
-                                ("id", number), ("code", e.code.description), ("message", e.message),
+                                ("id", number), ("url", shown), ("code", e.code.description), ("message", e.message),
                                 ("exit", code.rawValue),
                             ])
                         output.error(e.message)

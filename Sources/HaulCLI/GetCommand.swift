@@ -98,6 +98,9 @@ struct GetCommand {
     let listOptions: [ListOptions]
     /// URLs listed more than once with the same options: each is downloaded once.
     let repeatedURLs: [URL]
+    /// Each URL's place among all the URLs given (1-based; a repeat's place is skipped): its
+    /// `--json` id.
+    let places: [Int]
     /// Downloads at once (`-j`).
     let jobs: Int
     /// `-o -`, or `-o` naming a device or FIFO: the body is written there as it arrives.
@@ -120,7 +123,8 @@ struct GetCommand {
         var perURL: [ListOptions] = []
         var seen: Set<ListKey> = []
         var repeated: [URL] = []
-        for entry in entries {
+        var kept: [Int] = []
+        for (place, entry) in zip(1..., entries) {
             let url = try parseURL(entry.raw)
             // The same URL for the same place again (a list merged with the command line, a glob
             // that matched twice) is one download; with other options it is another (aria2's rule).
@@ -130,10 +134,12 @@ struct GetCommand {
             }
             urls.append(url)
             perURL.append(entry.options)
+            kept.append(place)
         }
         self.urls = urls
         listOptions = perURL
         repeatedURLs = repeated
+        places = kept
         jobs = try v.integer("--max-concurrent", min: 1) ?? 1
         if v.flag("--output") && v.flag("--dir") { throw UsageError("use either -o or -d, not both") }
         if v.flag("--continue") && v.flag("--no-continue") { throw UsageError("use either -c or --no-continue") }

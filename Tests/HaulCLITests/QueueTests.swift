@@ -37,6 +37,24 @@ struct QueueTests {
         expectFile(dir.file("copy.bin"), equals: TestContent.bytes(count: 300_000))
     }
 
+    /// `--json` ids are the URLs' places in the command line and the list, a repeated URL's
+    /// included (its place is skipped, not given to the next URL), and events name the URL.
+    @Test func jsonIdsKeepTheirPlacesWhenARepeatedURLIsSkipped() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let a = server.url("/ida.bin?size=100").absoluteString
+        let b = server.url("/idb.bin?size=100").absoluteString
+        let r = try await CLI.run(["get", "--json", "-j", "2", "-d", dir.path, a, a, b])
+        #expect(r.status == 0, "\(r.stderr)")
+        let done = r.stdout.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+        }.filter { $0["event"] as? String == "done" }
+        let ids = Dictionary(
+            uniqueKeysWithValues: done.compactMap { e in (e["url"] as? String).map { ($0, e["id"] as? Int) } })
+        #expect(ids == [a: 1, b: 3], "\(r.stdout)")
+    }
+
     @Test func theConnectionCapPerHostHoldsForAllDownloadsAndRangesTogether() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
