@@ -341,9 +341,7 @@ struct DownloadManagerTests {
     /// once a second, and both at once when the manager goes idle, so the end state is there
     /// when waitUntilIdle() returns.
     @Test(
-        .disabled(
-            if: ProcessInfo.processInfo.environment["HAUL_TSAN"] != nil,
-            "300 downloads take 15 s under ThreadSanitizer, beside timing tests on two cores"))
+        .skippedUnderThreadSanitizer("300 downloads take 15 s under ThreadSanitizer, beside timing tests on two cores"))
     func aBurstOfChangesBuildsTheListAndWritesTheStateFileOnlyNowAndThen() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
@@ -378,9 +376,7 @@ struct DownloadManagerTests {
     /// A list whose state file had grown past 16 MiB (some 48,000 downloads) did not load: the
     /// manager started empty and its next save replaced the file, the list lost.
     @Test(
-        .disabled(
-            if: ProcessInfo.processInfo.environment["HAUL_TSAN"] != nil,
-            "17 MB of JSON take 11 s under ThreadSanitizer, beside timing tests on two cores"))
+        .skippedUnderThreadSanitizer("17 MB of JSON take 11 s under ThreadSanitizer, beside timing tests on two cores"))
     func aStateFileOverSixteenMiBIsReloaded() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

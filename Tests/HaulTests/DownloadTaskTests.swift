@@ -169,9 +169,7 @@ struct DownloadTaskTests {
     }
 
     @Test(
-        .disabled(
-            if: ProcessInfo.processInfo.environment["HAUL_TSAN"] != nil,
-            "speeds are not meaningful under ThreadSanitizer's slowdown"))
+        .skippedUnderThreadSanitizer("speeds are not meaningful under ThreadSanitizer's slowdown"))
     func progressIsRateLimitedAndSpeedMatchesAThrottledServer() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

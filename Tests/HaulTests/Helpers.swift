@@ -73,3 +73,11 @@ func expectFile(_ path: String, equals expected: [UInt8], sourceLocation: Source
         Issue.record(Comment(rawValue: difference), sourceLocation: sourceLocation)
     }
 }
+
+extension Trait where Self == ConditionTrait {
+    /// Leaves a test out of the ThreadSanitizer run (`HAUL_TSAN`, set by `.ci/run`), saying why:
+    /// speeds and heavy work there say nothing and slow the timing tests beside them.
+    static func skippedUnderThreadSanitizer(_ why: Comment) -> Self {
+        .disabled(if: ProcessInfo.processInfo.environment["HAUL_TSAN"] != nil, why)
+    }
+}

@@ -430,9 +430,7 @@ struct SegmentedTests {
     }
 
     @Test(
-        .disabled(
-            if: ProcessInfo.processInfo.environment["HAUL_TSAN"] != nil,
-            "speeds are not meaningful under ThreadSanitizer's slowdown"),
+        .skippedUnderThreadSanitizer("speeds are not meaningful under ThreadSanitizer's slowdown"),
         arguments: [1, 2])
     func rateLimitHoldsWithinTenPercent(connections: Int) async throws {
         let server = try TestServer()
@@ -459,9 +457,7 @@ struct SegmentedTests {
     }
 
     @Test(
-        .disabled(
-            if: ProcessInfo.processInfo.environment["HAUL_TSAN"] != nil,
-            "speeds are not meaningful under ThreadSanitizer's slowdown"))
+        .skippedUnderThreadSanitizer("speeds are not meaningful under ThreadSanitizer's slowdown"))
     func overallLimitIsSharedByConcurrentDownloads() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
@@ -488,9 +484,7 @@ struct SegmentedTests {
     /// transfer that has waited longest goes first: when the first download ends, the others have
     /// most of their bytes too.
     @Test(
-        .disabled(
-            if: ProcessInfo.processInfo.environment["HAUL_TSAN"] != nil,
-            "speeds are not meaningful under ThreadSanitizer's slowdown"))
+        .skippedUnderThreadSanitizer("speeds are not meaningful under ThreadSanitizer's slowdown"))
     func theOverallBudgetIsSharedInTurnsNotWonByOneDownloadAtATime() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
