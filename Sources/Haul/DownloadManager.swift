@@ -169,9 +169,17 @@ public final class DownloadManager: Sendable {
 
         /// Marks `id` completed with its file at `url`; the result for its completion handler
         /// (bytes from its last progress).
-        mutating func complete(_ id: UUID, fileAt url: URL) -> DownloadResult {
+        /// Marks `id` completed with its file at `url`; the result for its completion handler:
+        /// its task's (`done`), else bytes from its last progress. (Always the latter before: a
+        /// file already complete on disk, which sends no progress, was 0 bytes, not already
+        /// complete.)
+        mutating func complete(_ id: UUID, fileAt url: URL, done: DownloadResult?) -> DownloadResult {
             set(id, .completed)
             items[id]!.fileURL = url
+            if var done {
+                done.fileURL = url
+                return done
+            }
             let bytes = items[id]!.progress?.completedBytes ?? 0
             return DownloadResult(fileURL: url, bytes: bytes, alreadyComplete: false)
         }
@@ -632,7 +640,7 @@ public final class DownloadManager: Sendable {
             s.stopped[id] = nil
             s.items[id]!.progress = stopped.progress ?? item.progress
             s.items[id]!.error = nil
-            let result = s.complete(id, fileAt: url)
+            let result = s.complete(id, fileAt: url, done: stopped.result)
             return (s.takeCompletion(id), .success(result))
         }
         guard let call else { return }
@@ -652,11 +660,11 @@ public final class DownloadManager: Sendable {
         let (completion, result, recheck) = inner.withLock {
             s -> (Completion?, Result<DownloadResult, HaulError>?, Bool) in
             guard s.items[id]?.state == .running, !s.shutDown else { return (nil, nil, false) }
-            s.tasks[id] = nil
+            let task = s.tasks.removeValue(forKey: id)
             let result: Result<DownloadResult, HaulError>
             switch outcome {
             case .success(let url):
-                result = .success(s.complete(id, fileAt: url))
+                result = .success(s.complete(id, fileAt: url, done: task?.result))
             case .failure(let error)
             where error.isTransient && configuration.waitsForConnectivity && needsNetwork(s.items[id]!.url)
                 && (!s.networkAllowed || lostNetwork):

@@ -70,6 +70,9 @@ public final class DownloadTask: Sendable {
     /// The latest progress, nil before the first bytes.
     public var progress: TransferProgress? { inner.withLock { $0.progress } }
 
+    /// The result, once the task has completed (the manager's items report it).
+    package var result: DownloadResult? { inner.withLock { $0.result } }
+
     /// Events from now on, as an `AsyncSequence` (each access is a new subscriber). The stream
     /// ends when the task completes.
     public var events: AsyncStream<DownloadEvent> {

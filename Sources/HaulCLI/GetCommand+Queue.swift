@@ -35,8 +35,15 @@ extension GetCommand {
                     switch result {
                     case .success(let r):
                         output.json(
-                            "done", [("id", number), ("url", shown), ("path", r.fileURL.path), ("bytes", r.bytes)])
-                        output.note("saved \(r.fileURL.path)")
+                            "done",
+                            [
+                                ("id", number), ("url", shown), ("path", r.fileURL.path), ("bytes", r.bytes),
+                                ("alreadyComplete", r.alreadyComplete),
+                            ])
+                        output.note(
+                            r.alreadyComplete
+                                ? "\(r.fileURL.path) is already complete (\(Output.bytes(r.bytes)))"
+                                : "saved \(r.fileURL.path)")
                         codes.withLock { $0.append(.success) }
                     case .failure(let e):
                         let code = ExitCode(e)

@@ -55,6 +55,22 @@ struct QueueTests {
         #expect(ids == [a: 1, b: 3], "\(r.stdout)")
     }
 
+    /// With -j a file already complete said "saved" and its `done` event "bytes":0, where one
+    /// download says "is already complete" with its size.
+    @Test func anAlreadyCompleteFileSaysSoWithJ() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        #expect(
+            FileManager.default.createFile(atPath: dir.file("had.bin"), contents: Data(TestContent.bytes(count: 4096))))
+        let url = server.url("/had.bin?size=4096").absoluteString
+        let human = try await CLI.run(["get", "-j", "2", "-d", dir.path, url])
+        #expect(human.status == 0, "\(human.stderr)")
+        #expect(human.stderr.contains("haul: \(dir.file("had.bin")) is already complete (4.0 KiB)"), "\(human.stderr)")
+        let json = try await CLI.run(["get", "--json", "-j", "2", "-d", dir.path, url])
+        #expect(json.stdout.contains("\"bytes\":4096,\"alreadyComplete\":true"), "\(json.stdout)")
+    }
+
     @Test func theConnectionCapPerHostHoldsForAllDownloadsAndRangesTogether() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -435,6 +435,25 @@ struct DownloadManagerTests {
         #expect(saved.contains("after.bin"))
     }
 
+    /// A file already complete on disk is reported as such by the manager, with its size: the
+    /// manager built its result from progress events (none came) and said 0 bytes, not already
+    /// complete (`haul get -j --json` printed "bytes":0 and "saved").
+    @Test func anAlreadyCompleteFileIsReportedWithItsSize() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        #expect(
+            FileManager.default.createFile(atPath: dir.file("done.bin"), contents: Data(TestContent.bytes(count: 5000)))
+        )
+        let manager = DownloadManager(configuration: configuration())
+        let outcome = Locked<Result<DownloadResult, HaulError>?>(nil)
+        manager.add(server.url("/done.bin?size=5000"), to: .directory(dir.url), completion: { outcome.set($0) })
+        await manager.waitUntilIdle()
+        let result = try #require(try outcome.get()?.get())
+        #expect(result.alreadyComplete)
+        #expect(result.bytes == 5000)
+    }
+
     @Test func ephemeralKeepsNoState() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
