@@ -138,6 +138,7 @@ public final class DownloadManager: Sendable {
         /// end removes the files, which must not be the new task's).
         var awaitingStop: Set<UUID> = []
         var progressHandlers: [UUID: @Sendable (TransferProgress) -> Void] = [:]
+        var eventHandlers: [UUID: @Sendable (DownloadEvent) -> Void] = [:]
         var options: [UUID: DownloadOptions] = [:]
         var completionHandlers: [UUID: Completion] = [:]
         var sequence = 0
@@ -377,12 +378,16 @@ public final class DownloadManager: Sendable {
     ///   - priority: Higher runs first.
     ///   - options: Connections, rate limit, overwrite and so on (kept in memory only).
     ///   - progress: Called with progress (rate-limited), on a background thread.
+    ///   - events: Called with each event of the item's running download (started, progress,
+    ///     retrying, restarted, …), as ``HaulSession/download(from:to:options:events:)`` gives
+    ///     them, on a background thread.
     ///   - completion: Called once with the outcome, on a background thread.
     /// - Returns: The item's id.
     @discardableResult
     public func add(
         _ url: URL, to target: Target, priority: Int = 0, options: DownloadOptions = DownloadOptions(),
         progress: (@Sendable (TransferProgress) -> Void)? = nil,
+        events: (@Sendable (DownloadEvent) -> Void)? = nil,
         completion: (@Sendable (Result<DownloadResult, HaulError>) -> Void)? = nil
     ) -> UUID {
         let id = UUID.random()
@@ -392,6 +397,7 @@ public final class DownloadManager: Sendable {
             s.insert(
                 Item(id: id, url: url, target: target, priority: priority, state: .queued, sequence: s.sequence))
             if let progress { s.progressHandlers[id] = progress }
+            if let events { s.eventHandlers[id] = events }
             if let completion { s.completionHandlers[id] = completion }
         }
         changed(persist: true)
@@ -607,10 +613,14 @@ public final class DownloadManager: Sendable {
     /// An event of the task `from`; ignored unless that is the item's current task (a task that
     /// was paused and then cancelled reports its end after a new one may have started).
     private func handle(_ event: DownloadEvent, for id: UUID, from: ObjectIdentifier) {
-        guard inner.withLock({ s in s.tasks[id].map(ObjectIdentifier.init) == from }) else {
+        let current = inner.withLock { s -> (@Sendable (DownloadEvent) -> Void)?? in
+            s.tasks[id].map(ObjectIdentifier.init) == from ? .some(s.eventHandlers[id]) : nil
+        }
+        guard let handler = current else {
             if case .completed(let url) = event { stoppedTaskCompleted(id, url, from: from) }
             return
         }
+        handler?(event)
         switch event {
         case .progress(let p):
             let handler = inner.withLock { s -> (@Sendable (TransferProgress) -> Void)? in

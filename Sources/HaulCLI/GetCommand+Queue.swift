@@ -3,6 +3,43 @@ import Haul
 import HaulCore
 
 extension GetCommand {
+    /// What a download of a `-j` run says while it runs, with its number: the start, retries and
+    /// restarts, as one download says them (they went unreported), and progress in JSON.
+    static func report(_ event: DownloadEvent, of number: Int, url: URL, output: Output) {
+        let name = "#\(number) \(url.lastPathComponent)"
+        switch event {
+        case .started(let s):
+            output.json(
+                "start",
+                [
+                    ("id", number), ("url", ResumeRecord.redacted(url)), ("destination", s.destination.path),
+                    ("status", s.status), ("offset", s.offset), ("total", s.totalBytes),
+                ])
+            if s.offset > 0 { output.note("\(name): resuming at \(Output.bytes(s.offset))") }
+        case .progress(let p):
+            guard output.mode == .json else { return }  // the display shows it
+            output.json(
+                "progress",
+                [
+                    ("id", number), ("bytes", p.completedBytes), ("total", p.totalBytes),
+                    ("speed", p.bytesPerSecond), ("eta", p.estimatedTimeRemaining),
+                ])
+        case .retrying(let attempt, let error, let delay):
+            output.json(
+                "retry",
+                [
+                    ("id", number), ("attempt", attempt), ("delay", delay), ("code", error.code.description),
+                    ("message", error.message),
+                ])
+            output.note("\(name): \(error.message); retry \(attempt) in \(String(format: "%.1f", delay)) s")
+        case .restarted(let reason):
+            output.json("restart", [("id", number), ("reason", reason)])
+            output.note("\(name): starting over: \(reason)")
+        case .suspended, .resumed, .completed, .failed:
+            break  // the outcome is reported by the completion
+        }
+    }
+
     /// `-j N`: the URLs go through a ``DownloadManager`` with N downloads at once (and at most N
     /// to one host); the terminal shows a line per running download and a total line.
     func runQueue(interrupts: Interrupts) async -> ExitCode {
@@ -31,6 +68,7 @@ extension GetCommand {
             }
             let id = manager.add(
                 url, to: target, options: options(for: index),
+                events: { event in Self.report(event, of: number, url: url, output: output) },
                 completion: { result in
                     switch result {
                     case .success(let r):

@@ -71,6 +71,34 @@ struct QueueTests {
         #expect(json.stdout.contains("\"bytes\":4096,\"alreadyComplete\":true"), "\(json.stdout)")
     }
 
+    /// With -j, a download's start, retries and restarts were not reported at all (no JSON
+    /// event, no note): only its end was. They carry the download's id now.
+    @Test func jRunsReportEachDownloadsStartAndRetries() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let calm = server.url("/calm.bin?size=2000").absoluteString
+        let flaky = server.url("/flaky.bin?size=3000000&drop=1000000&drops=1").absoluteString
+        let args = ["get", "-x", "1", "--retry-delay", "0.05", "-j", "2", "-d", dir.path, calm, flaky]
+        let json = try await CLI.run(args + ["--json"])
+        #expect(json.status == 0, "\(json.stderr)")
+        let events = json.stdout.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+        }
+        let starts = events.filter { $0["event"] as? String == "start" }.compactMap { $0["id"] as? Int }
+        #expect(Set(starts) == [1, 2], "\(json.stdout)")
+        let retries = events.filter { $0["event"] as? String == "retry" }
+        #expect(retries.count == 1 && retries.first?["id"] as? Int == 2, "\(json.stdout)")
+        // Again on a terminal's terms (notes), into another directory; a new target for the
+        // server, whose drop counts requests by path and query.
+        let other = dir.file("human")
+        let human = try await CLI.run(
+            ["get", "-x", "1", "--retry-delay", "0.05", "-j", "2", "-d", other, calm, flaky + "&again=1"])
+        #expect(human.status == 0, "\(human.stderr)")
+        #expect(human.stderr.contains("haul: #2 flaky.bin: connection to 127.0.0.1 lost"), "\(human.stderr)")
+        #expect(human.stderr.contains("retry 1 in"), "\(human.stderr)")
+    }
+
     @Test func theConnectionCapPerHostHoldsForAllDownloadsAndRangesTogether() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

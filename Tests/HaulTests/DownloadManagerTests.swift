@@ -454,6 +454,27 @@ struct DownloadManagerTests {
         #expect(result.bytes == 5000)
     }
 
+    /// An item's events (started, retrying, …) reach its `events` handler, as a session's
+    /// download gives them.
+    @Test func anItemsEventsReachItsHandler() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let manager = DownloadManager(configuration: configuration())
+        let seen = Locked<[String]>([])
+        manager.add(
+            server.url("/ev.bin?size=2000000&drop=500000&drops=1"), to: .directory(dir.url),
+            events: { event in
+                switch event {
+                case .started(let s): seen.withLock { $0.append("started \(s.offset)") }
+                case .retrying(let attempt, _, _): seen.withLock { $0.append("retrying \(attempt)") }
+                default: break
+                }
+            })
+        await manager.waitUntilIdle()
+        #expect(seen.get() == ["started 0", "retrying 1", "started 500000"])
+    }
+
     @Test func ephemeralKeepsNoState() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
