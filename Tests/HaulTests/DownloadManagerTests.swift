@@ -25,6 +25,17 @@ struct DownloadManagerTests {
         return c
     }
 
+    /// ``configuration(_:)`` keeping its list in `state` (`.default` persistence).
+    func persistent(
+        in state: TemporaryDirectory, _ adjust: (inout DownloadManager.Configuration) -> Void = { _ in }
+    ) -> DownloadManager.Configuration {
+        configuration {
+            $0.persistence = .default
+            $0.stateDirectory = state.url
+            adjust(&$0)
+        }
+    }
+
     /// Caps of 0 (or below) ran nothing, and `waitUntilIdle()` never returned; they mean 1 now.
     /// Rates of 0 (or below) held every byte; they mean no limit now, as `--limit-rate 0` does in
     /// curl and aria2.
@@ -315,10 +326,7 @@ struct DownloadManagerTests {
         let dir = try TemporaryDirectory()
         let state = try TemporaryDirectory()
         defer { cleanUp(server, dir, state) }
-        let persistent = configuration {
-            $0.persistence = .default
-            $0.stateDirectory = state.url
-        }
+        let persistent = persistent(in: state)
         let first = DownloadManager(configuration: persistent)
         let id = first.add(
             server.url("/p1.bin?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url), priority: 3)
@@ -348,9 +356,7 @@ struct DownloadManagerTests {
         let state = try TemporaryDirectory()
         defer { cleanUp(server, dir, state) }
         let manager = DownloadManager(
-            configuration: configuration {
-                $0.persistence = .default
-                $0.stateDirectory = state.url
+            configuration: persistent(in: state) {
                 $0.maxConcurrentDownloads = 16
                 $0.maxDownloadsPerHost = 16
             })
@@ -382,10 +388,7 @@ struct DownloadManagerTests {
         let dir = try TemporaryDirectory()
         let state = try TemporaryDirectory()
         defer { cleanUp(server, dir, state) }
-        let persistent = configuration {
-            $0.persistence = .default
-            $0.stateDirectory = state.url
-        }
+        let persistent = persistent(in: state)
         let first = DownloadManager(configuration: persistent)
         first.add(server.url("/big-list.bin?size=100"), to: .directory(dir.url))
         await first.waitUntilIdle()
@@ -422,10 +425,7 @@ struct DownloadManagerTests {
         let garbage = Data("{\"version\": 1, \"items\": [ damaged".utf8)
         #expect(FileManager.default.createFile(atPath: state.file("downloads.json"), contents: garbage))
         let manager = DownloadManager(
-            configuration: configuration {
-                $0.persistence = .default
-                $0.stateDirectory = state.url
-            })
+            configuration: persistent(in: state))
         #expect(manager.items.isEmpty)
         manager.add(server.url("/after.bin?size=100"), to: .directory(dir.url))
         await manager.waitUntilIdle()
