@@ -82,36 +82,26 @@ package final class FileDownloader: Sendable {
     package let onEvent: @Sendable (DownloadEngineEvent) -> Void
     /// One reporter for the whole download, so a resumed attempt keeps its speed history.
     fileprivate let reporter: ProgressReporter
-    /// This download's claim on its file (``DestinationClaims``); released when `run` returns,
-    /// unless a caller that hands its download over (a segmented one) passed its own.
+    /// The claim on its file (``DestinationClaims``) of the ``SegmentedDownloader`` that runs
+    /// this download (every download starts there), which releases or keeps it when done.
     private let claims: DestinationClaims.Owner
-    private let releasesClaims: Bool
 
     package init(
         url: URL, target: DownloadTarget, options: EngineOptions, transport: any HTTPTransport,
-        claims: DestinationClaims.Owner? = nil, onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void = { _ in }
+        claims: DestinationClaims.Owner, onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void = { _ in }
     ) {
         self.url = url
         self.target = target
         self.options = options
         self.transport = transport
         self.onEvent = onEvent
-        self.claims = claims ?? DestinationClaims.Owner()
-        releasesClaims = claims == nil
+        self.claims = claims
         reporter = ProgressReporter(interval: options.progressInterval) { onEvent(.progress($0)) }
     }
 
     /// Downloads the file. `priorFailures`: tries already spent on this file (a segmented
     /// download's probe that got a busy answer and waited), counted against the retries.
     package func run(priorFailures: Int = 0) async throws(HaulError) -> DownloadOutcome {
-        guard releasesClaims else { return try await download(priorFailures: priorFailures) }
-        defer { DestinationClaims.shared.releaseAll(of: claims) }
-        let outcome = try await download(priorFailures: priorFailures)
-        if options.keepsClaimWhenSaved { DestinationClaims.shared.keep(claims, savedFrom: url) }
-        return outcome
-    }
-
-    private func download(priorFailures: Int) async throws(HaulError) -> DownloadOutcome {
         try Self.validate(url)
         ProgressClock.shared.add(reporter)
         defer { ProgressClock.shared.remove(reporter) }
