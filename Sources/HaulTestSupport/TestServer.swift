@@ -63,6 +63,8 @@ public final class TestServer: @unchecked Sendable {
     private struct State {
         var requests: [RecordedRequest] = []
         var hits: [String: Int] = [:]
+        /// When each signed link (`signed=S`) was first asked for.
+        var signedFirstUse: [String: Date] = [:]
         var open: [Int32] = []
         var connections = 0
         var active = 0
@@ -210,8 +212,10 @@ public final class TestServer: @unchecked Sendable {
             guard let request = parse(head, connection: connection) else { return }
             let hit = state.withLock { s -> Int in
                 s.requests.append(request)
-                defer { s.hits[request.target, default: 0] += 1 }
-                return s.hits[request.target, default: 0]
+                // The URLs a signed=S target hands out share one count (each has its own sig=).
+                let key = request.query["sig"] == nil ? request.target : Self.unsigned(request.target) + " (signed)"
+                defer { s.hits[key, default: 0] += 1 }
+                return s.hits[key, default: 0]
             }
             if let mode = request.query["upload"] {
                 guard receiveUpload(fd, request, mode: mode, hit: hit, buffer: &buffer) else { return }
@@ -403,6 +407,13 @@ public final class TestServer: @unchecked Sendable {
         return nil
     }
 
+    /// `target` without its `sig=` parameter.
+    private static func unsigned(_ target: String) -> String {
+        guard var c = URLComponents(string: target) else { return target }
+        c.queryItems = c.queryItems?.filter { $0.name != "sig" }
+        return c.string ?? target
+    }
+
     private func parse(_ head: [UInt8], connection: Int) -> RecordedRequest? {
         let lines = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n")
         let first = lines[0].split(separator: " ")
@@ -440,6 +451,26 @@ public final class TestServer: @unchecked Sendable {
                 if let ra = q["retryAfter"] { h.append(("Retry-After", ra)) }
                 if status == 416 { h.append(("Content-Range", "bytes */\(int("size") ?? 1024)")) }
                 return send(fd, status: status, headers: h, body: [])
+            }
+        }
+        // signed=S: like a storage service's pre-signed link. The target without `sig=` redirects
+        // to itself with a new `sig=`; that URL is refused (403) from S seconds after its first
+        // request on (counted from its first use, not its signing, so that a slow test machine
+        // does not see a link expire before it is used).
+        if let lifetime = q["signed"].flatMap(Double.init) {
+            guard let sig = q["sig"] else {
+                let sig = UUID().uuidString
+                let location = r.target + (r.target.contains("?") ? "&" : "?") + "sig=\(sig)"
+                return send(fd, status: 302, headers: [("Location", location), ("Content-Length", "0")], body: [])
+            }
+            let now = Date()
+            let first = state.withLock { s in
+                if s.signedFirstUse[sig] == nil { s.signedFirstUse[sig] = now }
+                return s.signedFirstUse[sig]!
+            }
+            if now.timeIntervalSince(first) > lifetime {
+                let body = Array("Request has expired".utf8)
+                return send(fd, status: 403, headers: [("Content-Length", "\(body.count)")], body: body)
             }
         }
         // Redirects.

@@ -88,6 +88,53 @@ struct SegmentedTests {
         #expect(log.retries.count == 3)
     }
 
+    /// A storage service's pre-signed link (what GitHub's release downloads redirect to) expires
+    /// while ranges are still being asked for it: a retry, a stolen range or a replacement after
+    /// that gets a 403 from the signed URL, not from the file's own. The range is asked of the
+    /// original URL again, whose redirect signs a fresh link, and goes on from where it stopped.
+    @Test func anExpiredSignedLinkIsSignedAgainFromTheOriginalURL() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("signed.bin")
+        let size = 4 << 20
+        // A link expires 0.3 s after its first use; the first two signed requests (the probe's
+        // answer, which is the first range, and the second range) are cut after 800 000 bytes at
+        // 2 MB/s, so the retries come after the link has expired.
+        let (result, log) = await run(
+            testSession(), server.url("/signed.bin?size=\(size)&signed=0.3&rate=2000000&drop=800000&drops=2"),
+            to: .file(dest), options: options(2))
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: size))
+        let requests = server.requests(path: "/signed.bin")
+        let signings = requests.filter { $0.query["sig"] == nil }
+        #expect(signings.count >= 2, "\(requests.map(\.target))")
+        // Every range went on from where it was cut (at a planned start or a multiple of 800 000
+        // bytes after one): nothing was asked twice, and the probe's range was resumed.
+        let served = requests.filter { $0.query["sig"] != nil }.compactMap(\.rangeStart)
+        let planned = [0, 2 << 20]
+        #expect(
+            served.contains(800_000)
+                && served.allSatisfy { s in planned.contains { s >= $0 && (s - $0) % 800_000 == 0 } },
+            "\(served)")
+        #expect(log.restarts.isEmpty)
+    }
+
+    @Test func anExpiredSignedLinkIsSignedAgainWithOneConnection() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("signed1.bin")
+        let size = 2 << 20
+        let (result, _) = await run(
+            testSession(), server.url("/signed1.bin?size=\(size)&signed=0.3&rate=2000000&drop=800000&drops=1"),
+            to: .file(dest), options: options(1))
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: size))
+        let served = server.requests(path: "/signed1.bin").filter { $0.query["sig"] != nil }.compactMap(\.rangeStart)
+        #expect(served.contains(800_000), "\(served)")
+    }
+
     @Test func serverIgnoringRangeLaterNeverYieldsAMixedFile() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -130,7 +130,7 @@ package final class SegmentedDownloader: Sendable {
         let held = completed.isEmpty && probe.heldEnd >= segmentOptions.minSplit ? probe.held : nil
         if held == nil { probe.held?.task.cancel() }  // now, not at the end: it holds a connection slot
         let run = SegmentedRun(
-            url: probe.finalURL, headers: probe.headers, total: total, probe: probe, partial: partial,
+            origin: url, total: total, probe: probe, partial: partial,
             planner: SegmentPlanner(
                 total: total, completed: completed, connections: segmentOptions.connections,
                 minSplit: segmentOptions.minSplit, first: held.map { _ in probe.heldEnd }),
@@ -411,8 +411,9 @@ final class ProbeFetch: TransportHandler, @unchecked Sendable {
 
 /// One segmented transfer: the workers, the shared plan and the checkpoints.
 private final class SegmentedRun: @unchecked Sendable {
-    let url: URL
-    let headers: HTTPHeaders
+    /// The URL the download was asked for; the ranges go where its redirects ended
+    /// (``location``).
+    let origin: URL
     let total: Int64
     let probe: SegmentedDownloader.Probe
     let partial: PartialFile
@@ -431,31 +432,47 @@ private final class SegmentedRun: @unchecked Sendable {
         var detector = SlowConnectionDetector()
         /// The probe's held answer, for the first worker.
         var adopted: (fetch: SegmentFetch, task: any TransportTask, end: Int64)?
+        /// Where ranges are asked for, and with which headers: the probe's final URL, until a
+        /// range answered from a newer one (an expired signed link signed again).
+        var location: (url: URL, headers: HTTPHeaders)
     }
     private let state: Locked<State>
     /// Progress of all ranges together.
     let reporter: ProgressReporter
 
     init(
-        url: URL, headers: HTTPHeaders, total: Int64, probe: SegmentedDownloader.Probe, partial: PartialFile,
+        origin: URL, total: Int64, probe: SegmentedDownloader.Probe, partial: PartialFile,
         planner: SegmentPlanner, options: EngineOptions, transport: any HTTPTransport, segments: SegmentOptions,
         onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void
     ) {
         self.connections = segments.connections
         self.segments = segments
-        self.url = url
-        self.headers = headers
+        self.origin = origin
         self.total = total
         self.probe = probe
         self.partial = partial
         self.options = options
         self.transport = transport
         self.onEvent = onEvent
-        state = Locked(State(planner: planner))
+        state = Locked(State(planner: planner, location: (probe.finalURL, probe.headers)))
         reporter = ProgressReporter(interval: options.progressInterval) { onEvent(.progress($0)) }
     }
 
     var completedBytes: Int64 { state.withLock { $0.planner.completedBytes } }
+
+    /// Where ranges are asked for now.
+    var location: (url: URL, headers: HTTPHeaders) { state.withLock { $0.location } }
+
+    /// The probe was redirected: its final URL may stop working (a signed link expires) while
+    /// the original one still leads to the file.
+    var redirected: Bool { probe.finalURL.absoluteString != origin.absoluteString }
+
+    /// A range answered from `url`: later ranges are asked there.
+    func moved(to url: URL, headers: HTTPHeaders) {
+        state.withLock { s in
+            if s.location.url.absoluteString != url.absoluteString { s.location = (url, headers) }
+        }
+    }
 
     /// Takes over the probe's paused answer as the fetch of the first segment (`[0, end)`,
     /// planned as running) and lets its bytes flow.
@@ -520,7 +537,7 @@ private final class SegmentedRun: @unchecked Sendable {
         if Task.isCancelled { throw HaulError(.cancelled, "cancelled", path: partial.partPath) }
         try outcome.get()
         guard state.withLock({ $0.planner.isComplete }) else {
-            throw HaulError(.incompleteBody, "segmented download of \(ResumeRecord.redacted(url)) stopped early")
+            throw HaulError(.incompleteBody, "segmented download of \(ResumeRecord.redacted(origin)) stopped early")
         }
     }
 
@@ -647,6 +664,12 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     var failure: HaulError?
     var reachedEnd = false
     var requestedEnd: Int64 = 0
+    /// Where the current request went, and with which headers.
+    private var asking: (url: URL, headers: HTTPHeaders)?
+    /// The answer was a redirect to this URL.
+    private var redirect: URL?
+    /// The answer refused a redirect's target (401, 403, 404, 410): an expired signed link.
+    private var refused = false
     /// The response head arrived (the transfer is on the wire, not queued for a slot).
     private let answer = Locked<Double?>(nil)
     var answered: Bool { answer.get() != nil }
@@ -674,24 +697,46 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
 
     /// Fetches the rest of the segment: with `held`, by continuing the probe's answer (already
     /// validated, ending at `held.end`); otherwise with its own range request.
+    ///
+    /// A range answer may redirect (followed, as the probe's were). When the probe was redirected
+    /// and its final URL now refuses the range (401, 403, 404 or 410: a storage service's signed
+    /// link has expired, as GitHub's release downloads' do after minutes), the range is asked of
+    /// the original URL once more, whose redirect signs a fresh link; the answer is checked
+    /// against the probe's validators as any other, so another file is never written in.
     func perform(adopting held: (task: any TransportTask, end: Int64)? = nil) async -> Result<Void, HaulError> {
-        let task: any TransportTask
         if let held {
             // requestedEnd was set by SegmentedRun.adopt, before the answer's bytes flowed.
             answer.set(monotonicSeconds())  // the probe's head arrived just before
-            task = held.task
-        } else {
+            return await finish(held.task)
+        }
+        let location = run.location
+        var chain = RedirectChain(
+            url: location.url, headers: location.headers, maxRedirects: run.options.maxRedirects)
+        var signedAgain = false
+        while true {
             let end = run.end(of: segment.id)
             guard cursor < end else { return .success(()) }
             requestedEnd = end
-            task = start(end: end)
+            (redirect, refused, failure) = (nil, false, nil)
+            asking = (chain.current, chain.headers)
+            let result = await finish(start(chain.current, headers: chain.headers, end: end))
+            if let next = redirect {
+                do throws(HaulError) { try chain.follow(to: next) } catch { return .failure(error) }
+                continue
+            }
+            if refused && !signedAgain && !replaced && !Task.isCancelled {
+                signedAgain = true
+                chain = RedirectChain(
+                    url: run.origin, headers: run.options.headers, maxRedirects: run.options.maxRedirects)
+                continue
+            }
+            return result
         }
-        return await finish(task)
     }
 
-    private func start(end: Int64) -> any TransportTask {
+    private func start(_ url: URL, headers: HTTPHeaders, end: Int64) -> any TransportTask {
         // The download's limit is shared by its connections.
-        var request = run.options.request(run.url, headers: run.headers, connections: run.connections)
+        var request = run.options.request(url, headers: headers, connections: run.connections)
         request.headers.replace("Range", "bytes=\(cursor)-\(end - 1)")
         if let etag = run.probe.etag {
             request.headers.replace("If-Range", etag)
@@ -723,7 +768,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         case .success:
             if cursor < run.end(of: segment.id) {
                 var e = HaulError(
-                    .incompleteBody, "range of \(ResumeRecord.redacted(run.url)) ended early at \(cursor)")
+                    .incompleteBody, "range of \(ResumeRecord.redacted(run.origin)) ended early at \(cursor)")
                 e.isTransient = true
                 return .failure(e)
             }
@@ -732,7 +777,8 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
             if error.kind == .cancelled { return .failure(HaulError(.cancelled, "cancelled")) }
             return .failure(
                 error.haulError(
-                    url: run.url, connectTimeout: run.options.connectTimeout, idleTimeout: run.options.idleTimeout))
+                    url: asking?.url ?? run.origin, connectTimeout: run.options.connectTimeout,
+                    idleTimeout: run.options.idleTimeout))
         }
     }
 
@@ -741,6 +787,12 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange)
         let etag = response.headers["ETag"].flatMap { $0.hasPrefix("W/") ? nil : $0 }
         var problem: String?
+        if [301, 302, 303, 307, 308].contains(response.status), let asking,
+            let next = response.headers["Location"].flatMap({ URL(string: $0, relativeTo: asking.url) })
+        {
+            redirect = next.absoluteURL
+            return false
+        }
         if response.status == 200 {
             problem = "server sent the whole file for a range request"
         } else if response.status != 206 {
@@ -752,10 +804,14 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
                 failure!.isTransient = true
                 return false
             }
+            let from = asking?.url ?? run.origin
             failure = HaulError(
                 .httpStatus,
-                "HTTP \(response.status) \(HTTPStatus.reason(response.status)) from \(ResumeRecord.redacted(run.url))",
+                "HTTP \(response.status) \(HTTPStatus.reason(response.status)) from \(ResumeRecord.redacted(from))",
                 httpStatus: response.status)
+            refused =
+                [401, 403, 404, 410].contains(response.status) && run.redirected
+                && from.absoluteString != run.origin.absoluteString
             return false
         } else if range?.start != cursor || range?.total != run.total {
             problem = "server answered a range with \(response.headers["Content-Range"] ?? "no Content-Range")"
@@ -769,6 +825,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
             failure = HaulError(.serverChangedFile, problem)
             return false
         }
+        if let asking { run.moved(to: asking.url, headers: asking.headers) }
         return true
     }
 
