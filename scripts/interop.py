@@ -55,7 +55,9 @@ class Server:
                 f.write(f"""daemon off; worker_processes 1; pid {self.work}/nginx.pid; error_log {self.work}/error.log;
 events {{ worker_connections 256; }}
 http {{ log_format r '$status "$http_range" $connection'; access_log {self.log} r;
-  server {{ listen {listen}; root {self.root}; limit_rate 16m; }} }}
+  limit_conn_zone $binary_remote_addr zone=perip:1m;
+  server {{ listen {listen}; root {self.root}; limit_rate 16m;
+    location /two/ {{ limit_conn perip 2; }} }} }}
 """)
             cmd = [binary, "-c", conf, "-p", self.work]
         else:
@@ -94,11 +96,22 @@ connection.kbytes-per-second = 16384
         return sha256(path)
 
     def ranges(self):
-        if self.kind == "lighttpd":
-            self.process.send_signal(signal.SIGHUP)  # lighttpd buffers its access log: flush it
+        def read():
+            with open(self.log) as f:
+                return [line.split('"')[1] for line in f if '"' in line]
+        if self.kind != "lighttpd":
+            return read()
+        # lighttpd buffers its access log and writes it out on SIGHUP, a moment later (0.5 s
+        # was once not enough): wait until two reads 0.5 s apart agree, at most 5 s.
+        self.process.send_signal(signal.SIGHUP)
+        seen, deadline = read(), time.monotonic() + 5
+        while time.monotonic() < deadline:
             time.sleep(0.5)
-        with open(self.log) as f:
-            return [line.split('"')[1] for line in f if '"' in line]
+            now = read()
+            if now == seen and now:
+                break
+            seen = now
+        return seen
 
     def connections(self):
         """The connection serial of each logged request (nginx)."""
@@ -141,6 +154,20 @@ def check(server, out):
         if server.kind.startswith("nginx") and x == "8":
             used = len(set(server.connections()))
             expect(used == 8, f"-x 8 over 8 connections, server's view (saw {used})")
+
+    if server.kind.startswith("nginx"):
+        # A server that lets a client have two requests at once (limit_conn) turns the other
+        # six connections away with 503: the download goes on over the two.
+        os.makedirs(os.path.join(server.root, "two"), exist_ok=True)
+        os.chmod(os.path.join(server.root, "two"), 0o755)
+        os.link(os.path.join(server.root, "a.bin"), os.path.join(server.root, "two", "a.bin"))
+        dest = os.path.join(out, "two.bin")
+        open(server.log, "w").close()
+        r = haul(["-q", "-x", "8", "-o", dest, server.url("two/a.bin")])
+        statuses = [line.split()[0] for line in open(server.log) if '"' in line]
+        expect(r.returncode == 0 and sha256(dest) == want and "503" in statuses,
+               f"-x 8 where the server admits 2 at once ({statuses.count('503')} turned away; "
+               f"{r.stderr.strip()[:80]})")
 
     for x in ("1", "4"):
         dest = os.path.join(out, f"r{x}.bin")

@@ -63,6 +63,8 @@ public final class TestServer: @unchecked Sendable {
     private struct State {
         var requests: [RecordedRequest] = []
         var hits: [String: Int] = [:]
+        /// Requests of each path being answered, for `busy=N`.
+        var busyPaths: [String: Int] = [:]
         /// When each signed link (`signed=S`) was first asked for.
         var signedFirstUse: [String: Date] = [:]
         var open: [Int32] = []
@@ -441,6 +443,31 @@ public final class TestServer: @unchecked Sendable {
         func int(_ k: String) -> Int? { q[k].flatMap { Int($0) } }
         func flag(_ k: String) -> Bool { q[k] == "1" || q[k] == "true" }
 
+        // busy=N: at most N requests of this path answered at once (a server's per-client
+        // connection limit); one more gets 503. Each stops counting just before its last bytes.
+        var counting = false
+        let leave = {
+            guard counting else { return }
+            counting = false
+            self.state.withLock { $0.busyPaths[r.path, default: 0] -= 1 }
+        }
+        defer { leave() }
+        if let limit = int("busy") {
+            let admitted = state.withLock { s -> Bool in
+                guard s.busyPaths[r.path, default: 0] < limit else { return false }
+                s.busyPaths[r.path, default: 0] += 1
+                return true
+            }
+            guard admitted else {
+                return send(fd, status: 503, headers: [("Content-Length", "0")], body: [])
+            }
+            counting = true
+        }
+        func lastWrite() {
+            leave()
+            beforeLastWrite()
+        }
+
         if let delay = q["delay"].flatMap(Double.init) { Thread.sleep(forTimeInterval: delay) }
 
         // Status sequences: status=503,503,200 (the last repeats).
@@ -586,7 +613,7 @@ public final class TestServer: @unchecked Sendable {
                     )
                 }
             }
-            if offset + n >= last && !chunked && stop <= actualSize { beforeLastWrite() }
+            if offset + n >= last && !chunked && stop <= actualSize { lastWrite() }
             let ok = chunked ? writeChunk(fd, chunk, n) : writeAll(fd, chunk, n)
             if !ok { return false }
             offset += n

@@ -135,6 +135,29 @@ struct SegmentedTests {
         #expect(served.contains(800_000), "\(served)")
     }
 
+    /// A server that answers at most two requests of a client at once (many mirrors do) turns
+    /// the other connections away with 503. They are the connections too many, not a failing
+    /// download: the two that are let in fetch the whole file.
+    @Test func connectionsBeyondWhatTheServerAdmitsAreDroppedNotFailed() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("busy.bin")
+        let size = 8 << 20
+        let (result, log) = await run(
+            testSession(), server.url("/busy.bin?size=\(size)&busy=2&rate=2000000"), to: .file(dest),
+            options: options(4))
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: size))
+        #expect(log.restarts.isEmpty)
+        // The connections turned away were not retried (their retries had used up the budget):
+        // the probe, three range requests (one let in), the two ranges turned away asked again
+        // by the connections let in when theirs were done, and perhaps a stolen half.
+        let requests = server.requests(path: "/busy.bin")
+        #expect(log.retries.isEmpty, "\(log.retries.map(\.1.message))")
+        #expect(requests.count <= 8, "\(requests.compactMap(\.range))")
+    }
+
     @Test func serverIgnoringRangeLaterNeverYieldsAMixedFile() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -594,6 +594,14 @@ private final class SegmentedRun: @unchecked Sendable {
                 onEvent(.retrying(attempt: slowStreak, error: error, delay: 0))
             case .failure(let error) where error.isTransient:
                 slowStreak = 0
+                // Turned away before its range began (a 503 or 429, a refused or reset
+                // connection) while other connections fetch: the server admits fewer connections
+                // than asked for (many mirrors allow two per client). This one ends; its range
+                // goes back to the plan for the connections let in. Before, its retries used up
+                // the download's budget in a second and failed the download.
+                if !fetch.flowing, state.withLock({ $0.fetches.values.contains { $0.flowing } }) {
+                    return .success(())
+                }
                 let failures = state.withLock { s -> Int in
                     s.failures = fetch.wrote > 0 ? 1 : s.failures + 1
                     return s.failures
@@ -675,6 +683,9 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     var answered: Bool { answer.get() != nil }
     /// When the response head arrived (monotonic seconds).
     var answeredAt: Double? { answer.get() }
+    /// A 206 for the range was accepted: its bytes flow.
+    private let accepted = Locked(false)
+    var flowing: Bool { accepted.get() }
 
     /// Set by the watchdog; the transfer is cancelled and the range asked again elsewhere.
     private let replacement = Locked<(reason: String?, task: (any TransportTask)?)>((nil, nil))
@@ -707,6 +718,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         if let held {
             // requestedEnd was set by SegmentedRun.adopt, before the answer's bytes flowed.
             answer.set(monotonicSeconds())  // the probe's head arrived just before
+            accepted.set(true)
             return await finish(held.task)
         }
         let location = run.location
@@ -826,6 +838,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
             return false
         }
         if let asking { run.moved(to: asking.url, headers: asking.headers) }
+        accepted.set(true)
         return true
     }
 
