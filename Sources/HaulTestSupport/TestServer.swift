@@ -74,6 +74,8 @@ public final class TestServer: @unchecked Sendable {
         var stopped = false
         var listenClosed = false
         var sent: [String: Int] = [:]
+        /// Answers of each path whose client went away before their last byte.
+        var cut: [String: Int] = [:]
         var inFlight: [String: Int] = [:]
         var maxInFlight: [String: Int] = [:]
         var inFlightTotal = 0
@@ -157,6 +159,9 @@ public final class TestServer: @unchecked Sendable {
 
     /// Body bytes written to sockets for requests to `path` so far.
     public func bytesSent(path: String) -> Int { state.withLock { $0.sent[path, default: 0] } }
+    /// How many answers of `path` lost their client before their last byte (it closed the
+    /// connection: a range taken over by another connection, a cancel).
+    public func cutAnswers(path: String) -> Int { state.withLock { $0.cut[path, default: 0] } }
 
     /// The most requests being answered at the same time (all hosts, or one `Host` header value).
     public func maxConcurrentRequests(host: String? = nil) -> Int {
@@ -615,12 +620,17 @@ public final class TestServer: @unchecked Sendable {
             }
             if offset + n >= last && !chunked && stop <= actualSize { lastWrite() }
             let ok = chunked ? writeChunk(fd, chunk, n) : writeAll(fd, chunk, n)
-            if !ok { return false }
+            if !ok {
+                state.withLock { $0.cut[r.path, default: 0] += 1 }
+                return false
+            }
             offset += n
             sent += n
             state.withLock { $0.sent[r.path, default: 0] += n }
             if let rate {
-                let due = Double(sent) / Double(rate)
+                // burst=B: the first B bytes of each answer at once (nginx's limit_rate gives a
+                // request its first 2 MiB so), then `rate`.
+                let due = Double(max(0, sent - (int("burst") ?? 0))) / Double(rate)
                 let elapsed = Date().timeIntervalSince(began)
                 if due > elapsed { Thread.sleep(forTimeInterval: due - elapsed) }
             }

@@ -76,6 +76,46 @@ struct SegmentPlannerTests {
         #expect(p.assign() == nil)
     }
 
+    @Test func onlyRunningRangesTooSmallToSplitMayBeRacedAndEachOnce() {
+        var p = SegmentPlanner(total: 8_000, connections: 2, minSplit: 1_000)
+        let a = p.assign()!
+        #expect(p.hedgeable.isEmpty, "an untaken range is work: no race")
+        let b = p.assign()!
+        p.advance(a.id, to: 4_000)
+        p.release(a.id)
+        p.advance(b.id, to: 5_000)  // 3_000 left: half of it is worth a steal
+        #expect(p.hedgeable.isEmpty)
+        let stolen = p.assign()!  // [6_500, 8_000)
+        p.advance(b.id, to: 5_500)
+        // b has 1_000 left, the stolen one 1_500: neither splits; the one with most left first.
+        #expect(p.hedgeable == [stolen.id, b.id])
+        let race = p.hedge(b.id)!
+        #expect(race.id == b.id && race.cursor == 5_500 && race.end == 6_500, "its rest, as it stands")
+        #expect(p.hedge(b.id) == nil, "raced once")
+        #expect(p.hedgeable == [stolen.id])
+        // Either connection's bytes count; one stopping leaves the other on it.
+        p.advance(b.id, to: 6_000)
+        p.release(b.id)
+        #expect(p.segments.first { $0.id == b.id }?.active == true)
+        #expect(p.assign() == nil, "still running: not free work")
+        p.advance(b.id, to: 6_500)
+        #expect(p.isDone(b.id))
+    }
+
+    @Test func aRangeIsRacedOnlyWhenANewRequestIsAtLeastTwiceAsFast() {
+        var p = SegmentPlanner(total: 4_000, connections: 2, minSplit: 1_000)
+        let a = p.assign()!
+        let b = p.assign()!
+        p.advance(a.id, to: 2_000)
+        p.release(a.id)
+        p.advance(b.id, to: 2_500)  // 1_500 left: too little to split
+        #expect(p.race(fresh: 1_000, speeds: [b.id: 1_000]) == nil, "connections at one pace")
+        #expect(p.race(fresh: 1_900, speeds: [b.id: 1_000]) == nil, "not twice as fast")
+        #expect(p.race(fresh: 5_000, speeds: [:]) == nil, "no speed known for it yet")
+        #expect(p.race(fresh: 2_000, speeds: [b.id: 1_000])?.id == b.id)
+        #expect(p.race(fresh: 1e9, speeds: [b.id: 1]) == nil, "raced once")
+    }
+
     @Test func releasedWorkIsHandedOutAgainFromItsCursor() {
         var p = SegmentPlanner(total: 4_000, connections: 1, minSplit: 1_000)
         let a = p.assign()!

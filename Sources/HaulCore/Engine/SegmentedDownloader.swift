@@ -430,6 +430,9 @@ private final class SegmentedRun: @unchecked Sendable {
         var nextFetch = 0
         /// Judges the speeds of the running fetches (fed by the watchdog and by ended fetches).
         var detector = SlowConnectionDetector()
+        /// Bytes per second of the last ranges that ended whole on their connection (answer to
+        /// last byte), for ``SegmentedRun/raceSlowerRange()``.
+        var recentSpeeds: [Double] = []
         /// The probe's held answer, for the first worker.
         var adopted: (fetch: SegmentFetch, task: any TransportTask, end: Int64)?
         /// Where ranges are asked for, and with which headers: the probe's final URL, until a
@@ -550,6 +553,53 @@ private final class SegmentedRun: @unchecked Sendable {
         try partial.checkpoint(record)
     }
 
+    /// With no range to take or split, a free connection races a running one for its rest
+    /// (``SegmentPlanner/hedge(_:)``) when a new request is expected to bring it in at most half
+    /// the time: the speed of ranges that ended lately, from their answer to their last byte, is
+    /// at least twice the running range's own so far. The first to write the last byte
+    /// completes the range and the other stops. A stalled or slowed connection no longer holds
+    /// up the end; and a server that gives each request an allowance at once (nginx's
+    /// `limit_rate` sends a request's first 2 MiB at once, then 2 MiB every 0.5 s; the halves
+    /// stolen at the end came in within milliseconds) hands a new request the rest at once,
+    /// where the running one would wait for its next burst. Where connections run alike (a
+    /// steady per-connection cap, a fast link) new requests are no faster and nothing is asked
+    /// twice. Not under a rate limit: a paced connection is slow on purpose, and the duplicate
+    /// would take the others' budget. Nil when no range can be raced any more.
+    private func raceSlowerRange() async -> SegmentPlanner.Segment? {
+        guard connections > 1, options.maxBytesPerSecond == nil, options.sharedRate == nil else { return nil }
+        enum Next {
+            case take(SegmentPlanner.Segment)
+            case wait
+            case none
+        }
+        while !Task.isCancelled {
+            let now = monotonicSeconds()
+            let next = state.withLock { s -> Next in
+                if let segment = s.planner.assign() { return .take(segment) }  // a range came free
+                let candidates = s.planner.hedgeable
+                if candidates.isEmpty { return .none }  // in the endgame the list only shrinks
+                guard let fresh = s.recentSpeeds.max() else { return .wait }
+                // Each candidate's speed since its answer began (one that has not answered yet
+                // has none: not raced).
+                var speeds: [Int: Double] = [:]
+                for id in candidates {
+                    let running = s.fetches.values.filter { $0.segment.id == id }
+                    guard running.count == 1, let fetch = running.first, let since = fetch.answeredAt, now > since,
+                        let cursor = s.planner.segments.first(where: { $0.id == id })?.cursor
+                    else { continue }
+                    speeds[id] = Double(cursor - fetch.segment.cursor) / (now - since)
+                }
+                return s.planner.race(fresh: fresh, speeds: speeds).map { .take($0) } ?? .wait
+            }
+            switch next {
+            case .take(let segment): return segment
+            case .none: return nil
+            case .wait: try? await Task.sleep(nanoseconds: 50_000_000)
+            }
+        }
+        return nil
+    }
+
     /// Takes work until none is left, retrying a failed range from where it stopped.
     private func worker() async -> Result<Void, HaulError> {
         var slowStreak = 0  // replacements in a row: a range that stays slow ends the download
@@ -562,7 +612,9 @@ private final class SegmentedRun: @unchecked Sendable {
             if let adopted {
                 fetch = adopted.fetch
             } else {
-                guard let segment = state.withLock({ $0.planner.assign() }) else { return .success(()) }
+                var next = state.withLock { $0.planner.assign() }
+                if next == nil { next = await raceSlowerRange() }
+                guard let segment = next else { return .success(()) }
                 fetch = SegmentFetch(run: self, segment: segment)
             }
             let serial = state.withLock { s -> Int in
@@ -577,6 +629,9 @@ private final class SegmentedRun: @unchecked Sendable {
                 $0.fetches[serial] = nil
                 if let since = fetch.answeredAt {
                     $0.detector.ended(serial, bytes: fetch.wrote, seconds: now - since, at: now)
+                    if case .success = result, !fetch.settled, fetch.wrote > 0, now > since {
+                        $0.recentSpeeds = $0.recentSpeeds.suffix(3) + [Double(fetch.wrote) / (now - since)]
+                    }
                 }
             }
             switch result {
@@ -654,11 +709,16 @@ private final class SegmentedRun: @unchecked Sendable {
 
     fileprivate func end(of id: Int) -> Int64 { state.withLock { $0.planner.end(of: id) ?? 0 } }
 
-    fileprivate func wrote(_ id: Int, upTo cursor: Int64) {
-        let done = state.withLock { s -> Int64 in
+    fileprivate func wrote(_ id: Int, upTo cursor: Int64, by writer: SegmentFetch) {
+        let (done, racing) = state.withLock { s -> (Int64, [SegmentFetch]) in
             s.planner.advance(id, to: cursor)
-            return s.planner.completedBytes
+            // A hedged segment is complete: the connection behind stops now, not at its next bytes
+            // (with a per-request allowance those come up to half a second later).
+            let racing =
+                s.planner.isDone(id) ? s.fetches.values.filter { $0.segment.id == id && $0 !== writer } : []
+            return (s.planner.completedBytes, racing)
         }
+        for fetch in racing { fetch.settle() }
         reporter.update(done, total: total)
     }
 }
@@ -688,8 +748,20 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     var flowing: Bool { accepted.get() }
 
     /// Set by the watchdog; the transfer is cancelled and the range asked again elsewhere.
-    private let replacement = Locked<(reason: String?, task: (any TransportTask)?)>((nil, nil))
+    private let replacement = Locked<(reason: String?, task: (any TransportTask)?, settled: Bool)>((nil, nil, false))
     var replaced: Bool { replacement.withLock { $0.reason != nil } }
+    /// Another connection completed this range (a hedge): this one stopped, its part done.
+    var settled: Bool { replacement.withLock { $0.settled } }
+
+    /// Stops the transfer because another connection wrote the rest of the range.
+    func settle() {
+        let task = replacement.withLock { r -> (any TransportTask)? in
+            guard !r.settled else { return nil }
+            r.settled = true
+            return r.task
+        }
+        task?.cancel()
+    }
 
     func replace(because reason: String) {
         let task = replacement.withLock { r -> (any TransportTask)? in
@@ -727,7 +799,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         var signedAgain = false
         while true {
             let end = run.end(of: segment.id)
-            guard cursor < end else { return .success(()) }
+            guard cursor < end, !settled else { return .success(()) }
             requestedEnd = end
             (redirect, refused, failure) = (nil, false, nil)
             asking = (chain.current, chain.headers)
@@ -761,7 +833,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     private func finish(_ task: any TransportTask) async -> Result<Void, HaulError> {
         let replacedEarly = replacement.withLock { r -> Bool in
             r.task = task
-            return r.reason != nil
+            return r.reason != nil || r.settled
         }
         if replacedEarly { task.cancel() }
         let result = await withTaskCancellationHandler {
@@ -769,6 +841,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         } onCancel: {
             task.cancel()
         }
+        if settled { return .success(()) }
         if let failure { return .failure(failure) }
         if reachedEnd { return .success(()) }
         if let reason = replacement.withLock({ $0.reason }) {
@@ -852,7 +925,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
             }
             cursor += Int64(take)
             wrote += Int64(take)
-            run.wrote(segment.id, upTo: cursor)
+            run.wrote(segment.id, upTo: cursor, by: self)
         }
         if cursor >= end {
             reachedEnd = true

@@ -4,15 +4,21 @@
 /// Each segment is `[start, end)` with a `cursor`: bytes `[start, cursor)` are written. A
 /// connection that finishes takes the second half of the segment with the most left to do,
 /// if that half is at least `minSplit` bytes; the victim's `end` moves down, so its connection
-/// stops at the new end.
+/// stops at the new end. When no segment is worth splitting, a free connection may ask for the
+/// rest of a running one as well (``hedge(_:)``, once per segment): whichever of the two gets
+/// there first completes it, and the other stops.
 package struct SegmentPlanner: Sendable, Equatable {
     package struct Segment: Sendable, Equatable {
         package let id: Int
         package let start: Int64
         package var end: Int64
         package var cursor: Int64
+        /// How many connections are working on it (two when it is hedged).
+        package var workers: Int
+        /// A second connection was sent for its rest (at most once).
+        package var hedged = false
         /// A connection is working on it.
-        package var active: Bool
+        package var active: Bool { workers > 0 }
         package var remaining: Int64 { end - cursor }
         package var isDone: Bool { cursor >= end }
     }
@@ -37,7 +43,7 @@ package struct SegmentPlanner: Sendable, Equatable {
             // same and they end together. A spare below the minimum is not worth a request: then
             // the rest is shared by the other connections (the probe's one steals when done).
             add(start: 0, end: first, done: false)
-            segments[0].active = true
+            segments[0].workers = 1
             position = first
             var shares = equalPieces(of: ByteRange(0, total), atMost: connections)
             if shares[0].end - first >= self.minSplit {
@@ -84,7 +90,7 @@ package struct SegmentPlanner: Sendable, Equatable {
 
     private mutating func add(start: Int64, end: Int64, done: Bool) {
         guard end > start else { return }
-        segments.append(Segment(id: nextID, start: start, end: end, cursor: done ? end : start, active: false))
+        segments.append(Segment(id: nextID, start: start, end: end, cursor: done ? end : start, workers: 0))
         nextID += 1
     }
 
@@ -98,38 +104,74 @@ package struct SegmentPlanner: Sendable, Equatable {
         let untaken = segments.indices.filter { !segments[$0].active && !segments[$0].isDone }
         // max(by:) keeps the first of equals: equal shares go out in file order.
         if let i = untaken.max(by: { segments[$0].remaining < segments[$1].remaining }) {
-            segments[i].active = true
+            segments[i].workers = 1
             return segments[i]
         }
+        let running = segments.indices.filter { segments[$0].active && !segments[$0].isDone }
         guard
-            let victim = segments.indices.filter({ segments[$0].active }).max(by: {
-                segments[$0].remaining < segments[$1].remaining
-            }), segments[victim].remaining >= 2 * minSplit
+            let victim = running.max(by: { segments[$0].remaining < segments[$1].remaining }),
+            segments[victim].remaining >= 2 * minSplit
         else { return nil }
         let mid = segments[victim].cursor + segments[victim].remaining / 2
         let oldEnd = segments[victim].end
         segments[victim].end = mid
-        let stolen = Segment(id: nextID, start: mid, end: oldEnd, cursor: mid, active: true)
+        let stolen = Segment(id: nextID, start: mid, end: oldEnd, cursor: mid, workers: 1)
         nextID += 1
         segments.append(stolen)
         segments.sort { $0.start < $1.start }
         return stolen
     }
 
+    /// The running segments a free connection may race for their rest, most left first: none
+    /// while there is other work (``assign()`` has some), none hedged already.
+    package var hedgeable: [Int] {
+        let running = segments.filter { $0.active && !$0.isDone }
+        guard !segments.contains(where: { !$0.active && !$0.isDone }),
+            !running.contains(where: { $0.remaining >= 2 * minSplit })
+        else { return [] }
+        return running.filter { !$0.hedged }.sorted { $0.remaining > $1.remaining }.map(\.id)
+    }
+
+    /// Hands segment `id` out a second time, as it stands (its id and cursor): the connection
+    /// asks for the same rest, and the first to write the last byte completes the segment.
+    /// Nil unless it is in ``hedgeable``.
+    package mutating func hedge(_ id: Int) -> Segment? {
+        guard hedgeable.contains(id), let i = segments.firstIndex(where: { $0.id == id }) else { return nil }
+        segments[i].hedged = true
+        segments[i].workers += 1
+        return segments[i]
+    }
+
+    /// The first ``hedgeable`` segment a new request is expected to finish in at most half the
+    /// time its own connection needs (`fresh`, bytes/s of requests that ended lately, at least
+    /// twice its `speeds[id]` so far), hedged; nil when none is.
+    package mutating func race(fresh: Double, speeds: [Int: Double]) -> Segment? {
+        for id in hedgeable {
+            guard let speed = speeds[id], fresh >= 2 * speed else { continue }
+            return hedge(id)
+        }
+        return nil
+    }
+
     /// The current end of a segment (it shrinks when another connection steals from it).
     package func end(of id: Int) -> Int64? { segments.first { $0.id == id }?.end }
 
-    /// Bytes up to `cursor` of segment `id` are written.
+    /// Bytes up to `cursor` of segment `id` are written (by one of its connections: it moves
+    /// only forward, so a hedged segment is as far as the one ahead).
     package mutating func advance(_ id: Int, to cursor: Int64) {
         guard let i = segments.firstIndex(where: { $0.id == id }) else { return }
         segments[i].cursor = min(max(segments[i].cursor, cursor), segments[i].end)
     }
 
-    /// The connection working on `id` stopped (done, failed or replaced); the rest is free work.
+    /// A connection working on `id` stopped (done, failed or replaced); with none left the rest
+    /// is free work.
     package mutating func release(_ id: Int) {
         guard let i = segments.firstIndex(where: { $0.id == id }) else { return }
-        segments[i].active = false
+        segments[i].workers = max(0, segments[i].workers - 1)
     }
+
+    /// Whether segment `id` is complete.
+    package func isDone(_ id: Int) -> Bool { segments.first { $0.id == id }?.isDone ?? true }
 
     /// The written bytes as merged ranges, for the resume record.
     package var writtenRanges: [ByteRange] {
