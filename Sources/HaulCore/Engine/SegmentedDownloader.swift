@@ -532,6 +532,9 @@ private final class SegmentedRun: @unchecked Sendable {
                     group.cancelAll()
                     break
                 }
+                // Every byte is in: a connection still waiting for a range to race (it looks
+                // every 50 ms) has nothing left to do.
+                if state.withLock({ $0.planner.isComplete }) { break }
             }
             group.cancelAll()
             return result
