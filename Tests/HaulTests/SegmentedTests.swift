@@ -159,20 +159,23 @@ struct SegmentedTests {
     }
 
     /// nginx's `limit_rate` gives each request its first 2 MiB at once and the rest in bursts
-    /// (here: the first MiB at once, then 0.5 MB/s). The probe's connection, done early, finds no
-    /// range worth splitting; the ranges it stole at once show a new request is much faster than
-    /// the running ones, so it asks for their rest too, gets it in its first burst, and the
-    /// running answers are cut off before their last byte (they would have taken twice as long).
-    @Test func aRangeANewRequestWouldBringInSoonerIsRacedForItsRest() async throws {
+    /// (here: the first MiB at once, then 0.25 MB/s). The probe's connection, done early, finds no
+    /// range worth splitting; its spare piece, which came at once, shows a new request is much
+    /// faster than the running ones, so it asks for their rest too, gets it in its first burst,
+    /// and the running answers are cut off before their last byte (they would have taken twice
+    /// as long). Not under ThreadSanitizer: there the engine's own delays (the plan came 1.6 s
+    /// after the probe in one CI run) enter the speeds it compares.
+    @Test(.skippedUnderThreadSanitizer("speeds measured under ThreadSanitizer say nothing"))
+    func aRangeANewRequestWouldBringInSoonerIsRacedForItsRest() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("burst.bin")
         let size = 12 << 20
         // Four shares of 3 MiB: the probe's 2 MiB and a 1 MiB spare on one connection (done
-        // after 2 s), 3 MiB on each of the others (4 s).
+        // after 4 s), 3 MiB on each of the others (8 s).
         let (result, log) = await run(
-            testSession(), server.url("/burst.bin?size=\(size)&burst=1048576&rate=500000"), to: .file(dest),
+            testSession(), server.url("/burst.bin?size=\(size)&burst=1048576&rate=250000"), to: .file(dest),
             options: options(4))
         #expect(result.error == nil, "\(String(describing: result.error))")
         expectFile(dest.path, equals: TestContent.bytes(count: size))

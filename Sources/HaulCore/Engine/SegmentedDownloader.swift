@@ -632,8 +632,11 @@ private final class SegmentedRun: @unchecked Sendable {
                 $0.fetches[serial] = nil
                 if let since = fetch.answeredAt {
                     $0.detector.ended(serial, bytes: fetch.wrote, seconds: now - since, at: now)
-                    if case .success = result, !fetch.settled, fetch.wrote > 0, now > since {
-                        $0.recentSpeeds = $0.recentSpeeds.suffix(3) + [Double(fetch.wrote) / (now - since)]
+                    // Timed on the transport's clock (head to last byte), not to this task's
+                    // turn, which can come much later on a loaded machine.
+                    let last = fetch.lastByteAt ?? now
+                    if case .success = result, !fetch.settled, fetch.wrote > 0, last > since {
+                        $0.recentSpeeds = $0.recentSpeeds.suffix(3) + [Double(fetch.wrote) / (last - since)]
                     }
                 }
             }
@@ -749,6 +752,9 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     /// A 206 for the range was accepted: its bytes flow.
     private let accepted = Locked(false)
     var flowing: Bool { accepted.get() }
+    /// When its last bytes were written (monotonic seconds).
+    private let lastByte = Locked<Double?>(nil)
+    var lastByteAt: Double? { lastByte.get() }
 
     /// Set by the watchdog; the transfer is cancelled and the range asked again elsewhere.
     private let replacement = Locked<(reason: String?, task: (any TransportTask)?, settled: Bool)>((nil, nil, false))
@@ -928,6 +934,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
             }
             cursor += Int64(take)
             wrote += Int64(take)
+            lastByte.set(monotonicSeconds())
             run.wrote(segment.id, upTo: cursor, by: self)
         }
         if cursor >= end {
