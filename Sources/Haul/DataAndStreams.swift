@@ -373,9 +373,7 @@ final class ResumingBody: @unchecked Sendable {
         var last = failure
         while true {
             failures += 1
-            guard case .retry(let delay) = session.retryPolicy.decide(failures: failures, retryAfter: last.retryAfter)
-            else { throw session.retryPolicy.givingUp(last, failures: failures) }
-            try await pause(delay)
+            try await pause(session.retryPolicy.delay(after: last, failures: failures))
             do throws(HaulError) {
                 try await reopen()
                 return

@@ -166,14 +166,10 @@ package final class FileDownloader: Sendable {
                 failures = 0  // progress refills the retry budget
             }
             failures += 1
-            switch options.retry.decide(failures: failures, retryAfter: failure.retryAfter) {
-            case .giveUp:
-                throw options.retry.givingUp(failure, failures: failures)
-            case .retry(let delay):
-                onEvent(.retrying(attempt: failures, error: failure, delay: delay))
-                do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
-                    throw cancelledError(destination)
-                }
+            let delay = try options.retry.delay(after: failure, failures: failures)
+            onEvent(.retrying(attempt: failures, error: failure, delay: delay))
+            do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
+                throw cancelledError(destination)
             }
         }
     }

@@ -273,9 +273,7 @@ package final class SegmentedDownloader: Sendable {
                     "HTTP \(response.status) \(HTTPStatus.reason(response.status)) from \(ResumeRecord.redacted(chain.current))",
                     httpStatus: response.status,
                     retryAfter: response.headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
-                guard case .retry(let delay) = options.retry.decide(failures: 1, retryAfter: busy.retryAfter) else {
-                    throw options.retry.givingUp(busy, failures: 1)
-                }
+                let delay = try options.retry.delay(after: busy, failures: 1)
                 onEvent(.retrying(attempt: 1, error: busy, delay: delay))
                 try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))  // a cancel: the engine stops at once
                 return (nil, 1)
@@ -667,8 +665,12 @@ private final class SegmentedRun: @unchecked Sendable {
                     s.failures = fetch.wrote > 0 ? 1 : s.failures + 1
                     return s.failures
                 }
-                guard case .retry(let delay) = options.retry.decide(failures: failures, retryAfter: error.retryAfter)
-                else { return .failure(options.retry.givingUp(error, failures: failures)) }
+                let delay: Double
+                do throws(HaulError) {
+                    delay = try options.retry.delay(after: error, failures: failures)
+                } catch {
+                    return .failure(error)
+                }
                 onEvent(.retrying(attempt: failures, error: error, delay: delay))
                 try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))
             case .failure(let error):

@@ -23,9 +23,18 @@ package struct RetryPolicy: Sendable, Equatable {
         case giveUp
     }
 
+    /// The wait before the next try after `error`, the `failures`-th failure in a row; throws
+    /// the error to give up with when the policy says so (``decide(failures:retryAfter:random:)``).
+    package func delay(after error: HaulError, failures: Int) throws(HaulError) -> Double {
+        guard case .retry(let delay) = decide(failures: failures, retryAfter: error.retryAfter) else {
+            throw givingUp(error, failures: failures)
+        }
+        return delay
+    }
+
     /// `error` as the final one after ``decide(failures:retryAfter:random:)`` gave up: when it was
     /// the server's Retry-After over ``maxRetryAfter`` rather than the count, the message says so.
-    package func givingUp(_ error: HaulError, failures: Int) -> HaulError {
+    private func givingUp(_ error: HaulError, failures: Int) -> HaulError {
         guard failures <= maxRetries, let wait = error.retryAfter, wait > maxRetryAfter else { return error }
         var explained = HaulError(
             error.code,
