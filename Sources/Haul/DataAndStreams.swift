@@ -323,7 +323,7 @@ final class ResumingBody: @unchecked Sendable {
         if continuable {
             machine = ResumeStateMachine(
                 record: ResumeRecord(
-                    url: ResumeRecord.redacted(request.url), finalURL: ResumeRecord.redacted(url), etag: etag,
+                    url: ResumeRecord.redacted(request.url), finalURL: ResumeRecord.location(url), etag: etag,
                     lastModified: lastModified, totalLength: h.contentLength))
         }
     }

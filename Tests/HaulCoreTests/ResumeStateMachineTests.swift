@@ -216,4 +216,19 @@ struct ResumeStateMachineTests {
         #expect(m.record?.url == "http://example.test/file.bin")
         #expect(!(String(decoding: m.record!.encoded(), as: UTF8.self).contains("secret")))
     }
+
+    /// A redirect to a storage service's pre-signed link carries its signature (and the key's id)
+    /// in the query: the record, which only shows where the download went, keeps neither.
+    @Test func theRecordKeepsNoSignedLinksQuery() {
+        var m = ResumeStateMachine(record: nil)
+        let signed = URL(
+            string: "https://objects.example.test/b/file.bin?X-Amz-Credential=AKIDEXAMPLE&X-Amz-Signature=abc123#x")!
+        m.accept(
+            offset: 0, validators: .init(etag: "\"e\"", lastModified: nil, totalLength: 10),
+            url: URL(string: "https://example.test/file.bin?token=mine")!, finalURL: signed)
+        #expect(m.record?.finalURL == "https://objects.example.test/b/file.bin")
+        #expect(m.record?.url == "https://example.test/file.bin?token=mine", "the URL asked for is the record's key")
+        let text = String(decoding: m.record!.encoded(), as: UTF8.self)
+        #expect(!text.contains("AKIDEXAMPLE") && !text.contains("abc123"))
+    }
 }

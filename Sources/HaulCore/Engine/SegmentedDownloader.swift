@@ -136,7 +136,7 @@ package final class SegmentedDownloader: Sendable {
                 minSplit: segmentOptions.minSplit, first: held.map { _ in probe.heldEnd }),
             options: options, transport: transport, segments: segmentOptions, onEvent: onEvent)
         let record = ResumeRecord(
-            url: ResumeRecord.redacted(url), finalURL: ResumeRecord.redacted(probe.finalURL), etag: probe.etag,
+            url: ResumeRecord.redacted(url), finalURL: ResumeRecord.location(probe.finalURL), etag: probe.etag,
             lastModified: probe.lastModified, totalLength: total)
         onEvent(
             .started(

@@ -130,7 +130,7 @@ package struct ResumeStateMachine: Sendable {
     /// The engine took `.write`: the record now describes the new body's file.
     package mutating func accept(offset: Int64, validators: Validators, url: URL, finalURL: URL) {
         var next = ResumeRecord(
-            url: ResumeRecord.redacted(url), finalURL: ResumeRecord.redacted(finalURL), etag: validators.etag,
+            url: ResumeRecord.redacted(url), finalURL: ResumeRecord.location(finalURL), etag: validators.etag,
             lastModified: validators.lastModified, totalLength: validators.totalLength,
             ranges: offset > 0 ? [ByteRange(0, offset)] : [])
         next.updatedAt = record?.updatedAt

@@ -81,6 +81,19 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
         return record
     }
 
+    /// Where a download's redirects led, as a record keeps it (``finalURL``): without
+    /// credentials, query or fragment. A storage service's pre-signed link carries its signature
+    /// and the key's id in the query; the field only shows people where the download went, and
+    /// resuming never reads it.
+    package static func location(_ url: URL) -> String {
+        guard var c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return redacted(url) }
+        c.user = nil
+        c.password = nil
+        c.query = nil
+        c.fragment = nil
+        return c.string ?? redacted(url)
+    }
+
     /// `url` with user name and password removed, for storing and printing.
     package static func redacted(_ url: URL) -> String {
         guard var c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
