@@ -34,8 +34,9 @@ package final class DestinationClaims: Sendable {
     }
 
     private struct Table {
-        /// The files being written now, and by whom.
-        var holders: [String: ObjectIdentifier] = [:]
+        /// The files being written now, by whom, and the offset of their byte in the lock file
+        /// (a SHA-256 each: worked out once).
+        var holders: [String: (owner: ObjectIdentifier, offset: Int64)] = [:]
         /// Files saved by downloads that keep their claim (``keep(_:savedFrom:)``), with the URL
         /// each came from. Apart from `holders`, so that a release looks only at what is in flight.
         var kept: [String: String] = [:]
@@ -60,9 +61,10 @@ package final class DestinationClaims: Sendable {
         // could otherwise drop the new claim's lock.
         let outcome = table.withLock { t -> Outcome in
             if let url = t.kept[key] { return .saved(from: url) }
-            if let holder = t.holders[key] { return holder == me ? .claimed : .held }
-            if let fd = Self.lockFile, !Sys.lockByte(fd, at: Self.offset(key)) { return .heldElsewhere }
-            t.holders[key] = me
+            if let holder = t.holders[key] { return holder.owner == me ? .claimed : .held }
+            let offset = Self.offset(key)
+            if let fd = Self.lockFile, !Sys.lockByte(fd, at: offset) { return .heldElsewhere }
+            t.holders[key] = (me, offset)
             return .claimed
         }
         switch outcome {
@@ -96,10 +98,10 @@ package final class DestinationClaims: Sendable {
     private func release(_ owner: Owner, keepingAsSavedFrom url: String?) {
         let me = ObjectIdentifier(owner)
         table.withLock { t in
-            for (key, holder) in t.holders where holder == me {
+            for (key, holder) in t.holders where holder.owner == me {
                 t.holders[key] = nil
                 if let url { t.kept[key] = url }
-                if let fd = Self.lockFile { Sys.unlockByte(fd, at: Self.offset(key)) }
+                if let fd = Self.lockFile { Sys.unlockByte(fd, at: holder.offset) }
             }
         }
     }
