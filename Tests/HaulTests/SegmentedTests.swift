@@ -516,19 +516,29 @@ struct SegmentedTests {
             })
         first.cancel()
         _ = await first.result
-        let held = try #require(record()).ranges.reduce(0) { $0 + $1.end - $1.start }
+        let kept = try #require(record()).ranges
+        let held = kept.reduce(0) { $0 + $1.end - $1.start }
         let before = server.requests(path: "/holes.bin").count
         let target: DownloadDestination = intoDirectory ? .directory(dir.url) : .file(dest)
         let (result, _) = await run(session, url, to: target, options: options(connections))
         #expect(result.error == nil, "\(String(describing: result.error))")
         expectFile(dest.path, equals: TestContent.bytes(count: size))
         let asked = server.requests(path: "/holes.bin").dropFirst(before).compactMap(\.range)
-        let bytes = asked.map { header -> Int in
+        let spans = asked.map { header -> (start: Int, end: Int) in
             let bounds = header.dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
             let start = Int(bounds[0]) ?? 0
-            return (bounds.count > 1 ? Int(bounds[1]) ?? (size - 1) : size - 1) - start + 1
+            return (start, (bounds.count > 1 ? Int(bounds[1]) ?? (size - 1) : size - 1) + 1)
         }
-        #expect(bytes.reduce(0, +) == size - held + 1, "\(asked)")
+        // Nothing on disk was asked for again (but the probe's byte): every range lies in a gap.
+        let inGaps = spans.dropFirst().allSatisfy { span in
+            !kept.contains { $0.start < span.end && span.start < $0.end }
+        }
+        #expect(spans.first.map { $0.start == 0 && $0.end == 1 } == true && inGaps, "\(asked)")
+        // The gaps once each, but for a range that lagged and was raced (seen once under
+        // ThreadSanitizer): a race asks for the rest of a gap again, so no gap is asked for more
+        // than twice.
+        let bytes = spans.reduce(0) { $0 + $1.end - $1.start }
+        #expect(bytes >= size - held + 1 && bytes <= 2 * (size - held) + 1, "\(asked)")
     }
 
     @Test(

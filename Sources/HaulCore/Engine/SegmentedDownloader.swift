@@ -566,6 +566,10 @@ private final class SegmentedRun: @unchecked Sendable {
     /// steady per-connection cap, a fast link) new requests are no faster and nothing is asked
     /// twice. Not under a rate limit: a paced connection is slow on purpose, and the duplicate
     /// would take the others' budget. Nil when no range can be raced any more.
+    /// How long a running range's answer must have flowed before its speed is judged: a range
+    /// whose head has just come in has written next to nothing, and would look slow to any race.
+    static let judgeRangesAfter = 0.5
+
     private func raceSlowerRange() async -> SegmentPlanner.Segment? {
         guard connections > 1, options.maxBytesPerSecond == nil, options.sharedRate == nil else { return nil }
         enum Next {
@@ -580,12 +584,13 @@ private final class SegmentedRun: @unchecked Sendable {
                 let candidates = s.planner.hedgeable
                 if candidates.isEmpty { return .none }  // in the endgame the list only shrinks
                 guard let fresh = s.recentSpeeds.max() else { return .wait }
-                // Each candidate's speed since its answer began (one that has not answered yet
-                // has none: not raced).
+                // Each candidate's speed since its answer began (one that has not answered yet,
+                // or only just, has none: not raced).
                 var speeds: [Int: Double] = [:]
                 for id in candidates {
                     let running = s.fetches.values.filter { $0.segment.id == id }
-                    guard running.count == 1, let fetch = running.first, let since = fetch.answeredAt, now > since,
+                    guard running.count == 1, let fetch = running.first, let since = fetch.answeredAt,
+                        now - since >= Self.judgeRangesAfter,
                         let cursor = s.planner.segments.first(where: { $0.id == id })?.cursor
                     else { continue }
                     speeds[id] = Double(cursor - fetch.segment.cursor) / (now - since)
@@ -633,7 +638,7 @@ private final class SegmentedRun: @unchecked Sendable {
                     // Timed on the transport's clock (head to last byte), not to this task's
                     // turn, which can come much later on a loaded machine.
                     let last = fetch.lastByteAt ?? now
-                    if case .success = result, !fetch.settled, fetch.wrote > 0, last > since {
+                    if case .success = result, !fetch.settled, fetch.wrote >= 64 << 10, last > since {
                         $0.recentSpeeds = $0.recentSpeeds.suffix(3) + [Double(fetch.wrote) / (last - since)]
                     }
                 }
