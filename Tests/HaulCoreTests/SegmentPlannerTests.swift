@@ -98,8 +98,8 @@ struct SegmentPlannerTests {
         p.release(b.id)
         #expect(p.segments.first { $0.id == b.id }?.active == true)
         #expect(p.assign() == nil, "still running: not free work")
-        p.advance(b.id, to: 6_500)
-        #expect(p.isDone(b.id))
+        let complete = p.advance(b.id, to: 6_500)
+        #expect(complete)
     }
 
     @Test func aRangeIsRacedOnlyWhenANewRequestIsAtLeastTwiceAsFast() {

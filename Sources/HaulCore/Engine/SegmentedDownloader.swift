@@ -724,11 +724,10 @@ private final class SegmentedRun: @unchecked Sendable {
 
     fileprivate func wrote(_ id: Int, upTo cursor: Int64, by writer: SegmentFetch) {
         let (done, racing) = state.withLock { s -> (Int64, [SegmentFetch]) in
-            s.planner.advance(id, to: cursor)
+            let done = s.planner.advance(id, to: cursor)
             // A hedged segment is complete: the connection behind stops now, not at its next bytes
             // (with a per-request allowance those come up to half a second later).
-            let racing =
-                s.planner.isDone(id) ? s.fetches.values.filter { $0.segment.id == id && $0 !== writer } : []
+            let racing = done ? s.fetches.values.filter { $0.segment.id == id && $0 !== writer } : []
             return (s.planner.completedBytes, racing)
         }
         for fetch in racing { fetch.settle() }

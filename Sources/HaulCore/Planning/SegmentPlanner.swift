@@ -158,9 +158,12 @@ package struct SegmentPlanner: Sendable, Equatable {
 
     /// Bytes up to `cursor` of segment `id` are written (by one of its connections: it moves
     /// only forward, so a hedged segment is as far as the one ahead).
-    package mutating func advance(_ id: Int, to cursor: Int64) {
-        guard let i = segments.firstIndex(where: { $0.id == id }) else { return }
+    /// Returns whether the segment is complete.
+    @discardableResult
+    package mutating func advance(_ id: Int, to cursor: Int64) -> Bool {
+        guard let i = segments.firstIndex(where: { $0.id == id }) else { return true }
         segments[i].cursor = min(max(segments[i].cursor, cursor), segments[i].end)
+        return segments[i].isDone
     }
 
     /// A connection working on `id` stopped (done, failed or replaced); with none left the rest
@@ -169,9 +172,6 @@ package struct SegmentPlanner: Sendable, Equatable {
         guard let i = segments.firstIndex(where: { $0.id == id }) else { return }
         segments[i].workers = max(0, segments[i].workers - 1)
     }
-
-    /// Whether segment `id` is complete.
-    package func isDone(_ id: Int) -> Bool { segments.first { $0.id == id }?.isDone ?? true }
 
     /// The written bytes as merged ranges, for the resume record.
     package var writtenRanges: [ByteRange] {

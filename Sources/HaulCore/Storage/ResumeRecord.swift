@@ -85,14 +85,7 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
     /// credentials, query or fragment. A storage service's pre-signed link carries its signature
     /// and the key's id in the query; the field only shows people where the download went, and
     /// resuming never reads it.
-    package static func location(_ url: URL) -> String {
-        guard var c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return redacted(url) }
-        c.user = nil
-        c.password = nil
-        c.query = nil
-        c.fragment = nil
-        return c.string ?? redacted(url)
-    }
+    package static func location(_ url: URL) -> String { text(of: url, keepingQuery: false) }
 
     /// `url` with user name and password removed, for storing and printing.
     package static func redacted(_ url: URL) -> String {
@@ -100,9 +93,19 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
         // of the CPU of a thousand small downloads, which ask four times each.) The one
         // difference: an empty or zero-padded port (`http://h:/f`, `:080`) stays as written.
         if url.user == nil && url.password == nil { return url.absoluteString }
+        return text(of: url, keepingQuery: true)
+    }
+
+    /// `url` without user name and password (and, unless `keepingQuery`, query and fragment);
+    /// itself when it cannot be taken apart.
+    private static func text(of url: URL, keepingQuery: Bool) -> String {
         guard var c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
         c.user = nil
         c.password = nil
+        if !keepingQuery {
+            c.query = nil
+            c.fragment = nil
+        }
         return c.string ?? url.absoluteString
     }
 }
