@@ -106,6 +106,9 @@ public final class DownloadManager: Sendable {
         /// Why it failed.
         public var error: HaulError?
         var sequence: Int
+        /// `url.originKey`, worked out once: the per-host count looks it up at every change of
+        /// state, and URL parses its text again for each look.
+        var origin: String
     }
 
     private struct Stored: Codable {
@@ -197,7 +200,7 @@ public final class DownloadManager: Sendable {
         mutating func insert(_ item: Item) {
             items[item.id] = item
             counts[item.state, default: 0] += 1
-            if item.state == .running { runningByHost[item.url.originKey, default: 0] += 1 }
+            if item.state == .running { runningByHost[item.origin, default: 0] += 1 }
             if item.state == .queued { enqueue(item.id) }
         }
 
@@ -205,7 +208,7 @@ public final class DownloadManager: Sendable {
             guard let item = items[id], item.state != state else { return }
             counts[item.state, default: 0] -= 1
             counts[state, default: 0] += 1
-            let host = item.url.originKey
+            let host = item.origin
             if item.state == .running { runningByHost[host, default: 0] -= 1 }
             if state == .running { runningByHost[host, default: 0] += 1 }
             items[id]!.state = state
@@ -391,11 +394,14 @@ public final class DownloadManager: Sendable {
         completion: (@Sendable (Result<DownloadResult, HaulError>) -> Void)? = nil
     ) -> UUID {
         let id = UUID.random()
+        let origin = url.originKey
         inner.withLock { s in
             s.options[id] = options
             s.sequence += 1
             s.insert(
-                Item(id: id, url: url, target: target, priority: priority, state: .queued, sequence: s.sequence))
+                Item(
+                    id: id, url: url, target: target, priority: priority, state: .queued, sequence: s.sequence,
+                    origin: origin))
             if let progress { s.progressHandlers[id] = progress }
             if let events { s.eventHandlers[id] = events }
             if let completion { s.completionHandlers[id] = completion }
@@ -566,7 +572,7 @@ public final class DownloadManager: Sendable {
                     }
                     continue
                 }
-                guard s.runningByHost[item.url.originKey, default: 0] < max(1, configuration.maxDownloadsPerHost) else {
+                guard s.runningByHost[item.origin, default: 0] < max(1, configuration.maxDownloadsPerHost) else {
                     index += 1
                     continue
                 }
@@ -848,7 +854,7 @@ public final class DownloadManager: Sendable {
                 s.insert(
                     Item(
                         id: item.id, url: url, target: item.target, priority: item.priority, state: state,
-                        fileURL: item.fileURL, sequence: item.sequence))
+                        fileURL: item.fileURL, sequence: item.sequence, origin: url.originKey))
                 s.sequence = max(s.sequence, item.sequence)
             }
         }

@@ -6,7 +6,8 @@ extension GetCommand {
     /// What a download of a `-j` run says while it runs, with its number: the start, retries and
     /// restarts, as one download says them (they went unreported), and progress in JSON.
     static func report(_ event: DownloadEvent, of number: Int, url: URL, output: Output) {
-        let name = "#\(number) \(url.lastPathComponent)"
+        // Only the notes name the download: built when one is written, not for every event.
+        var name: String { "#\(number) \(url.lastPathComponent)" }
         switch event {
         case .started(let s):
             output.json(

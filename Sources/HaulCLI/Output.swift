@@ -36,10 +36,11 @@ final class Output: Sendable {
         Array(text.utf8).withUnsafeBytes { try? Sys.writeAll(fd, $0) }
     }
 
-    /// A one-line message on stderr (takes the progress line or block off first).
-    func note(_ text: String) {
+    /// A one-line message on stderr (takes the progress line or block off first). The text is
+    /// built only when it is written: `-q` and `--json` runs of many files make none.
+    func note(_ text: @autoclosure () -> String) {
         guard mode == .human else { return }
-        message("haul: \(Output.printable(text))\n")
+        message("haul: \(Output.printable(text()))\n")
     }
 
     func error(_ text: String) {
@@ -83,10 +84,11 @@ final class Output: Sendable {
         return out
     }
 
-    func json(_ event: String, _ fields: [(String, Any?)]) {
+    /// One JSON event line on stdout with `--json`; the fields are built only then.
+    func json(_ event: String, _ fields: @autoclosure () -> [(String, Any?)]) {
         guard mode == .json else { return }
         var parts = ["\"event\":\(Output.quote(event))"]
-        for (k, v) in fields {
+        for (k, v) in fields() {
             guard let v else { continue }
             let value: String
             switch v {
