@@ -88,7 +88,7 @@ public struct ByteStream: AsyncSequence, Sendable {
                 if data.count + chunk.count > maxBytes {
                     cancel()
                     throw HaulError(
-                        .responseTooLarge, "body of \(ResumeRecord.redacted(source.url)) exceeds \(maxBytes) bytes")
+                        .responseTooLarge, "body of \(source.shownURL) exceeds \(maxBytes) bytes")
                 }
                 data.append(chunk)
             }
@@ -228,7 +228,7 @@ extension HaulSession {
             let body = BodyStream(window: max(1, window))
             switch await body.start(t, on: transport) {
             case .failure(let error):
-                throw haulError(error, chain.current)
+                throw haulError(error, chain.current, origin: request.url)
             case .success(let response):
                 if [301, 302, 303, 307, 308].contains(response.status), let location = response.headers["Location"],
                     let next = URL(string: location, relativeTo: chain.current)?.absoluteURL
@@ -278,9 +278,11 @@ extension HaulSession {
             maxDelay: configuration.retry.maxDelay, maxRetryAfter: configuration.retry.maxRetryAfter)
     }
 
-    func haulError(_ error: TransportError, _ url: URL) -> HaulError {
+    /// The user-facing error for a transport failure talking to `url`, on the way to `origin`.
+    func haulError(_ error: TransportError, _ url: URL, origin: URL) -> HaulError {
         error.haulError(
-            url: url, connectTimeout: configuration.timeout.connect, idleTimeout: configuration.timeout.idle)
+            url: url, origin: origin, connectTimeout: configuration.timeout.connect,
+            idleTimeout: configuration.timeout.idle)
     }
 }
 
@@ -291,8 +293,10 @@ final class ResumingBody: @unchecked Sendable {
     private let session: HaulSession
     private let request: HaulRequest
     private let window: Int
-    /// The URL of the first answer, for messages.
+    /// The URL of the first answer.
     let url: URL
+    /// How messages name it (``ResumeRecord/shown(_:origin:)``: a redirect target without its query).
+    var shownURL: String { ResumeRecord.shown(url, origin: request.url) }
     /// What was delivered, as a record of the first answer's version; nil when the body cannot
     /// be continued.
     private var machine: ResumeStateMachine?
@@ -324,7 +328,7 @@ final class ResumingBody: @unchecked Sendable {
             machine = ResumeStateMachine(
                 record: ResumeRecord(
                     url: ResumeRecord.redacted(request.url), finalURL: ResumeRecord.location(url), etag: etag,
-                    lastModified: lastModified, totalLength: h.contentLength))
+                    lastModified: lastModified, totalLength: h.contentLength), origin: request.url)
         }
     }
 
@@ -359,7 +363,7 @@ final class ResumingBody: @unchecked Sendable {
                 machine?.advance(to: delivered)
                 return chunk
             } catch {
-                let failure = session.haulError(error, url)
+                let failure = session.haulError(error, url, origin: request.url)
                 guard failure.isTransient, machine != nil else { throw failure }
                 try await continueAfter(failure)
             }
@@ -397,7 +401,7 @@ final class ResumingBody: @unchecked Sendable {
                 guard Self.sameVersion(machine.record, seen) else {
                     throw HaulError(
                         .serverChangedFile,
-                        "\(ResumeRecord.redacted(url)) changed on the server after \(offset) bytes were streamed")
+                        "\(shownURL) changed on the server after \(offset) bytes were streamed")
                 }
                 skip = offset
             } else if start != offset {
@@ -406,14 +410,14 @@ final class ResumingBody: @unchecked Sendable {
         case .alreadyComplete:
             ended = true
         case .restart(let reason):
-            throw HaulError(.serverChangedFile, "cannot continue \(ResumeRecord.redacted(url)): \(reason)")
+            throw HaulError(.serverChangedFile, "cannot continue \(shownURL): \(reason)")
         case .retry(var error):
             error.isTransient = true
             throw error
         case .fail(let error):
             throw error
         case .redirect(let next):
-            throw HaulError(.invalidResponse, "unexpected redirect to \(ResumeRecord.redacted(next))")
+            throw HaulError(.invalidResponse, "unexpected redirect to \(ResumeRecord.shown(next, origin: request.url))")
         }
         accepted = true
         let cancelled = shared.withLock { s -> Bool in

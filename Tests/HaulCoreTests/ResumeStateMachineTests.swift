@@ -231,4 +231,22 @@ struct ResumeStateMachineTests {
         let text = String(decoding: m.record!.encoded(), as: UTF8.self)
         #expect(!text.contains("AKIDEXAMPLE") && !text.contains("abc123"))
     }
+
+    /// Messages name the URL asked for as given (without user name and password) and a redirect
+    /// target without its query: a 403 from a pre-signed link must not print its signature.
+    @Test func messagesNameARedirectTargetWithoutItsQuery() {
+        let origin = URL(string: "https://alice:pw@example.test/file.bin?token=mine")!
+        let signed = URL(string: "https://objects.example.test/b/file.bin?X-Amz-Signature=abc123#x")!
+        #expect(ResumeRecord.shown(origin, origin: origin) == "https://example.test/file.bin?token=mine")
+        #expect(ResumeRecord.shown(signed, origin: origin) == "https://objects.example.test/b/file.bin?…")
+        let plain = URL(string: "https://mirror.example.test/file.bin")!
+        #expect(ResumeRecord.shown(plain, origin: origin) == "https://mirror.example.test/file.bin")
+
+        let m = ResumeStateMachine(record: nil, origin: origin)
+        guard case .fail(let error) = m.responseReceived(status: 403, headers: HTTPHeaders(), url: signed) else {
+            Issue.record("a 403 fails")
+            return
+        }
+        #expect(error.message == "HTTP 403 Forbidden from https://objects.example.test/b/file.bin?…")
+    }
 }

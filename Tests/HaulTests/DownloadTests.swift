@@ -503,6 +503,35 @@ struct DownloadTests {
         #expect(server.requests(path: "/other-host").first?.header("Authorization") == nil)
     }
 
+    /// A redirect target's query can be a credential: a storage service's pre-signed link carries
+    /// its signature (and the key's id) there, and error messages end up in logs and bug reports.
+    /// A message names a redirect target without its query; the URL the user gave keeps its own.
+    @Test(arguments: [1, 4])
+    func aRedirectTargetsQueryStaysOutOfMessages(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var options = DownloadOptions()
+        options.connections = connections
+        let session = testSession { $0.retry.maxRetries = 0 }
+        for (status, name) in [(403, "refused"), (503, "busy")] {
+            let target = "/\(name).bin?status=\(status)&X-Amz-Credential=AKIDEXAMPLE&X-Amz-Signature=5ec2e7"
+            let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let (result, _) = await run(
+                session, server.url("/\(name)-start?token=mine&to=\(encoded)"),
+                to: .file(dir.url.appendingPathComponent("\(name).bin")), options: options)
+            let error = try #require(result.error)
+            #expect(error.httpStatus == status, "\(error.message)")
+            #expect(error.message.contains("/\(name).bin"), "\(error.message)")
+            #expect(!error.message.contains("5ec2e7") && !error.message.contains("AKIDEXAMPLE"), "\(error.message)")
+        }
+        let (own, _) = await run(
+            session, server.url("/own.bin?status=403&token=mine"),
+            to: .file(dir.url.appendingPathComponent("own.bin")), options: options)
+        #expect(
+            own.error?.message.contains("/own.bin?status=403&token=mine") == true, "\(String(describing: own.error))")
+    }
+
     @Test func credentialsNeverReachTheRecord() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -115,7 +115,7 @@ package final class FileDownloader: Sendable {
             destination = findRecord(in: dir)
         }
 
-        var machine = ResumeStateMachine(record: nil)
+        var machine = ResumeStateMachine(record: nil, origin: url)
         var existingSize: Int64?
         if let destination {
             (machine, existingSize) = try prepare(destination)
@@ -272,7 +272,8 @@ package final class FileDownloader: Sendable {
     }
 
     private func classify(_ error: TransportError, _ url: URL) -> (HaulError, Bool) {
-        let e = error.haulError(url: url, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
+        let e = error.haulError(
+            url: url, origin: self.url, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
         return (e, e.isTransient)
     }
 
@@ -295,9 +296,9 @@ package final class FileDownloader: Sendable {
         let partial = PartialFile(destination: destination)
         guard options.resume else {
             partial.discard()
-            return (ResumeStateMachine(record: nil), existingSize)
+            return (ResumeStateMachine(record: nil, origin: url), existingSize)
         }
-        return (ResumeStateMachine(record: try partial.loadRecord(of: url)), existingSize)
+        return (ResumeStateMachine(record: try partial.loadRecord(of: url), origin: url), existingSize)
     }
 
     private func checkCancelled(_ destination: String?) throws(HaulError) {
@@ -317,7 +318,7 @@ package final class FileDownloader: Sendable {
         }
     }
 
-    fileprivate func show(_ u: URL) -> String { ResumeRecord.redacted(u) }
+    fileprivate func show(_ u: URL) -> String { ResumeRecord.shown(u, origin: url) }
     fileprivate func emit(_ e: DownloadEngineEvent) { onEvent(e) }
 }
 

@@ -238,7 +238,8 @@ package final class SegmentedDownloader: Sendable {
                 task.cancel()
                 if case .failure(let error) = result, error.kind == .invalidResponse {
                     throw error.haulError(
-                        url: chain.current, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
+                        url: chain.current, origin: url, connectTimeout: options.connectTimeout,
+                        idleTimeout: options.idleTimeout)
                 }
                 return (nil, 0)
             }
@@ -270,7 +271,7 @@ package final class SegmentedDownloader: Sendable {
                 guard HTTPStatus.isTransient(response.status) else { return (nil, 0) }
                 let busy = HaulError(
                     .httpStatus,
-                    "HTTP \(response.status) \(HTTPStatus.reason(response.status)) from \(ResumeRecord.redacted(chain.current))",
+                    "HTTP \(response.status) \(HTTPStatus.reason(response.status)) from \(ResumeRecord.shown(chain.current, origin: url))",
                     httpStatus: response.status,
                     retryAfter: response.headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
                 let delay = try options.retry.delay(after: busy, failures: 1)
@@ -877,7 +878,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
             if error.kind == .cancelled { return .failure(HaulError(.cancelled, "cancelled")) }
             return .failure(
                 error.haulError(
-                    url: asking?.url ?? run.origin, connectTimeout: run.options.connectTimeout,
+                    url: asking?.url ?? run.origin, origin: run.origin, connectTimeout: run.options.connectTimeout,
                     idleTimeout: run.options.idleTimeout))
         }
     }
@@ -907,7 +908,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
             let from = asking?.url ?? run.origin
             failure = HaulError(
                 .httpStatus,
-                "HTTP \(response.status) \(HTTPStatus.reason(response.status)) from \(ResumeRecord.redacted(from))",
+                "HTTP \(response.status) \(HTTPStatus.reason(response.status)) from \(ResumeRecord.shown(from, origin: run.origin))",
                 httpStatus: response.status)
             refused =
                 [401, 403, 404, 410].contains(response.status) && run.redirected

@@ -268,7 +268,7 @@ package final class Uploader: Sendable {
             case .failure(let transportError):
                 if let bodyError = body.failure { throw bodyError }  // reading the source failed
                 let error = transportError.haulError(
-                    url: url, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
+                    url: url, origin: url, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
                 let safe = options.method == "PUT" ? error.isTransient : transportError.kind == .connect
                 guard safe else {
                     if options.method != "PUT" && error.isTransient {

@@ -28,10 +28,10 @@ package struct RedirectChain: Sendable {
                 .tooManyRedirects, "more than \(maxRedirects) redirects from \(ResumeRecord.redacted(origin))")
         }
         guard visited.insert(next.absoluteString).inserted else {
-            throw HaulError(.tooManyRedirects, "redirect loop at \(ResumeRecord.redacted(next))")
+            throw HaulError(.tooManyRedirects, "redirect loop at \(ResumeRecord.shown(next, origin: origin))")
         }
         guard ["http", "https"].contains(next.scheme?.lowercased() ?? "") else {
-            throw HaulError(.invalidURL, "redirect to unsupported URL \(ResumeRecord.redacted(next))")
+            throw HaulError(.invalidURL, "redirect to unsupported URL \(ResumeRecord.shown(next, origin: origin))")
         }
         var next = next
         if !Self.sameOrigin(current, next) {

@@ -10,8 +10,14 @@ import Foundation
 package struct ResumeStateMachine: Sendable {
     /// What is durably on disk, or nil for nothing.
     package private(set) var record: ResumeRecord?
+    /// The URL the download was asked for: messages name it whole, and a redirect target
+    /// without its query (``ResumeRecord/shown(_:origin:)``). Nil: every URL is the origin.
+    package var origin: URL?
 
-    package init(record: ResumeRecord?) { self.record = record }
+    package init(record: ResumeRecord?, origin: URL? = nil) {
+        self.record = record
+        self.origin = origin
+    }
 
     /// Validators and length a response announced.
     package struct Validators: Equatable, Sendable {
@@ -181,7 +187,7 @@ package struct ResumeStateMachine: Sendable {
             retryAfter: headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
     }
 
-    private func show(_ url: URL) -> String { ResumeRecord.redacted(url) }
+    private func show(_ url: URL) -> String { ResumeRecord.shown(url, origin: origin ?? url) }
 }
 
 /// Reason phrases for messages.

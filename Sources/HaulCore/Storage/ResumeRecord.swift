@@ -96,6 +96,18 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
         return text(of: url, keepingQuery: true)
     }
 
+    /// How a message names `url`, asked for on the way to `origin` (the URL the caller gave):
+    /// that one as ``redacted(_:)`` writes it; any other (where a redirect led) without its
+    /// query and fragment as well, `?…` saying a query was left out. A storage service's
+    /// pre-signed link carries its signature and the key's id in the query, and a message ends up
+    /// in logs and bug reports; the user's own URL keeps its query, which tells which download it
+    /// was.
+    package static func shown(_ url: URL, origin: URL) -> String {
+        if url.absoluteString == origin.absoluteString { return redacted(url) }
+        let location = location(url)
+        return url.query == nil ? location : location + "?…"
+    }
+
     /// `url` without user name and password (and, unless `keepingQuery`, query and fragment);
     /// itself when it cannot be taken apart.
     private static func text(of url: URL, keepingQuery: Bool) -> String {

@@ -256,7 +256,7 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
 
     func makeEasyHandle() -> Result<UnsafeMutableRawPointer, TransportError> {
         guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            return .failure(TransportError(.invalidURL, "unsupported URL scheme in \(request.url.absoluteString)"))
+            return .failure(TransportError(.invalidURL, "unsupported URL scheme"))
         }
         guard let h = haul_easy_init() else { return .failure(TransportError(.other, "curl_easy_init failed")) }
         easy = h
@@ -336,7 +336,7 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
         guard ok else {
             cleanup()
             return .failure(
-                TransportError(.invalidURL, "libcurl refused the request for \(request.url.absoluteString)"))
+                TransportError(.invalidURL, "libcurl refused the request"))
         }
         return .success(h)
     }

@@ -163,9 +163,10 @@ package final class OneShot<Value: Sendable>: Sendable {
 }
 
 extension TransportError {
-    /// The user-facing error for a transport failure talking to `url`, marked transient when
-    /// retrying may help (refused connections, timeouts, stalls, lost connections).
-    package func haulError(url: URL, connectTimeout: Double, idleTimeout: Double) -> HaulError {
+    /// The user-facing error for a transport failure talking to `url` (on the way to `origin`,
+    /// the URL asked for), marked transient when retrying may help (refused connections,
+    /// timeouts, stalls, lost connections).
+    package func haulError(url: URL, origin: URL, connectTimeout: Double, idleTimeout: Double) -> HaulError {
         let host = url.host ?? "?"
         var error: HaulError
         switch kind {
@@ -177,7 +178,8 @@ extension TransportError {
             error = HaulError(.timeout, "no data from \(host) for \(Seconds.text(idleTimeout)) s (stalled)")
         case .connectionLost: error = HaulError(.network, "connection to \(host) lost: \(message)")
         case .tls: error = HaulError(.tlsFailure, "TLS failure with \(host): \(message)")
-        case .invalidURL: error = HaulError(.invalidURL, "invalid URL \(ResumeRecord.redacted(url)): \(message)")
+        case .invalidURL:
+            error = HaulError(.invalidURL, "invalid URL \(ResumeRecord.shown(url, origin: origin)): \(message)")
         case .cancelled: error = HaulError(.cancelled, "cancelled")
         case .invalidResponse: error = HaulError(.invalidResponse, "invalid answer from \(host): \(message)")
         case .aborted, .other: error = HaulError(.network, "transfer from \(host) failed: \(message)")
