@@ -350,29 +350,56 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
 
     fileprivate func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
         lastActivity = monotonicSeconds()
-        // UTF-8, else ISO-8859-1 (RFC 9110 5.5: field values were Latin-1 text; RFC 6266's
-        // filename= still is): a name sent as `caf\xE9` became "caf\u{FFFD}".
-        // Nearly every line is ASCII: decoded as before; only the others are validated.
-        let text =
-            line.allSatisfy({ $0 < 0x80 })
-            ? String(decoding: line, as: UTF8.self)
-            : String(validating: line, as: UTF8.self)
-                ?? String(String.UnicodeScalarView(line.map { Unicode.Scalar($0) }))
-        let trimmed = text.trimmingASCIIWhitespace()
-        if text.hasPrefix("HTTP/") {
-            let parts = trimmed.split(separator: " ", maxSplits: 2)
-            status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+        // Parsed as bytes, on the one thread that runs every transfer: as Strings (decoded, then
+        // trimmed, searched and split by Character) the head of a small file cost its transfer
+        // as much as libcurl's own work.
+        let isStatusLine = line.starts(with: Self.httpPrefix)
+        let (start, end) = Self.trimmed(line, 0, line.count)
+        if isStatusLine {
+            // `HTTP/1.1 206 Partial Content`: the number after the first space.
+            var i = start
+            while i < end && line[i] != 0x20 { i += 1 }
+            while i < end && line[i] == 0x20 { i += 1 }
+            var code = 0
+            var digits = 0
+            while i < end, line[i] >= 0x30, line[i] <= 0x39, digits < 4 {
+                code = code * 10 + Int(line[i] - 0x30)
+                digits += 1
+                i += 1
+            }
+            status = digits > 0 && digits < 4 && (i == end || line[i] == 0x20) ? code : 0
             headers = HTTPHeaders()
-        } else if trimmed.isEmpty {
+        } else if start == end {
             if status >= 200 && !responseDelivered {
                 if !deliverResponse() { return 0 }
             }
-        } else if let colon = trimmed.firstIndex(of: ":") {
-            let name = trimmed[..<colon].trimmingASCIIWhitespace()
-            let value = trimmed[trimmed.index(after: colon)...].trimmingASCIIWhitespace()
-            headers.add(name, value)
+        } else if let colon = line[start..<end].firstIndex(of: 0x3A) {
+            let name = Self.trimmed(line, start, colon)
+            let value = Self.trimmed(line, colon + 1, end)
+            headers.add(Self.text(line, name.0, name.1), Self.text(line, value.0, value.1))
         }
         return line.count
+    }
+
+    private static let httpPrefix = Array("HTTP/".utf8)
+
+    /// `start..<end` of `line` without the spaces, tabs, CRs and LFs around it.
+    private static func trimmed(_ line: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> (Int, Int) {
+        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
+        var (start, end) = (start, end)
+        while start < end && isSpace(line[start]) { start += 1 }
+        while end > start && isSpace(line[end - 1]) { end -= 1 }
+        return (start, end)
+    }
+
+    /// The text of `line[start..<end]`: UTF-8, else ISO-8859-1 (RFC 9110 5.5: field values were
+    /// Latin-1 text, and RFC 6266's filename= still is): a name sent as `caf\xE9` became
+    /// "caf\u{FFFD}". Nearly every field is ASCII, decoded without a second look.
+    private static func text(_ line: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> String {
+        let bytes = UnsafeRawBufferPointer(rebasing: line[start..<end])
+        if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
+        return String(validating: bytes, as: UTF8.self)
+            ?? String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
     }
 
     private func deliverResponse() -> Bool {
