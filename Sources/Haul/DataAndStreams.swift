@@ -230,9 +230,7 @@ extension HaulSession {
             case .failure(let error):
                 throw haulError(error, chain.current, origin: request.url)
             case .success(let response):
-                if [301, 302, 303, 307, 308].contains(response.status), let location = response.headers["Location"],
-                    let next = URL(string: location, relativeTo: chain.current)?.absoluteURL
-                {
+                if let next = RedirectChain.target(of: response, askedFor: chain.current) {
                     body.cancel()
                     try chain.follow(to: next)
                     continue

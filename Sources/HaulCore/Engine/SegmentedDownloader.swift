@@ -243,9 +243,7 @@ package final class SegmentedDownloader: Sendable {
                 }
                 return (nil, 0)
             }
-            if [301, 302, 303, 307, 308].contains(response.status), let location = response.headers["Location"],
-                let next = URL(string: location, relativeTo: chain.current)?.absoluteURL
-            {
+            if let next = RedirectChain.target(of: response, askedFor: chain.current) {
                 task.cancel()
                 guard (try? chain.follow(to: next)) != nil else { return (nil, 0) }
                 continue
@@ -888,10 +886,8 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
         let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange)
         let etag = response.headers["ETag"].flatMap { $0.hasPrefix("W/") ? nil : $0 }
         var problem: String?
-        if [301, 302, 303, 307, 308].contains(response.status), let asking,
-            let next = response.headers["Location"].flatMap({ URL(string: $0, relativeTo: asking.url) })
-        {
-            redirect = next.absoluteURL
+        if let asking, let next = RedirectChain.target(of: response, askedFor: asking.url) {
+            redirect = next
             return false
         }
         if response.status == 200 {

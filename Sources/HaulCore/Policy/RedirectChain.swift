@@ -47,6 +47,15 @@ package struct RedirectChain: Sendable {
         current = next
     }
 
+    /// Where an answer to a request for `url` redirects: its `Location` (relative to `url`) when
+    /// the status is 301, 302, 303, 307 or 308; nil otherwise, or without a usable `Location`.
+    package static func target(of response: TransportResponse, askedFor url: URL) -> URL? {
+        guard [301, 302, 303, 307, 308].contains(response.status), let location = response.headers["Location"] else {
+            return nil
+        }
+        return URL(string: location, relativeTo: url)?.absoluteURL
+    }
+
     package static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
         func port(_ u: URL) -> Int { u.port ?? (u.scheme?.lowercased() == "https" ? 443 : 80) }
         return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
