@@ -171,8 +171,6 @@ public final class DownloadManager: Sendable {
             return completion
         }
 
-        /// Marks `id` completed with its file at `url`; the result for its completion handler
-        /// (bytes from its last progress).
         /// Marks `id` completed with its file at `url`; the result for its completion handler:
         /// its task's (`done`), else bytes from its last progress. (Always the latter before: a
         /// file already complete on disk, which sends no progress, was 0 bytes, not already

@@ -18,7 +18,6 @@ extension GetCommand {
                 ])
             if s.offset > 0 { output.note("\(name): resuming at \(Output.bytes(s.offset))") }
         case .progress(let p):
-            guard output.mode == .json else { return }  // the display shows it
             output.json(
                 "progress",
                 [

@@ -553,6 +553,10 @@ private final class SegmentedRun: @unchecked Sendable {
         try partial.checkpoint(record)
     }
 
+    /// How long a running range's answer must have flowed before its speed is judged: a range
+    /// whose head has just come in has written next to nothing, and would look slow to any race.
+    static let judgeRangesAfter = 0.5
+
     /// With no range to take or split, a free connection races a running one for its rest
     /// (``SegmentPlanner/hedge(_:)``) when a new request is expected to bring it in at most half
     /// the time: the speed of ranges that ended lately, from their answer to their last byte, is
@@ -565,10 +569,6 @@ private final class SegmentedRun: @unchecked Sendable {
     /// steady per-connection cap, a fast link) new requests are no faster and nothing is asked
     /// twice. Not under a rate limit: a paced connection is slow on purpose, and the duplicate
     /// would take the others' budget. Nil when no range can be raced any more.
-    /// How long a running range's answer must have flowed before its speed is judged: a range
-    /// whose head has just come in has written next to nothing, and would look slow to any race.
-    static let judgeRangesAfter = 0.5
-
     private func raceSlowerRange() async -> SegmentPlanner.Segment? {
         guard connections > 1, options.maxBytesPerSecond == nil, options.sharedRate == nil else { return nil }
         enum Next {

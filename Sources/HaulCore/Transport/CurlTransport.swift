@@ -435,7 +435,6 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
             return Int(HAUL_CURL_WRITEFUNC_PAUSE)  // delivered again when unpaused
         }
         waitingSince = nil
-        lastActivity = monotonicSeconds()
         switch handler.transportDidReceive(body: data) {
         case .proceed:
             bodyBytes += Int64(data.count)
