@@ -256,6 +256,16 @@ public final class TestServer: @unchecked Sendable {
         }
     }
 
+    /// `hold=N`: an answer's last bytes wait until N requests have been answered at once (at
+    /// most 60 s), so a test of concurrency asserts what the server saw however slowly a loaded
+    /// machine starts the other requests.
+    private func holdUntil(inFlight n: Int) {
+        let deadline = Date().addingTimeInterval(60)
+        while state.withLock({ $0.maxInFlightTotal < n && !$0.stopped }), Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+    }
+
     /// Reads `length` body bytes (the buffered ones first), handing them to `sink`; false when
     /// the connection ended early.
     private func consume(
@@ -469,6 +479,7 @@ public final class TestServer: @unchecked Sendable {
             counting = true
         }
         func lastWrite() {
+            if let n = int("hold") { holdUntil(inFlight: n) }
             leave()
             beforeLastWrite()
         }

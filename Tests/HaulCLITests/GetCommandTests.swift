@@ -23,7 +23,7 @@ struct GetCommandTests {
         defer { cleanUp(server, dir) }
         let big = 8 << 20
         let r = try await CLI.run([
-            "get", "-q", "-d", dir.path, server.url("/big.bin?size=\(big)&rate=4000000").absoluteString,
+            "get", "-q", "-d", dir.path, server.url("/big.bin?size=\(big)&rate=4000000&hold=4").absoluteString,
         ])
         #expect(r.status == 0, "\(r.stderr)")
         expectFile(dir.file("big.bin"), equals: TestContent.bytes(count: big))

@@ -10,7 +10,7 @@ struct QueueTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let urls = (1...6).map { server.url("/q\($0).bin?size=300000&rate=1000000&seed=\($0)").absoluteString }
+        let urls = (1...6).map { server.url("/q\($0).bin?size=300000&rate=1000000&seed=\($0)&hold=3").absoluteString }
         let r = try await CLI.run(["get", "-q", "-j", "3", "-d", dir.path] + urls)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(server.maxConcurrentRequests() == 3)
@@ -106,7 +106,7 @@ struct QueueTests {
         // Three 6 MiB files, each split by default into the probe's 2 MiB and four 1 MiB
         // ranges: up to fifteen connections wanted.
         let size = 6 << 20
-        let urls = (1...3).map { server.url("/c\($0).bin?size=\(size)&rate=3000000&seed=\($0)").absoluteString }
+        let urls = (1...3).map { server.url("/c\($0).bin?size=\(size)&rate=3000000&seed=\($0)&hold=5").absoluteString }
         let r = try await CLI.run(["get", "-q", "-j", "3", "--max-connections-per-host", "5", "-d", dir.path] + urls)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(server.maxConcurrentRequests() == 5, "server's view")

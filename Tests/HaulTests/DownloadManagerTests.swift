@@ -70,7 +70,7 @@ struct DownloadManagerTests {
         let completions = Box(0)
         for i in 0..<6 {
             manager.add(
-                server.url("/f\(i).bin?size=400000&rate=2000000&seed=\(i + 1)"), to: .directory(dir.url),
+                server.url("/f\(i).bin?size=400000&rate=2000000&seed=\(i + 1)&hold=2"), to: .directory(dir.url),
                 completion: { result in
                     if case .success = result { completions.set(completions.get() + 1) }
                 })
@@ -108,12 +108,13 @@ struct DownloadManagerTests {
                 $0.maxConcurrentDownloads = 4
                 $0.maxDownloadsPerHost = 1
             })
-        // Half a second each, so the two hosts' downloads overlap even under ThreadSanitizer.
+        // `hold=2`: the first answers' last bytes wait until the two hosts' downloads overlapped.
         for i in 0..<3 {
             manager.add(
-                server.url("/a\(i)?size=500000&rate=1000000"), to: .file(dir.url.appendingPathComponent("a\(i)")))
+                server.url("/a\(i)?size=500000&rate=1000000&hold=2"), to: .file(dir.url.appendingPathComponent("a\(i)"))
+            )
             manager.add(
-                URL(string: "http://localhost:\(server.port)/b\(i)?size=500000&rate=1000000")!,
+                URL(string: "http://localhost:\(server.port)/b\(i)?size=500000&rate=1000000&hold=2")!,
                 to: .file(dir.url.appendingPathComponent("b\(i)")))
         }
         await manager.waitUntilIdle()

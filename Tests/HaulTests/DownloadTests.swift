@@ -446,13 +446,14 @@ struct DownloadTests {
         let dest = dir.url.appendingPathComponent("stall.bin")
         let started = Date()
         let (result, log) = await run(
-            testSession { $0.timeout.idle = 1 }, server.url("/stall.bin?size=2000000&stall=800000&stalls=1"),
+            testSession { $0.timeout.idle = 2 }, server.url("/stall.bin?size=2000000&stall=800000&stalls=1"),
             to: .file(dest))
         #expect(result.error == nil)
         expectFile(dest.path, equals: TestContent.bytes(count: 2_000_000))
+        // A timeout, not the end of the server's stall (60 s), is what ended the first answer.
         #expect(log.retries.first?.1.code == .timeout)
         #expect(server.requests(path: "/stall.bin").map(\.rangeStart) == [nil, 800_000])
-        #expect(Date().timeIntervalSince(started) < 10)
+        #expect(Date().timeIntervalSince(started) < 50)
     }
 
     @Test func authorizationIsNotForwardedToAnotherHost() async throws {

@@ -39,13 +39,11 @@ struct SegmentedTests {
         defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("seg.bin")
         let size = 8 << 20
-        // The probe's range (the one starting at 0) drips at 0.5 MB/s, so it stays on the wire
-        // for four seconds after its head: under ThreadSanitizer, with every test running at
-        // once, the engine took up to 2 s from the head to the three range requests (Swift's
-        // task threads were busy), and at an even 2 MB/s they arrived after the probe's answer
-        // was all sent. (A third of the others' speed is not slow enough to be replaced.)
+        // Each answer's last bytes wait until four requests were answered at once (`hold=4`): on
+        // a loaded machine the engine took over 4 s from the probe's head to the three range
+        // requests, after the probe's answer was all sent.
         let (result, log) = await run(
-            testSession(), server.url("/seg.bin?size=\(size)&rate=1500000&slowat=0&slowrate=500000"), to: .file(dest),
+            testSession(), server.url("/seg.bin?size=\(size)&rate=4000000&hold=4"), to: .file(dest),
             options: options())
         #expect(result.error == nil, "\(String(describing: result.error))")
         expectFile(dest.path, equals: TestContent.bytes(count: size))

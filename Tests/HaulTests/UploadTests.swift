@@ -92,8 +92,10 @@ struct UploadTests {
         defer { cleanUp(server, dir) }
         let content = TestContent.bytes(seed: 6, count: 3_000_000)
         #expect(FileManager.default.createFile(atPath: dir.file("slow.bin"), contents: Data(content)))
-        let reply = try await testSession { $0.timeout.idle = 1 }.upload(
-            fileAt: dir.url.appendingPathComponent("slow.bin"), to: server.url("/slowput?upload=raw&rate=1000000"))
+        // Read for about 6 s, twice the idle timeout (a 1 s timeout on a loaded machine took the
+        // process's own pauses for stalls).
+        let reply = try await testSession { $0.timeout.idle = 3 }.upload(
+            fileAt: dir.url.appendingPathComponent("slow.bin"), to: server.url("/slowput?upload=raw&rate=500000"))
         #expect(reply.response.statusCode == 200)
         #expect(server.requests(path: "/slowput").count == 1, "no retry")
         #expect(server.uploads.first?.sha256 == sha(content))

@@ -35,8 +35,13 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
     private let inbox = Locked(Inbox())
     // Owned by the multi thread.
     private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+    /// The longest the multi thread sleeps in poll with nothing due, in milliseconds.
+    private let idlePollMilliseconds: Int32
 
-    package init() throws(TransportError) {
+    /// - Parameter idlePoll: the longest the transfer thread sleeps with nothing due (a command
+    ///   wakes it at once); a test of the wake-up makes it long, so that a lost one shows.
+    package init(idlePoll: Double = 1) throws(TransportError) {
+        idlePollMilliseconds = Int32(max(1, min(3_600_000, (idlePoll * 1000).rounded())))
         var err = [CChar](repeating: 0, count: 512)
         guard haul_curl_load(&err, err.count) == 0 else {
             throw TransportError(.other, err.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
@@ -105,19 +110,24 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
                 if t.lastActivity != nil { t.lastActivity = now }  // the wait was ours
                 _ = haul_easy_pause(easy, Int32(HAUL_CURLPAUSE_CONT))
             }
-            expireStalled(at: now)
             _ = haul_multi_perform(multi, &running)
             var easy: UnsafeMutableRawPointer?
             var code: Int32 = 0
             while haul_multi_info_read_done(multi, &easy, &code) == 1, let e = easy {
                 finish(e, code: code)
             }
+            // After curl has read what arrived: a process that was not scheduled for a while
+            // (a loaded machine, SIGSTOP) finds the bytes that came meanwhile, and does not take
+            // its own absence for the server's silence.
+            expireStalled(at: now)
             // Wake for the next paced transfer to go on, or the next one that would stall.
             var next: Double?
             for t in active.values {
                 if let at = t.paceUntil ?? t.stallDeadline { next = min(next ?? at, at) }
             }
-            let wait = next.map { max(0, min(1000, Int32((($0 - monotonicSeconds()) * 1000).rounded(.up)))) } ?? 1000
+            let longest = idlePollMilliseconds
+            let wait =
+                next.map { max(0, min(longest, Int32((($0 - monotonicSeconds()) * 1000).rounded(.up)))) } ?? longest
             // Sleep only with no command waiting; one that arrives from here on wakes the poll.
             let idle = inbox.withLock { inbox -> Bool in
                 inbox.polling = inbox.commands.isEmpty
