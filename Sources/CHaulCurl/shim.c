@@ -7,6 +7,7 @@
 #endif
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -165,6 +166,25 @@ int haul_rename_noreplace(const char *from, const char *to) {
     (void)from;
     (void)to;
     return ENOSYS;
+#endif
+}
+
+int haul_birth_time(int fd, const char *path, int64_t *seconds, uint32_t *nanoseconds) {
+#if defined(__linux__) && defined(STATX_BTIME)
+    struct statx st;
+    int r = path ? statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &st)
+                 : statx(fd, "", AT_EMPTY_PATH, STATX_BTIME, &st);
+    if (r != 0) return errno;
+    if (!(st.stx_mask & STATX_BTIME)) return ENOTSUP;
+    *seconds = st.stx_btime.tv_sec;
+    *nanoseconds = st.stx_btime.tv_nsec;
+    return 0;
+#else
+    (void)fd;
+    (void)path;
+    (void)seconds;
+    (void)nanoseconds;
+    return ENOTSUP;
 #endif
 }
 

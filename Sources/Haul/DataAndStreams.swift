@@ -314,8 +314,8 @@ final class ResumingBody: @unchecked Sendable {
         self.url = url
         shared = Locked((body, false, nil))
         let h = first.headers
-        let etag = h["ETag"].flatMap { $0.hasPrefix("W/") ? nil : $0 }
-        let lastModified = h["Last-Modified"]
+        let etag = h.strongETag
+        let lastModified = h.lastModified
         let encoding = h["Content-Encoding"]?.trimmingASCIIWhitespace().lowercased() ?? "identity"
         // Decoded bodies cannot be continued midway: ranges count the encoded bytes.
         let continuable =

@@ -254,8 +254,7 @@ public final class DownloadTask: Sendable {
             if case .success = result {} else { result = .failure(HaulError(.cancelled, "cancelled")) }
         }
         if stop == .cancel, case .failure = result, let d = inner.withLock({ $0.destination }) {
-            try? Sys.unlink(d + ".part")
-            try? Sys.unlink(d + ResumeRecord.fileExtension)
+            PartialFile(destination: d).discard()
         }
         let (waiters, subscribers) = inner.withLock {
             s -> (
@@ -310,13 +309,9 @@ extension HaulSession {
     )
         -> DownloadTask
     {
-        let destination = Sys.lexicallyNormalized(resumeData.destination.path)
-        let recordPath = destination + ResumeRecord.fileExtension
-        // Make sure the record on disk says what the resume data says (it may have been removed,
-        // or the data comes from a copy of the partial file).
-        if let size = (try? Sys.fileSize(destination + ".part")) ?? nil, size >= resumeData.bytesOnDisk {
-            try? Sys.writeFileAtomically(recordPath, resumeData.record.encoded())
-        }
+        // The record on disk says what the resume data says (it may have been removed, or the data
+        // comes from a copy of the partial file): the caller vouches for the partial.
+        PartialFile(destination: Sys.lexicallyNormalized(resumeData.destination.path)).adopt(resumeData.record)
         var options = options
         options.resume = true
         return DownloadTask(

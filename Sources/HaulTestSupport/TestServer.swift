@@ -538,7 +538,8 @@ public final class TestServer: @unchecked Sendable {
         default: version = 0
         }
         let size = int("size") ?? 1024
-        var gzipped: [UInt8]?
+        // `body=TEXT`: the answer is TEXT's bytes (a hostile server's file of its choosing).
+        var gzipped: [UInt8]? = q["body"].map { Array($0.utf8) }
         if flag("gzip") { gzipped = TestContent.gzip(TestContent.bytes(seed: seed, version: version, count: size)) }
         let actualSize = gzipped?.count ?? size
         let claimed = actualSize + (int("lie") ?? 0)
@@ -550,7 +551,7 @@ public final class TestServer: @unchecked Sendable {
         var headers: [(String, String)] = []
         if let etag { headers.append(("ETag", etag)) }
         if let lastModified { headers.append(("Last-Modified", lastModified)) }
-        if gzipped != nil { headers.append(("Content-Encoding", "gzip")) }
+        if flag("gzip") { headers.append(("Content-Encoding", "gzip")) }
         if let cd = contentDisposition(q["cd"]) { headers.append(("Content-Disposition", cd)) }
 
         // Range, honoured unless ranges=0; If-Range compared strongly unless ifrange=0.

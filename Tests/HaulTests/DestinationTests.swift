@@ -148,9 +148,11 @@ struct DestinationTests {
         defer { cleanUp(server, dir) }
         let dest = dir.file("fin.bin")
         let url = server.url("/fin.bin?size=3000")
+        // The record of the partial that was renamed to `dest`.
         #expect(FileManager.default.createFile(atPath: dest, contents: Data(TestContent.bytes(count: 3000))))
-        let record = ResumeRecord(
+        var record = ResumeRecord(
             url: url.absoluteString, etag: "\"e\"", totalLength: 3000, ranges: [ByteRange(0, 3000)])
+        record.partial = ResumeRecord.FileIdentity(try #require(try Sys.status(dest)))
         #expect(FileManager.default.createFile(atPath: dest + ".haul", contents: Data(record.encoded())))
         let (result, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)))
         #expect(result.value?.alreadyComplete == true)
@@ -185,10 +187,9 @@ struct DestinationTests {
         let dest = dir.file("done.bin")
         let url = server.url("/done.bin?size=4000")
         // As after a crash between the last write and the rename.
-        #expect(FileManager.default.createFile(atPath: dest + ".part", contents: Data(TestContent.bytes(count: 4000))))
         let record = ResumeRecord(
             url: url.absoluteString, etag: "\"s1-v0-4000\"", totalLength: 4000, ranges: [ByteRange(0, 4000)])
-        #expect(FileManager.default.createFile(atPath: dest + ".haul", contents: Data(record.encoded())))
+        plantPartial(dest, TestContent.bytes(count: 4000), record: record)
         let (result, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)))
         #expect(result.value?.alreadyComplete == true)
         expectFile(dest, equals: TestContent.bytes(count: 4000))
@@ -201,10 +202,9 @@ struct DestinationTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let dest = dir.file("p.bin")
-        #expect(FileManager.default.createFile(atPath: dest + ".part", contents: Data(repeating: 1, count: 10)))
         let record = ResumeRecord(
             url: "http://elsewhere.test/p.bin", etag: "\"x\"", totalLength: 20, ranges: [ByteRange(0, 10)])
-        #expect(FileManager.default.createFile(atPath: dest + ".haul", contents: Data(record.encoded())))
+        plantPartial(dest, [UInt8](repeating: 1, count: 10), record: record)
         let (result, _) = await run(testSession(), server.url("/p.bin?size=20"), to: .file(URL(fileURLWithPath: dest)))
         #expect(result.error?.code == .destinationExists)
         #expect(result.error?.message.contains("--no-continue") == true)
@@ -236,7 +236,8 @@ struct DestinationTests {
         #expect(FileManager.default.createFile(atPath: victim, contents: Data("keep me".utf8)))
         try FileManager.default.createSymbolicLink(atPath: dir.file("s.bin.part"), withDestinationPath: victim)
         let (result, _) = await run(testSession(), server.url("/s.bin?size=100"), to: .directory(dir.url))
-        #expect(result.error?.code == .fileSystem)
+        // Refused: a partial without a record haul wrote is never written.
+        #expect(result.error?.code == .destinationExists)
         #expect(contentsOf(victim) == "keep me")
     }
 }

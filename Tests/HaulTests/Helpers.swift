@@ -48,6 +48,14 @@ func bytes(at path: String) -> [UInt8] {
 
 func fileExists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
 
+/// Leaves `<dest>.part` holding `bytes` and a record bound to it, as an interrupted download of
+/// haul's own would.
+func plantPartial(_ dest: String, _ content: [UInt8], record: ResumeRecord) {
+    #expect(FileManager.default.createFile(atPath: dest + ".part", contents: Data(content)))
+    PartialFile(destination: dest).adopt(record)
+    #expect(ResumeRecord.decode(bytes(at: dest + ".haul"))?.partial != nil, "planted")
+}
+
 /// Runs a download, returning its result or error and the events.
 func run(
     _ session: HaulSession, _ url: URL, to destination: DownloadDestination,

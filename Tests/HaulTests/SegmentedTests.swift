@@ -227,17 +227,25 @@ struct SegmentedTests {
         #expect(requests.map(\.range) == ["bytes=0-2097151", nil])
     }
 
-    @Test func aSmallFileTakesOneRequestAndReplacesALeftoverPartial() async throws {
+    @Test func aSmallFileTakesOneRequestAndReplacesALeftoverPartialOnlyWithOverwrite() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let dest = dir.url.appendingPathComponent("small.bin")
-        // A longer partial of something else, without a record (so nothing to resume: with a
-        // record the probe would ask for one byte and a second request would follow).
+        // A longer `.part` without a record: haul cannot tell it is its own, so it is refused
+        // (before any request) unless overwriting.
         #expect(
             FileManager.default.createFile(atPath: dest.path + ".part", contents: Data(repeating: 7, count: 50_000)))
-        let (result, log) = await run(
+        let (refused, _) = await run(
             testSession(), server.url("/small.bin?size=20000"), to: .file(dest), options: options())
+        #expect(refused.error?.code == .destinationExists)
+        #expect(refused.error?.message.contains("small.bin.part") == true, "\(String(describing: refused.error))")
+        #expect(server.requests.isEmpty)
+        #expect(fileSize(dest.path + ".part") == 50_000, "left alone")
+        var overwriting = options()
+        overwriting.overwrite = true
+        let (result, log) = await run(
+            testSession(), server.url("/small.bin?size=20000"), to: .file(dest), options: overwriting)
         #expect(result.error == nil, "\(String(describing: result.error))")
         expectFile(dest.path, equals: TestContent.bytes(count: 20_000))
         #expect(dir.contents() == ["small.bin"], "no partial left")

@@ -119,6 +119,9 @@ int haul_start_writeback(int fd);
 /// returns 0 or an errno (ENOSYS where there is no renameat2, EINVAL where the file system
 /// cannot do it).
 int haul_rename_noreplace(const char *from, const char *to);
+/// The birth time (statx STATX_BTIME) of `path` itself (not following a link), or of the open
+/// file `fd` when `path` is NULL: 0, or an errno (ENOTSUP where the file system keeps none).
+int haul_birth_time(int fd, const char *path, int64_t *seconds, uint32_t *nanoseconds);
 /// Takes (`lock` 1) or drops (0) a write lock on the byte at `offset` of `fd`, without waiting:
 /// an open-file-description lock (F_OFD_SETLK) where there is one, else a process lock
 /// (F_SETLK). Returns 0 or an errno (EAGAIN or EACCES: another holder).

@@ -293,12 +293,9 @@ package final class FileDownloader: Sendable {
     ) throws(HaulError) -> (machine: ResumeStateMachine, existingSize: Int64?) {
         try DestinationClaims.shared.claim(destination, for: claims)
         let existingSize = try PartialFile.checkDestination(destination, overwrite: options.overwrite)
-        let partial = PartialFile(destination: destination)
-        guard options.resume else {
-            partial.discard()
-            return (ResumeStateMachine(record: nil, origin: url), existingSize)
-        }
-        return (ResumeStateMachine(record: try partial.loadRecord(of: url), origin: url), existingSize)
+        let record = try PartialFile(destination: destination).prepare(
+            for: url, resume: options.resume, overwrite: options.overwrite)
+        return (ResumeStateMachine(record: record, origin: url), existingSize)
     }
 
     private func checkCancelled(_ destination: String?) throws(HaulError) {
@@ -417,10 +414,10 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
             // while bytes are added after it, so no sync holds up the transfer's thread here.
             lastCheckpoint = monotonicSeconds()
         } else {
-            // A fresh download gets its first record at the first checkpoint (or when it fails or
-            // is cancelled): a partial without a record is never trusted, and small files finish
-            // without any record I/O.
-            lastCheckpoint = monotonicSeconds()
+            // A fresh download's record is written at once, off this thread: a partial without
+            // one is never trusted, so a kill in the first second would leave nothing to resume.
+            // It claims no bytes yet, so the data needs no sync.
+            checkpointInBackground(file, syncingData: false)
         }
         downloader.emit(
             .started(
@@ -489,9 +486,10 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     /// Starts a checkpoint of what is written so far on a Dispatch worker, unless one runs. The
     /// record claims the bytes written before the fsync starts, so it never claims more than
     /// the disk holds; the transfer goes on writing meanwhile.
-    private func checkpointInBackground(_ partial: PartialFile) {
+    private func checkpointInBackground(_ partial: PartialFile, syncingData: Bool = true) {
         lastCheckpoint = monotonicSeconds()
         guard let record = stampedRecord(partial) else { return }
+        let syncingData = syncingData || record.contiguousBytes > 0
         let done = OneShot<Void>()
         guard
             inFlight.withLock({ s -> Bool in
@@ -502,7 +500,7 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         else { return }
         Sys.blockingQueue().async { [inFlight] in
             var failed: HaulError?
-            do throws(HaulError) { try partial.checkpoint(record) } catch { failed = error }
+            do throws(HaulError) { try partial.checkpoint(record, syncingData: syncingData) } catch { failed = error }
             inFlight.withLock { s in
                 s.done = nil
                 if let failed, s.error == nil { s.error = failed }

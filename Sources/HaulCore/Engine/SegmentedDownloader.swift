@@ -67,11 +67,13 @@ package final class SegmentedDownloader: Sendable {
         // for everything after the first range's bytes again.
         if segmentOptions.connections == 1, (resuming?.ranges.count ?? 0) < 2 { return try await single.run() }
         try FileDownloader.validate(url)
-        // The size of a file already at the destination: for a named file, known before any request.
+        // A named file's destination is claimed and its side files judged before any request
+        // (a refusal asks nothing of the server); into a directory, once the answer names it.
         var existingSize: Int64?
+        var resumable: ResumeRecord?
         if case .file(let path) = target {
             try PartialFile.prepareDirectory(of: path, creating: options.createDirectories)
-            existingSize = try PartialFile.checkDestination(path, overwrite: options.overwrite)
+            (existingSize, resumable) = try prepare(path)
         }
         let (found, failedTries) = try await probe(resuming: resuming != nil)
         guard let probe = found else { return try await single.run(priorFailures: failedTries) }
@@ -84,11 +86,10 @@ package final class SegmentedDownloader: Sendable {
             try PartialFile.createDirectory(dir)
             destination = dir + "/" + SafeFileName.suggestedName(contentDisposition: probe.contentDisposition, url: url)
         }
-        try DestinationClaims.shared.claim(destination, for: claims)
-        if case .directory = target {
-            existingSize = try PartialFile.checkDestination(destination, overwrite: options.overwrite)
-        }
+        if case .directory = target { (existingSize, resumable) = try prepare(destination) }
+        let partial = PartialFile(destination: destination)
         if let whole = probe.wholeBody {
+            if resumable != nil { partial.discard() }  // this URL's own partial: the whole file came now
             let probe = probe
             return try await store(whole, of: probe, at: destination, existingSize: existingSize)
         }
@@ -100,9 +101,8 @@ package final class SegmentedDownloader: Sendable {
             probe.held?.task.cancel()  // before the single download: it must not hold a connection slot
             return try await single.run()
         }
-        let partial = PartialFile(destination: destination)
         var completed: [ByteRange] = []
-        if options.resume, let record = try partial.loadRecord(of: url) {
+        if let record = resumable {
             let same =
                 record.totalLength == total
                 && (record.etag != nil ? record.etag == probe.etag : record.lastModified == probe.lastModified)
@@ -113,10 +113,6 @@ package final class SegmentedDownloader: Sendable {
                 partial.discard()
                 onEvent(.restarted(reason: "file changed on the server since the partial download"))
             }
-        } else if !options.resume {
-            partial.discard()
-        } else if (try? Sys.fileSize(partial.partPath)) ?? nil != nil {
-            partial.discard()  // a partial without a record cannot be trusted
         }
         if completed.isEmpty, !options.overwrite, let size = existingSize {
             if size == total {
@@ -124,7 +120,7 @@ package final class SegmentedDownloader: Sendable {
             }
             throw .destinationExists(destination, size: size, serverSize: total)
         }
-        try partial.openPreallocated(total: total)
+        try partial.openPreallocated(total: total, resuming: !completed.isEmpty)
         // A fresh download keeps the probe's answer as its first range (unless it is a resume
         // probe's single byte).
         let held = completed.isEmpty && probe.heldEnd >= segmentOptions.minSplit ? probe.held : nil
@@ -164,6 +160,16 @@ package final class SegmentedDownloader: Sendable {
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
     }
 
+    /// Claims `destination` and judges what is there (``PartialFile/prepare(for:resume:overwrite:)``):
+    /// the size of a file in its place, and the record of this URL's partial to resume.
+    private func prepare(_ destination: String) throws(HaulError) -> (existingSize: Int64?, record: ResumeRecord?) {
+        try DestinationClaims.shared.claim(destination, for: claims)
+        let existingSize = try PartialFile.checkDestination(destination, overwrite: options.overwrite)
+        let record = try PartialFile(destination: destination).prepare(
+            for: url, resume: options.resume, overwrite: options.overwrite)
+        return (existingSize, record)
+    }
+
     // MARK: - Probe
 
     struct Probe: Sendable {
@@ -195,7 +201,7 @@ package final class SegmentedDownloader: Sendable {
             }
             destination = found
         }
-        guard let record = try? PartialFile(destination: destination).loadRecord(),
+        guard case .partial(let record) = try? PartialFile(destination: destination).inspect(),
             record.url == ResumeRecord.redacted(url)
         else { return nil }
         return record
@@ -248,10 +254,9 @@ package final class SegmentedDownloader: Sendable {
                 guard (try? chain.follow(to: next)) != nil else { return (nil, 0) }
                 continue
             }
-            let etag = response.headers["ETag"]
             var probe = Probe(
                 finalURL: chain.current, headers: chain.headers, status: response.status, total: nil,
-                etag: etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }, lastModified: response.headers["Last-Modified"],
+                etag: response.headers.strongETag, lastModified: response.headers.lastModified,
                 contentDisposition: response.headers["Content-Disposition"])
             if case .success = result, !head.holding, let expected = head.expected, head.body.count == expected {
                 probe.total = expected
@@ -325,8 +330,8 @@ package final class SegmentedDownloader: Sendable {
             throw .destinationExists(destination, size: size, serverSize: total)
         }
         let partial = PartialFile(destination: destination)
-        // A leftover partial of this name is truncated by open(at: 0), and its record goes with
-        // the commit (no unlinks up front: two syscalls per small file).
+        // Nothing is left at the side-file names (``prepare(_:)``), so the partial is created
+        // exclusively.
         onEvent(
             .started(
                 status: probe.status, url: probe.finalURL, destination: destination, offset: 0, totalBytes: total))
@@ -884,7 +889,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     func transportDidReceive(response: TransportResponse) -> Bool {
         answer.set(monotonicSeconds())
         let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange)
-        let etag = response.headers["ETag"].flatMap { $0.hasPrefix("W/") ? nil : $0 }
+        let etag = response.headers.strongETag
         var problem: String?
         if let asking, let next = RedirectChain.target(of: response, askedFor: asking.url) {
             redirect = next
@@ -916,7 +921,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
             // The probe's ETag is a strong one (a weak answer counts as none, as for the probe).
             problem = ResumeStateMachine.versionMismatch(
                 etag: run.probe.etag, lastModified: run.probe.lastModified,
-                seen: .init(etag: etag, lastModified: response.headers["Last-Modified"], totalLength: run.total))
+                seen: .init(etag: etag, lastModified: response.headers.lastModified, totalLength: run.total))
         }
         if let problem {
             failure = HaulError(.serverChangedFile, problem)

@@ -229,6 +229,48 @@ package enum Sys {
         try rename(from, to)
     }
 
+    /// Which file a path or descriptor is, without following a symbolic link: what a resume
+    /// record binds its partial by (docs/resume-record.md).
+    package struct FileStatus: Equatable, Sendable {
+        package var device: UInt64
+        package var inode: UInt64
+        package var size: Int64
+        package var isRegular: Bool
+        /// Hard links to it: a partial haul made has one.
+        package var links: UInt64
+        /// When it was created, in nanoseconds since 1970 (statx), where the file system keeps
+        /// it: a file made later at a freed inode number has another.
+        package var birth: Int64?
+    }
+
+    /// The status of what is at `path` itself (a symbolic link is not followed); nil when
+    /// nothing is there.
+    package static func status(_ path: String) throws(Errno) -> FileStatus? {
+        var st = stat()
+        do { _ = try retrying(.stat) { c_lstat(path, &st) } } catch  where error == .noSuchFile { return nil }
+        var status = FileStatus(st)
+        status.birth = birthTime(fd: -1, path: path)
+        return status
+    }
+
+    /// The status of an open file.
+    package static func status(fd: Int32) throws(Errno) -> FileStatus {
+        var st = stat()
+        _ = try retrying(.stat) { fstat(fd, &st) }
+        var status = FileStatus(st)
+        status.birth = birthTime(fd: fd, path: nil)
+        return status
+    }
+
+    private static func birthTime(fd: Int32, path: String?) -> Int64? {
+        var seconds: Int64 = 0
+        var nanoseconds: UInt32 = 0
+        let r =
+            path.map { haul_birth_time(-1, $0, &seconds, &nanoseconds) }
+            ?? haul_birth_time(fd, nil, &seconds, &nanoseconds)
+        return r == 0 ? seconds &* 1_000_000_000 &+ Int64(nanoseconds) : nil
+    }
+
     /// Removes a file; a missing file is not an error.
     package static func unlink(_ path: String) throws(Errno) {
         do { _ = try retrying(.unlink) { c_unlink(path) } } catch  where error == .noSuchFile {}
@@ -382,11 +424,11 @@ package enum Sys {
     /// rename it over `path`, fsync the directory. A crash leaves the old or the new content.
     package static func writeFileAtomically(_ path: String, _ bytes: [UInt8]) throws(Errno) {
         let tmp = path + ".tmp"
-        // A FIFO left in the temporary's place would make open(2) wait for a reader: it is
-        // removed first (one lstat per write; the rename replaces whatever else is at `path`).
-        var st = stat()
-        if lstat(tmp, &st) == 0, (st.st_mode & S_IFMT) != S_IFREG { try unlink(tmp) }
-        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, mode: 0o600)
+        // Whatever is left at the temporary's name (a FIFO that would make open(2) wait, a hard
+        // link to another file that a truncate would write through) is removed, and the
+        // temporary created anew, exclusively. The rename replaces whatever is at `path`.
+        try unlink(tmp)
+        let fd = try open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode: 0o600)
         do throws(Errno) {
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 8)
             defer { buffer.deallocate() }
@@ -456,6 +498,14 @@ package enum Sys {
 @inline(__always) private func c_stat(_ p: String, _ st: UnsafeMutablePointer<stat>) -> Int32 { stat(p, st) }
 @inline(__always) private func c_lstat(_ p: String, _ st: UnsafeMutablePointer<stat>) -> Int32 { lstat(p, st) }
 @inline(__always) private func c_mkdir(_ p: String, _ m: mode_t) -> Int32 { mkdir(p, m) }
+
+extension Sys.FileStatus {
+    fileprivate init(_ st: stat) {
+        self.init(
+            device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
+            isRegular: (st.st_mode & S_IFMT) == S_IFREG, links: UInt64(st.st_nlink))
+    }
+}
 
 extension Sys {
     /// A queue for work that blocks (fsync on a slow disk, a checksum of a large file): a serial

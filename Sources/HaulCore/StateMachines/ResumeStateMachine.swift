@@ -153,7 +153,7 @@ package struct ResumeStateMachine: Sendable {
     package mutating func reset() { record = nil }
 
     private func validators(_ headers: HTTPHeaders, total: Int64?) -> Validators {
-        Validators(etag: headers["ETag"], lastModified: headers["Last-Modified"], totalLength: total)
+        Validators(etag: headers.etag, lastModified: headers.lastModified, totalLength: total)
     }
 
     /// Why a `206` cannot be of the version that `etag` names (sent as `If-Range` when strong)

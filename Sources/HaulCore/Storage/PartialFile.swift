@@ -24,6 +24,8 @@ package final class PartialFile: @unchecked Sendable {
     package private(set) var durableBytes: Int64 = 0
     /// This partial's record is in the ``RecordIndex``.
     private var noted = false
+    /// The file the partial is: found bound to its record by ``inspect()``, or created here.
+    private var boundIdentity: ResumeRecord.FileIdentity?
 
     package init(destination: String) { self.destination = destination }
 
@@ -38,7 +40,16 @@ package final class PartialFile: @unchecked Sendable {
 
     /// Makes sure the directory of a named destination is there, before any request: creates it
     /// (and its parents) when `creating`, else fails naming it.
+    /// A destination whose name ends like a side file (``SafeFileName/isSideFileName(_:)``) is
+    /// refused: its partial and record would be another download's.
     package static func prepareDirectory(of destination: String, creating: Bool) throws(HaulError) {
+        let name = destination.split(separator: "/").last.map(String.init) ?? destination
+        if SafeFileName.isSideFileName(name) {
+            throw HaulError(
+                .usage,
+                "\(destination): a name ending in .part, .haul or .haul.tmp is a download's side file; choose another",
+                path: destination)
+        }
         let parent = Sys.parentDirectory(of: destination)
         if creating {
             try createDirectory(parent)
@@ -75,61 +86,158 @@ package final class PartialFile: @unchecked Sendable {
         }
     }
 
-    /// Loads the record, if any, and checks the partial file still holds what it claims.
-    package func loadRecord() throws(HaulError) -> ResumeRecord? {
-        let bytes: [UInt8]?
-        do { bytes = try Sys.readSmallFile(recordPath) } catch { throw .fileSystem(error, "read", path: recordPath) }
-        guard let bytes, let record = ResumeRecord.decode(bytes) else { return nil }
-        let partSize: Int64?
-        do { partSize = try Sys.fileSize(partPath) } catch { throw .fileSystem(error, "stat", path: partPath) }
-        // A partial that is gone or shorter than the record says cannot be trusted.
-        guard let partSize, partSize >= record.contiguousBytes else { return nil }
-        return record
+    /// What is at the side-file names, as far as haul can vouch for it.
+    package enum Leftover: Equatable, Sendable {
+        /// No partial and no record.
+        case nothing
+        /// A partial with the record it was written with (bound by device and inode).
+        case partial(ResumeRecord)
+        /// A record bound to the file now at the destination: a crash came between the rename
+        /// into place and the record's removal.
+        case staleRecord
+        /// Haul's own partial that cannot be resumed (shorter than its record says, or a
+        /// validator that could not be sent back): to restart.
+        case damaged
+        /// Files haul cannot prove it wrote: never deleted, truncated or trusted without
+        /// `--overwrite`. The reason names the file.
+        case foreign(String)
     }
 
-    /// ``loadRecord()``, refusing a partial that belongs to another URL (it is never overwritten
-    /// without `--no-continue`).
-    package func loadRecord(of url: URL) throws(HaulError) -> ResumeRecord? {
-        guard let record = try loadRecord() else { return nil }
-        guard record.url == ResumeRecord.redacted(url) else {
-            throw HaulError(
-                .destinationExists,
-                "\(partPath) is a partial download of \(record.url); use --no-continue to discard it",
-                path: destination)
+    /// Looks at the partial, its record and the destination without changing anything.
+    package func inspect() throws(HaulError) -> Leftover {
+        let bytes: [UInt8]?
+        do { bytes = try Sys.readSmallFile(recordPath) } catch { throw .fileSystem(error, "read", path: recordPath) }
+        let part: Sys.FileStatus?
+        do { part = try Sys.status(partPath) } catch { throw .fileSystem(error, "inspect", path: partPath) }
+        guard let bytes else {
+            guard let part else { return .nothing }
+            let kind = part.isRegular ? "" : " (not a regular file)"
+            return .foreign("\(partPath) exists\(kind) without a resume record")
         }
-        return record
+        guard let record = ResumeRecord.decode(bytes), let bound = record.partial else {
+            return .foreign("\(recordPath) is not a resume record this version of haul wrote")
+        }
+        guard let part else {
+            let final = try? Sys.status(destination)
+            if let final, bound.isSame(as: final) { return .staleRecord }
+            return .foreign("\(recordPath) is left without its partial file")
+        }
+        guard part.isRegular, part.links == 1, bound.isSame(as: part) else {
+            return .foreign("\(partPath) is not the file its resume record was written with")
+        }
+        guard part.size >= record.contiguousBytes, record.hasSendableValidators else { return .damaged }
+        boundIdentity = bound
+        return .partial(record)
+    }
+
+    /// Writes `record` (from resume data the caller kept) as the record of the partial now at its
+    /// name, when that is a regular file of one link holding at least the bytes the record
+    /// claims: the caller vouches for it. Best effort; otherwise nothing is written and the
+    /// download judges what it finds.
+    package func adopt(_ record: ResumeRecord) {
+        guard let part = (try? Sys.status(partPath)) ?? nil, part.isRegular, part.links == 1,
+            part.size >= record.contiguousBytes
+        else { return }
+        var record = record
+        record.partial = ResumeRecord.FileIdentity(part)
+        try? Sys.writeFileAtomically(recordPath, record.encoded())
+    }
+
+    /// Makes the side files ready for a download of `url`: the record to resume from (nil: start
+    /// afresh, nothing left at the side-file names). Another URL's partial is refused unless
+    /// `resume` is false (`--no-continue`); files haul cannot prove are its own are refused
+    /// unless `overwrite`; haul's own that cannot be resumed, or any with `resume` false, are
+    /// removed.
+    package func prepare(for url: URL, resume: Bool, overwrite: Bool) throws(HaulError) -> ResumeRecord? {
+        switch try inspect() {
+        case .nothing: return nil
+        case .staleRecord:
+            try? Sys.unlink(recordPath)
+            return nil
+        case .damaged:
+            discard()
+            return nil
+        case .foreign(let reason):
+            guard overwrite else {
+                throw HaulError(
+                    .destinationExists, "\(reason); remove it or use --overwrite to replace it", path: destination)
+            }
+            discard()
+            return nil
+        case .partial(let record):
+            if !resume {
+                discard()
+                return nil
+            }
+            guard record.url == ResumeRecord.redacted(url) else {
+                throw HaulError(
+                    .destinationExists,
+                    "\(partPath) is a partial download of \(record.url); use --no-continue to discard it",
+                    path: destination)
+            }
+            return record
+        }
     }
 
     /// Opens the partial for writing at `offset`, dropping anything after it (bytes past the last
-    /// checkpoint may not have reached the disk).
+    /// checkpoint may not have reached the disk). From 0 the partial is made anew.
     package func open(at offset: Int64) throws(HaulError) {
-        // A fresh partial is created empty: no truncate (on ext4 a truncate to zero also makes
-        // close() start writeback, meant for programs that rewrite a file in place).
-        if fd < 0, offset == 0, let created = try? Sys.open(partPath, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW) {
-            fd = created
-            writtenBytes = 0
-            durableBytes = 0
+        if fd < 0, offset == 0 {
+            try create()
             return
         }
-        if fd < 0 {
-            // O_NOFOLLOW: a symlink planted at the partial's name must not redirect our writes.
-            do { fd = try Sys.open(partPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644) } catch {
-                throw .fileSystem(error, "create", path: partPath)
-            }
-        }
+        if fd < 0 { try reopen() }
         do { try Sys.ftruncate(fd, offset) } catch { throw .fileSystem(error, "truncate", path: partPath) }
         writtenBytes = offset
         durableBytes = offset
     }
 
-    /// Opens the partial for positional writes of a file of `total` bytes (segmented downloads),
-    /// keeping what is there and reserving the space: fallocate where the file system supports it
-    /// (a full disk shows up now, not halfway), else a sparse ftruncate.
-    package func openPreallocated(total: Int64) throws(HaulError) {
-        if fd < 0 {
-            do { fd = try Sys.open(partPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644) } catch {
+    /// Creates the partial, exclusively and without following a link: whatever is at its name
+    /// (haul's own partial being restarted, since ``prepare(for:resume:overwrite:)`` refused
+    /// anything else) is removed first, never truncated or written through (a hard link to
+    /// another file). Created empty: no truncate (on ext4 a truncate to zero also makes close()
+    /// start writeback).
+    private func create() throws(HaulError) {
+        do {
+            fd = try Sys.open(partPath, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o644)
+        } catch  where error == .fileExists {
+            try? Sys.unlink(partPath)
+            do { fd = try Sys.open(partPath, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o644) } catch {
                 throw .fileSystem(error, "create", path: partPath)
             }
+        } catch {
+            throw .fileSystem(error, "create", path: partPath)
+        }
+        writtenBytes = 0
+        durableBytes = 0
+        do { boundIdentity = ResumeRecord.FileIdentity(try Sys.status(fd: fd)) } catch {
+            throw .fileSystem(error, "inspect", path: partPath)
+        }
+    }
+
+    /// Opens the partial that ``inspect()`` found bound to its record, checking that it is still
+    /// that file (nothing swapped it in between).
+    private func reopen() throws(HaulError) {
+        if boundIdentity == nil { _ = try inspect() }
+        do { fd = try Sys.open(partPath, O_RDWR | O_NOFOLLOW) } catch {
+            throw .fileSystem(error, "open", path: partPath)
+        }
+        let status: Sys.FileStatus
+        do { status = try Sys.status(fd: fd) } catch { throw .fileSystem(error, "inspect", path: partPath) }
+        guard let bound = boundIdentity, bound.isSame(as: status), status.links == 1 else {
+            close()
+            throw HaulError(
+                .destinationExists, "\(partPath) is not the file its resume record was written with", path: destination)
+        }
+    }
+
+    /// Opens the partial for positional writes of a file of `total` bytes (segmented downloads),
+    /// keeping what is there (`resuming`: the partial its record binds) or making it anew, and
+    /// reserving the space: fallocate where the file system supports it (a full disk shows up
+    /// now, not halfway), else a sparse ftruncate.
+    package func openPreallocated(total: Int64, resuming: Bool) throws(HaulError) {
+        if fd < 0 {
+            if resuming { try reopen() } else { try create() }
         }
         do { try Sys.preallocate(fd, total) } catch {
             // An empty partial holds nothing to resume: not left behind (a full disk, a size
@@ -167,11 +275,16 @@ package final class PartialFile: @unchecked Sendable {
         writtenBytes += Int64(data.count)
     }
 
-    /// fsync()s the data, then atomically replaces the record so it claims exactly the synced bytes.
-    package func checkpoint(_ record: ResumeRecord) throws(HaulError) {
-        if fd >= 0 {
+    /// fsync()s the data, then atomically replaces the record so it claims exactly the synced
+    /// bytes; the record names the partial it describes (``ResumeRecord/partial``). A record
+    /// that claims no bytes (a fresh partial's first) needs no sync of the data: `syncingData`
+    /// false.
+    package func checkpoint(_ record: ResumeRecord, syncingData: Bool = true) throws(HaulError) {
+        if fd >= 0, syncingData {
             do { try Sys.fsync(fd, path: partPath) } catch { throw .fileSystem(error, "sync", path: partPath) }
         }
+        var record = record
+        record.partial = boundIdentity
         do { try Sys.writeFileAtomically(recordPath, record.encoded()) } catch {
             throw .fileSystem(error, "write", path: recordPath)
         }
@@ -203,6 +316,7 @@ package final class PartialFile: @unchecked Sendable {
         close()
         try? Sys.unlink(partPath)
         try? Sys.unlink(recordPath)
+        boundIdentity = nil
         RecordIndex.shared.removed(destination: destination)
         noted = false
         writtenBytes = 0

@@ -17,8 +17,27 @@ package struct ByteRange: Codable, Equatable, Sendable {
 /// that were fsync()ed to the partial file before the record was written. URLs are stored without
 /// user name and password; request headers (and so `Authorization` and cookies) are never stored.
 package struct ResumeRecord: Codable, Equatable, Sendable {
-    package static let currentVersion = 1
+    package static let currentVersion = 2
     package static let fileExtension = ".haul"
+
+    /// The file a record was written with (its partial, or the finished file it was renamed
+    /// to): device, inode number and, where the file system keeps one, birth time (an inode
+    /// number freed and given to a new file at the same name has another), so that a record
+    /// counts only for its own partial.
+    package struct FileIdentity: Codable, Equatable, Sendable {
+        package var device: UInt64
+        package var inode: UInt64
+        /// Nanoseconds since 1970; nil where the file system keeps no birth time.
+        package var birth: Int64?
+        package init(_ status: Sys.FileStatus) {
+            device = status.device
+            inode = status.inode
+            birth = status.birth
+        }
+        package func isSame(as status: Sys.FileStatus) -> Bool {
+            device == status.device && inode == status.inode && birth == status.birth
+        }
+    }
 
     /// Format version; readers refuse versions they do not know.
     package var version: Int = ResumeRecord.currentVersion
@@ -38,6 +57,8 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
     package var ranges: [ByteRange]
     /// When the record was last written (ISO 8601).
     package var updatedAt: String?
+    /// The partial file this record describes; set by ``PartialFile`` when it writes the record.
+    package var partial: FileIdentity?
 
     package init(
         url: String, finalURL: String? = nil, etag: String? = nil, lastModified: String? = nil,
@@ -52,10 +73,12 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
         self.ranges = ranges
     }
 
-    /// Whether `other` claims the same bytes of the same version (all but the time of writing).
+    /// Whether `other` claims the same bytes of the same version (all but the time of writing and
+    /// the partial's identity, which the partial file stamps on every record it writes).
     package func claimsTheSame(as other: ResumeRecord?) -> Bool {
         guard var other else { return false }
         other.updatedAt = updatedAt
+        other.partial = partial
         return self == other
     }
 
@@ -73,12 +96,18 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
         return Array((try? encoder.encode(self)) ?? Data()) + [0x0A]
     }
 
-    /// Decodes a record; nil for anything unreadable or of an unknown version (treated as no record).
+    /// Decodes a record; nil for anything unreadable or of an unknown version.
     package static func decode(_ bytes: [UInt8]) -> ResumeRecord? {
         guard let record = try? JSONDecoder().decode(ResumeRecord.self, from: Data(bytes)),
             record.version == currentVersion
         else { return nil }
         return record
+    }
+
+    /// Whether its validators can be sent back as they are (no CR, LF or NUL in their bytes):
+    /// a record whose validators cannot is not resumed from (its If-Range could not be sent).
+    package var hasSendableValidators: Bool {
+        (etag.map(HTTPHeaders.isSendable) ?? true) && (lastModified.map(HTTPHeaders.isSendable) ?? true)
     }
 
     /// Where a download's redirects led, as a record keeps it (``finalURL``): without

@@ -41,19 +41,40 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
     /// Why a header cannot be sent as given, nil when it can: its name must be an RFC 9110 token,
     /// its value free of CR, LF and NUL (which would smuggle another header or request).
     package static func problem(name: String, value: String) -> String? {
-        let token = "!#$%&'*+-.^_`|~"
-        let valid =
-            !name.isEmpty
-            && name.unicodeScalars.allSatisfy {
-                $0.isASCII
-                    && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || token.unicodeScalars.contains($0))
-            }
-        guard valid else { return "header name '\(name)' is not valid (letters, digits and \(token))" }
-        guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
-            return "header \(name) has a line break or NUL in its value"
+        guard isToken(name) else {
+            return
+                "header name '\(name)' is not valid (letters, digits and \(String(decoding: tokenSymbols, as: UTF8.self)))"
         }
+        guard isSendable(value) else { return "header \(name) has a line break or NUL in its value" }
         return nil
     }
+
+    private static let tokenSymbols = Array("!#$%&'*+-.^_`|~".utf8)
+
+    /// Whether `name` is an RFC 9110 token, judged on its bytes.
+    package static func isToken(_ name: String) -> Bool {
+        !name.utf8.isEmpty
+            && name.utf8.allSatisfy { b in
+                (b >= 0x30 && b <= 0x39) || (b | 0x20 >= 0x61 && b | 0x20 <= 0x7A) || tokenSymbols.contains(b)
+            }
+    }
+
+    /// Whether `value` can stand in a request header as it is: none of its bytes is CR, LF or
+    /// NUL. Judged on bytes: `"\r\n"` is one `Character`, which a search for `"\r"` or `"\n"`
+    /// does not find.
+    package static func isSendable(_ value: String) -> Bool {
+        !value.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 }
+    }
+
+    /// The `ETag`, when it could be sent back as it is (``isSendable(_:)``): a validator that
+    /// could not is never stored, and a download without one resumes by size alone or restarts.
+    package var etag: String? { self["ETag"].flatMap { Self.isSendable($0) ? $0 : nil } }
+
+    /// ``etag`` unless it is weak (`W/`): only a strong one may go in `If-Range`.
+    package var strongETag: String? { etag.flatMap { $0.hasPrefix("W/") ? nil : $0 } }
+
+    /// The `Last-Modified` date, when it could be sent back as it is (``isSendable(_:)``).
+    package var lastModified: String? { self["Last-Modified"].flatMap { Self.isSendable($0) ? $0 : nil } }
 
     /// The values of `Content-Length` when they disagree (several fields, or a list in one,
     /// naming different numbers), in order; nil when there is at most one distinct value. RFC
@@ -129,74 +150,11 @@ package enum HTTPParsing {
         return f.string(from: date)
     }
 
-    /// The file name from `Content-Disposition` (RFC 6266): `filename*` (RFC 5987, UTF-8 or
-    /// ISO-8859-1) wins over `filename`. The result is raw: pass it through ``SafeFileName``.
+    /// The file name from `Content-Disposition` (RFC 6266): `filename*` (RFC 8187, UTF-8 or
+    /// ISO-8859-1) wins over `filename`; nil when the value breaks the grammar, so the caller falls
+    /// back to the URL. The result is raw: pass it through ``SafeFileName``.
     package static func contentDispositionFilename(_ value: String) -> String? {
-        var plain: String?
-        var extended: String?
-        for param in splitParameters(value).dropFirst() {
-            guard let eq = param.firstIndex(of: "=") else { continue }
-            let key = param[..<eq].trimmingCharacters(in: .whitespaces).lowercased()
-            var raw = param[param.index(after: eq)...].trimmingCharacters(in: .whitespaces)
-            if key == "filename*" {
-                // charset'language'percent-encoded
-                let pieces = raw.split(separator: "'", maxSplits: 2, omittingEmptySubsequences: false)
-                guard pieces.count == 3 else { continue }
-                let charset = pieces[0].lowercased()
-                let bytes = percentDecodedBytes(String(pieces[2]))
-                if charset == "utf-8" {
-                    extended = String(bytes: bytes, encoding: .utf8)
-                } else if charset == "iso-8859-1" {
-                    extended = String(bytes: bytes, encoding: .isoLatin1)
-                }
-            } else if key == "filename" {
-                if raw.hasPrefix("\""), raw.hasSuffix("\""), raw.count >= 2 {
-                    raw = String(raw.dropFirst().dropLast())
-                    var unescaped = ""
-                    var escaping = false
-                    for c in raw {
-                        if escaping || c != "\\" {
-                            unescaped.append(c)
-                            escaping = false
-                        } else {
-                            escaping = true
-                        }
-                    }
-                    raw = unescaped
-                }
-                plain = raw
-            }
-        }
-        return extended ?? plain
-    }
-
-    /// Splits on `;` outside quoted strings.
-    private static func splitParameters(_ value: String) -> [String] {
-        var parts: [String] = []
-        var current = ""
-        var quoted = false
-        var escaping = false
-        for c in value {
-            if escaping {
-                current.append(c)
-                escaping = false
-                continue
-            }
-            if c == "\\" && quoted {
-                escaping = true
-                current.append(c)
-            } else if c == "\"" {
-                quoted.toggle()
-                current.append(c)
-            } else if c == ";" && !quoted {
-                parts.append(current)
-                current = ""
-            } else {
-                current.append(c)
-            }
-        }
-        parts.append(current)
-        return parts
+        ContentDisposition.filename(value)
     }
 
     package static func percentDecodedBytes(_ s: String) -> [UInt8] {
@@ -249,7 +207,25 @@ package enum SafeFileName {
             while stem.utf8.count + ext.utf8.count > maxBytes, !stem.isEmpty { stem.removeLast() }
             name = stem + ext
         }
-        return name.isEmpty ? nil : name
+        if name.isEmpty { return nil }
+        // A download's side files are haul's alone: a name that ends like one gets a `_`, so
+        // that no download writes another's partial or record.
+        return isSideFileName(name) ? name + "_" : name
+    }
+
+    /// The endings of a download's side files: `<file>.part`, its record `<file>.haul` and the
+    /// record's temporary `<file>.haul.tmp`.
+    package static let sideFileSuffixes = [".part", ".haul", ".haul.tmp"]
+
+    /// Whether `name` ends like a side file (compared on bytes, ASCII letters in any case: a
+    /// case-insensitive file system takes `.PART` for `.part`).
+    package static func isSideFileName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        return sideFileSuffixes.contains { suffix in
+            let tail = Array(suffix.utf8)
+            guard bytes.count > tail.count else { return false }
+            return zip(bytes.suffix(tail.count), tail).allSatisfy { ($0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0) == $1 }
+        }
     }
 
     /// The name for a download: the Content-Disposition name if usable, else the URL's last path

@@ -326,10 +326,12 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
             headers.add("Accept-Encoding", "identity")
         }
         for (name, value) in headers {
-            // A header with CR/LF could smuggle a second header or request.
-            guard !name.contains(where: { $0 == "\r" || $0 == "\n" }),
-                !value.contains(where: { $0 == "\r" || $0 == "\n" })
-            else { continue }
+            // A header with CR, LF or NUL could smuggle a second header or request; dropping it
+            // could drop an If-Range (and splice two versions): the request is refused.
+            guard HTTPHeaders.isToken(name), HTTPHeaders.isSendable(value) else {
+                cleanup()
+                return .failure(TransportError(.invalidURL, "header \(name) cannot be sent (a line break or NUL)"))
+            }
             // "Name:" removes a header curl would add; "Name;" sends it empty.
             let line = value.isEmpty ? (name == "Expect" ? "Expect:" : "\(name);") : "\(name): \(value)"
             headerList = haul_slist_append(headerList, line)

@@ -1,0 +1,226 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Testing
+
+@testable import HaulCore
+
+/// Side files are haul's alone: a download never writes, trusts or deletes a `.part` or `.haul`
+/// that haul cannot prove it wrote for that download (docs/resume-record.md, "Binding").
+@Suite("Side files: names reserved, records bound to their partial")
+struct SideFileTests {
+    func options(_ connections: Int) -> DownloadOptions {
+        var o = DownloadOptions()
+        o.connections = connections
+        o.minSplitSize = 1 << 20
+        return o
+    }
+
+    /// A hostile server serves `setup.sh.part` (bytes of its choice) and `setup.sh.haul` (a record
+    /// naming the trusted URL, covering all but the last byte); then `setup.sh` comes from the
+    /// trusted server into the same directory. It must be the trusted server's file, whole.
+    @Test(arguments: [1, 4])
+    func aDownloadCannotForgeAnothersPartial(connections: Int) async throws {
+        let hostile = try TestServer()
+        let trusted = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer {
+            trusted.shutdown()
+            cleanUp(hostile, dir)
+        }
+        let size = 3_000_000
+        let trustedURL = trusted.url("/setup.sh?size=\(size)")
+        let forged = ResumeRecord(
+            url: trustedURL.absoluteString, etag: "\"s1-v0-\(size)\"", totalLength: Int64(size),
+            ranges: [ByteRange(0, Int64(size - 1))])
+        let json = String(decoding: forged.encoded(), as: UTF8.self)
+        let recordURL = hostile.url("/setup.sh.haul?cd=setup.sh.haul&body=" + percentEncoded(json))
+        let session = testSession()
+        let (a, _) = await run(
+            session, hostile.url("/setup.sh.part?size=\(size)&seed=9"), to: .directory(dir.url),
+            options: options(connections))
+        let (b, _) = await run(session, recordURL, to: .directory(dir.url), options: options(connections))
+        #expect(a.error == nil && b.error == nil, "\(String(describing: a.error)) \(String(describing: b.error))")
+        // Saved under names that are no download's side files.
+        #expect(a.value?.fileURL.lastPathComponent == "setup.sh.part_")
+        #expect(b.value?.fileURL.lastPathComponent == "setup.sh.haul_")
+        let (c, _) = await run(session, trustedURL, to: .directory(dir.url), options: options(connections))
+        #expect(c.error == nil, "\(String(describing: c.error))")
+        expectFile(dir.file("setup.sh"), equals: TestContent.bytes(count: size))
+        #expect(trusted.bytesSent(path: "/setup.sh") >= size, "every byte from the trusted server")
+    }
+
+    /// A name given for the file (`-o`, ` out=` in a list, a library `.file`) that ends like a
+    /// side file is refused before any request.
+    @Test(arguments: ["foo.haul", "foo.part", "foo.haul.tmp", "FOO.PART"])
+    func aDestinationNamedLikeASideFileIsRefused(name: String) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let (result, _) = await run(
+            testSession(), server.url("/x?size=100"), to: .file(dir.url.appendingPathComponent(name)))
+        #expect(result.error?.code == .usage, "\(String(describing: result.error))")
+        #expect(result.error?.message.contains("side file") == true)
+        #expect(server.requests.isEmpty)
+        #expect(dir.contents().isEmpty)
+    }
+
+    /// A user's own `notes.part` and `notes.haul` (not haul's) are never deleted by a download
+    /// of `notes`: refused, naming the file, unless overwriting.
+    @Test(arguments: [1, 4])
+    func aUsersOwnFilesAtTheSideFileNamesAreLeftAlone(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let mine = Data("my notes".utf8)
+        #expect(FileManager.default.createFile(atPath: dir.file("notes.part"), contents: mine))
+        #expect(FileManager.default.createFile(atPath: dir.file("notes.haul"), contents: mine))
+        let url = server.url("/notes?size=3000000")
+        let (refused, _) = await run(testSession(), url, to: .directory(dir.url), options: options(connections))
+        let error = try #require(refused.error)
+        #expect(error.code == .destinationExists && error.message.contains("notes.haul"), "\(error)")
+        #expect(error.message.contains("--overwrite"))
+        #expect(FileManager.default.contents(atPath: dir.file("notes.part")) == mine)
+        #expect(FileManager.default.contents(atPath: dir.file("notes.haul")) == mine)
+        var overwriting = options(connections)
+        overwriting.overwrite = true
+        let (replaced, _) = await run(testSession(), url, to: .directory(dir.url), options: overwriting)
+        #expect(replaced.error == nil, "\(String(describing: replaced.error))")
+        expectFile(dir.file("notes"), equals: TestContent.bytes(count: 3_000_000))
+        #expect(dir.contents() == ["notes"])
+    }
+
+    /// A record counts only for the partial it was written with: copied next to another file of
+    /// that name, it is not trusted.
+    @Test(arguments: [1, 4])
+    func aRecordBoundToAnotherFileIsNotTrusted(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.file("b.bin")
+        let size = 3_000_000
+        let url = server.url("/b.bin?size=\(size)")
+        let record = ResumeRecord(
+            url: url.absoluteString, etag: "\"s1-v0-\(size)\"", totalLength: Int64(size),
+            ranges: [ByteRange(0, Int64(size - 1))])
+        plantPartial(dest, [UInt8](repeating: 0x41, count: size - 1), record: record)
+        // Another file takes the partial's name; the record stays as it was.
+        try FileManager.default.removeItem(atPath: dest + ".part")
+        #expect(
+            FileManager.default.createFile(atPath: dest + ".part", contents: Data(repeating: 0x42, count: size - 1)))
+        let (refused, _) = await run(
+            testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options(connections))
+        #expect(refused.error?.code == .destinationExists, "\(String(describing: refused.error))")
+        #expect(refused.error?.message.contains("b.bin.part") == true)
+        #expect(server.requests.isEmpty)
+        #expect(fileSize(dest + ".part") == Int64(size - 1), "left alone")
+    }
+
+    /// A small download to the name of another URL's partial (cut at half of 3 MB) is refused:
+    /// the small file's path judges the record too.
+    @Test(arguments: [1, 4])
+    func aSmallDownloadDoesNotDestroyAnotherURLsPartial(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.file("big.iso")
+        let first = server.url("/big.iso?size=3000000")
+        let record = ResumeRecord(
+            url: first.absoluteString, etag: "\"s1-v0-3000000\"", totalLength: 3_000_000,
+            ranges: [ByteRange(0, 1_500_000)])
+        plantPartial(dest, Array(TestContent.bytes(count: 1_500_000)), record: record)
+        let other = server.url("/small.iso?size=3000")
+        let (refused, _) = await run(
+            testSession(), other, to: .file(URL(fileURLWithPath: dest)), options: options(connections))
+        #expect(refused.error?.code == .destinationExists, "\(String(describing: refused.error))")
+        #expect(refused.error?.message.contains("--no-continue") == true)
+        #expect(server.requests.isEmpty)
+        #expect(fileSize(dest + ".part") == 1_500_000)
+        #expect(ResumeRecord.decode(bytes(at: dest + ".haul"))?.url == first.absoluteString)
+        var fresh = options(connections)
+        fresh.resume = false
+        let (saved, _) = await run(testSession(), other, to: .file(URL(fileURLWithPath: dest)), options: fresh)
+        #expect(saved.error == nil)
+        expectFile(dest, equals: TestContent.bytes(count: 3000))
+        #expect(dir.contents() == ["big.iso"])
+    }
+
+    /// A partial or record temporary that is a hard link to another file is never written
+    /// through: refused, and with overwrite replaced by a file of its own.
+    @Test(arguments: [1, 4])
+    func hardLinksAtTheSideFileNamesAreNotWrittenThrough(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        let elsewhere = try TemporaryDirectory()
+        defer { cleanUp(server, dir, elsewhere) }
+        let victim = elsewhere.file("victim")
+        let record = elsewhere.file("victim2")
+        let keep = Data("keep me".utf8)
+        #expect(FileManager.default.createFile(atPath: victim, contents: keep))
+        #expect(FileManager.default.createFile(atPath: record, contents: keep))
+        let dest = dir.file("out.bin")
+        try FileManager.default.linkItem(atPath: victim, toPath: dest + ".part")
+        try FileManager.default.linkItem(atPath: record, toPath: dest + ".haul.tmp")
+        let url = server.url("/out.bin?size=3000000")
+        let (refused, _) = await run(
+            testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options(connections))
+        #expect(refused.error?.code == .destinationExists, "\(String(describing: refused.error))")
+        var overwriting = options(connections)
+        overwriting.overwrite = true
+        let (saved, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: overwriting)
+        #expect(saved.error == nil, "\(String(describing: saved.error))")
+        expectFile(dest, equals: TestContent.bytes(count: 3_000_000))
+        #expect(FileManager.default.contents(atPath: victim) == keep)
+        #expect(FileManager.default.contents(atPath: record) == keep)
+    }
+
+    /// A record whose ETag carries CR LF (`"v1"\r\nX-Injected: yes` is one Swift Character
+    /// between the quote and the X) never puts a second header on the wire; the download
+    /// restarts instead of resuming.
+    @Test(arguments: [1, 4])
+    func lineBreaksInARecordsValidatorNeverReachTheWire(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.file("inj.bin")
+        let size = 3_000_000
+        let url = server.url("/inj.bin?size=\(size)")
+        let record = ResumeRecord(
+            url: url.absoluteString, etag: "\"v1\"\r\nX-Injected: yes", totalLength: Int64(size),
+            ranges: [ByteRange(0, 1_000_000)])
+        plantPartial(dest, Array(TestContent.bytes(count: 1_000_000)), record: record)
+        let (result, _) = await run(
+            testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options(connections))
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest, equals: TestContent.bytes(count: size))
+        #expect(server.requests.allSatisfy { $0.header("X-Injected") == nil })
+        // Restarted from the first byte (a plain GET, or the probe's range from 0), not resumed.
+        #expect([nil, 0].contains(server.requests.first?.rangeStart), "\(server.requests.map(\.range))")
+        #expect(server.requests.first?.header("If-Range") == nil)
+    }
+
+    @Test func headerValuesAreJudgedOnTheirBytes() {
+        #expect(!HTTPHeaders.isSendable("\"v1\"\r\nX-Injected: yes"))
+        #expect(!HTTPHeaders.isSendable("a\rb") && !HTTPHeaders.isSendable("a\nb") && !HTTPHeaders.isSendable("a\0b"))
+        #expect(HTTPHeaders.isSendable("\"v1\"") && HTTPHeaders.isSendable("caf\u{E9}"))
+        #expect(HTTPHeaders.problem(name: "X", value: "a\r\nb") != nil)
+        var headers = HTTPHeaders([("ETag", "\"v1\"\r\nX: y"), ("Last-Modified", "Mon\u{0}")])
+        #expect(headers.etag == nil && headers.lastModified == nil, "never stored")
+        headers = HTTPHeaders([("ETag", "W/\"w\"")])
+        #expect(headers.etag == "W/\"w\"" && headers.strongETag == nil)
+    }
+
+    @Test func sideFileNamesAreReserved() {
+        #expect(SafeFileName.sanitize("setup.sh.part") == "setup.sh.part_")
+        #expect(SafeFileName.sanitize("setup.sh.haul") == "setup.sh.haul_")
+        #expect(SafeFileName.sanitize("x.haul.tmp") == "x.haul.tmp_")
+        #expect(SafeFileName.sanitize("X.Part") == "X.Part_")
+        #expect(SafeFileName.sanitize("part") == "part")
+        #expect(SafeFileName.sanitize("report.partial") == "report.partial")
+        #expect(SafeFileName.suggestedName(contentDisposition: nil, url: URL(string: "http://h/a.haul")!) == "a.haul_")
+    }
+}
+
+private func percentEncoded(_ s: String) -> String {
+    s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? s
+}
