@@ -50,7 +50,8 @@ struct GetCommand {
           -d, --dir DIR           save into DIR (created if missing)
           -c, --continue          resume partial downloads (the default)
               --no-continue       discard a partial download and start over
-              --overwrite         replace an existing file that is not a partial download
+              --overwrite         replace an existing file that is not a partial download,
+                                  and FILE.part / FILE.haul that haul did not write for it
               --retries N         retries of transient failures (default 5)
               --retry-delay S     first backoff delay in seconds (default 1; doubles, with jitter)
               --timeout S         idle timeout: no byte for S seconds is a stall (default 30)

@@ -221,6 +221,66 @@ struct SideFileTests {
     }
 }
 
+/// Answers whose framing does not add up are errors, never files; a claim of a large file
+/// reserves only what its bytes justify.
+@Suite("Framing and reservations a server cannot abuse")
+struct FramingTests {
+    @Test(arguments: ["0x25", "99999999999999999999999", "-5", "37 38"])
+    func aContentLengthThatIsNotADecimalNumberIsAnInvalidAnswer(length: String) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var options = DownloadOptions()
+        options.connections = 1
+        let (result, _) = await run(
+            testSession(), server.url("/cl.bin?size=37&length=" + percentEncoded(length)),
+            to: .file(dir.url.appendingPathComponent("cl.bin")), options: options)
+        let error = try #require(result.error)
+        #expect(error.code == .invalidResponse && error.message.contains("Content-Length"), "\(error)")
+        #expect(!fileExists(dir.file("cl.bin")))
+    }
+
+    /// A `.part` longer than its record's total, the record covering all of it: exactly the
+    /// file's bytes are put in place.
+    @Test(arguments: [1, 4])
+    func aPartialLongerThanItsTotalIsCutToIt(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.file("long.bin")
+        let size = 3_000_000
+        let url = server.url("/long.bin?size=\(size)")
+        let record = ResumeRecord(
+            url: url.absoluteString, etag: "\"s1-v0-\(size)\"", totalLength: Int64(size),
+            ranges: [ByteRange(0, Int64(size))])
+        plantPartial(
+            dest, Array(TestContent.bytes(count: size)) + [UInt8](repeating: 0x58, count: 4096), record: record)
+        var options = DownloadOptions()
+        options.connections = connections
+        let (result, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options)
+        #expect(result.error == nil, "\(String(describing: result.error))")
+        expectFile(dest, equals: TestContent.bytes(count: size))
+    }
+
+    /// A 206 that claims a 200 MB file and sends 1000 bytes (then closes) leaves no 200 MB of reserved
+    /// disk: at most the bytes received plus 64 MiB.
+    @Test func aFewBytesDoNotReserveTheDisk() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var options = DownloadOptions()
+        options.connections = 4
+        let (result, _) = await run(
+            testSession { $0.retry.maxRetries = 1 }, server.url("/claim.bin?size=1000&lie=199999000"),
+            to: .directory(dir.url), options: options)
+        #expect(result.error != nil)
+        var st = stat()
+        #expect(stat(dir.file("claim.bin.part"), &st) == 0)
+        let allocated = Int64(st.st_blocks) * 512
+        #expect(allocated <= 64 << 20 + 1 << 20, "\(allocated) bytes allocated")
+    }
+}
+
 private func percentEncoded(_ s: String) -> String {
     s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? s
 }

@@ -213,6 +213,9 @@ package final class FileDownloader: Sendable {
                 }
                 do {
                     let bytes = attempt.machine.record?.totalLength ?? 0
+                    // The partial holds the whole file and maybe more (bytes past the record's
+                    // claim): exactly the file's bytes are put in place.
+                    try attempt.partial?.open(at: bytes)
                     return .done(try await finalize(attempt, bytes: bytes, alreadyComplete: true))
                 } catch { return .failed(error, transient: false) }
             case .restart(let reason)?:

@@ -556,6 +556,7 @@ private final class SegmentedRun: @unchecked Sendable {
         record.ranges = ranges
         record.updatedAt = ISO8601DateFormatter().string(from: Date())
         try partial.checkpoint(record)
+        partial.reserve(upTo: ranges.reduce(0) { $0 + $1.count }, total: total)
     }
 
     /// How long a running range's answer must have flowed before its speed is judged: a range

@@ -177,14 +177,26 @@ package enum Sys {
 
     /// Makes the file `length` bytes long with the space reserved (posix_fallocate), falling
     /// back to ftruncate where the file system cannot reserve (EOPNOTSUPP, e.g. some tmpfs/NFS).
-    package static func preallocate(_ fd: Int32, _ length: Int64) throws(Errno) {
+    /// Reserves the first `length` bytes of `fd` on disk (fallocate), growing the file to
+    /// `length` where it is shorter; where the file system cannot reserve, a sparse ftruncate
+    /// (unless `keepingSize`, when the file's size is already set).
+    package static func preallocate(_ fd: Int32, _ length: Int64, keepingSize: Bool = false) throws(Errno) {
         if let injected = FaultInjection.check(.ftruncate) { throw injected }
         #if os(Linux)
             let r = posix_fallocate(fd, 0, off_t(length))
             if r == 0 { return }
             if r == ENOSPC || r == EDQUOT { throw Errno(r) }
         #endif
-        try ftruncate(fd, length)
+        if !keepingSize { try ftruncate(fd, length) }
+    }
+
+    /// Bytes an unprivileged process may still write on the file system of `path` (statvfs);
+    /// nil when it cannot be told.
+    package static func freeBytes(_ path: String) -> Int64? {
+        var st = statvfs()
+        guard statvfs(path, &st) == 0 else { return nil }
+        let free = UInt64(st.f_bavail) &* UInt64(st.f_frsize)
+        return free > UInt64(Int64.max) ? Int64.max : Int64(free)
     }
 
     package static func rename(_ from: String, _ to: String) throws(Errno) {

@@ -239,7 +239,22 @@ package final class PartialFile: @unchecked Sendable {
         if fd < 0 {
             if resuming { try reopen() } else { try create() }
         }
-        do { try Sys.preallocate(fd, total) } catch {
+        let size: Int64
+        do { size = try Sys.status(fd: fd).size } catch { throw .fileSystem(error, "inspect", path: partPath) }
+        if let free = Sys.freeBytes(Sys.parentDirectory(of: partPath)), total - size > free {
+            if size == 0 { discard() }
+            throw HaulError(
+                .diskFull,
+                "not enough space: \(total - size) needed, \(free) free (for \(destination))",
+                errno: ENOSPC, path: partPath)
+        }
+        do {
+            // Exactly the file's size (a partial longer than its total is cut to it); space is
+            // reserved only for the first ``reservedAhead`` bytes past what is written, so an
+            // answer that claims a large total and sends little leaves no large file behind.
+            if size != total { try Sys.ftruncate(fd, total) }
+            try Sys.preallocate(fd, min(total, size + Self.reservedAhead), keepingSize: true)
+        } catch {
             // An empty partial holds nothing to resume: not left behind (a full disk, a size
             // the file system cannot take).
             if (try? Sys.fileSize(partPath)) == 0 {
@@ -293,6 +308,16 @@ package final class PartialFile: @unchecked Sendable {
             noted = true
         }
         durableBytes = record.contiguousBytes
+    }
+
+    /// How far past what is written a segmented partial reserves disk space (``reserve(upTo:)``).
+    package static let reservedAhead: Int64 = 64 << 20
+
+    /// Reserves the space of a segmented partial up to `written` plus ``reservedAhead`` (at most
+    /// `total`), as its bytes arrive. Best effort: a full disk shows up at the next write.
+    package func reserve(upTo written: Int64, total: Int64) {
+        guard fd >= 0 else { return }
+        try? Sys.preallocate(fd, min(total, written + Self.reservedAhead), keepingSize: true)
     }
 
     /// Bytes given back by ``releaseTail(_:)`` after a full disk: room for the record.

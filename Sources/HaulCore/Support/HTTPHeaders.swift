@@ -90,6 +90,23 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
         return values.count > 1 ? values : nil
     }
 
+    /// Why the `Content-Length` fields cannot frame the body, nil when they can (or there are
+    /// none): each value must be a decimal number of bytes within Int64 (RFC 9110 8.6: `0x25`,
+    /// `-5` or a number past 2^63 are not lengths, and a reader that took `0x25` as 0, or ignored
+    /// an overflow, saved the wrong bytes), and several must agree (RFC 9112 6.3).
+    package var contentLengthProblem: String? {
+        for field in fields where field.name.equalsIgnoringASCIICase("Content-Length") {
+            for part in field.value.split(separator: ",", omittingEmptySubsequences: false) {
+                let value = part.trimmingASCIIWhitespace()
+                let digits = !value.utf8.isEmpty && value.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+                guard digits, Int64(value) != nil else {
+                    return "Content-Length \(value.prefix(40)) is not a number of bytes"
+                }
+            }
+        }
+        return conflictingContentLengths.map { "conflicting Content-Length (\($0.joined(separator: ", ")))" }
+    }
+
     package func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
 }
 

@@ -416,8 +416,8 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
 
     private func deliverResponse() -> Bool {
         responseDelivered = true
-        if !headers.contains("Transfer-Encoding"), let lengths = headers.conflictingContentLengths {
-            invalidResponse = "conflicting Content-Length (\(lengths.joined(separator: ", ")))"
+        if !headers.contains("Transfer-Encoding"), let problem = headers.contentLengthProblem {
+            invalidResponse = problem
             return false
         }
         let response = TransportResponse(status: status, headers: headers, url: request.url)
