@@ -58,7 +58,8 @@ struct GetCommand {
               --connect-timeout S connection timeout in seconds (default 30)
               --max-redirects N   redirects to follow (default 20)
           -H, --header 'N: v'     extra request header (repeatable; Authorization and Cookie
-                                  are not sent to other hosts after a redirect)
+                                  are not sent to other hosts after a redirect, other
+                                  headers are, as with curl)
               --checksum sha-256=HEX   verify the finished file (a mismatch deletes it); a file
                                   already there counts as done only if it matches
               --cacert FILE       trust these extra CA certificates (PEM)

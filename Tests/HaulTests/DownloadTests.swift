@@ -462,7 +462,9 @@ struct DownloadTests {
         defer { cleanUp(server, dir) }
         let target = "http://localhost:\(server.port)/landing.bin?size=100"
         let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-        let session = testSession { $0.additionalHeaders = ["Authorization": "Bearer s3cret", "Cookie": "id=1"] }
+        let session = testSession {
+            $0.additionalHeaders = ["Authorization": "Bearer s3cret", "Cookie": "id=1", "X-Trace": "t1"]
+        }
         let (result, _) = await run(
             session, server.url("/start?to=\(encoded)"), to: .file(dir.url.appendingPathComponent("a.bin")))
         #expect(result.error == nil)
@@ -471,6 +473,7 @@ struct DownloadTests {
         #expect(first.header("Authorization") == "Bearer s3cret")
         #expect(second.header("Host")?.hasPrefix("localhost") == true)
         #expect(second.header("Authorization") == nil)
+        #expect(second.header("X-Trace") == "t1", "other headers follow, as with curl")
         #expect(second.header("Cookie") == nil)
     }
 

@@ -281,6 +281,27 @@ struct FramingTests {
     }
 }
 
+@Suite("Answers that end a download")
+struct FinalAnswerTests {
+    /// A 401, 403, 404 or 410 to the first request is the answer, with one connection and with
+    /// several (whose probe asks with Range): it is not asked again without Range.
+    @Test(arguments: [401, 403, 404, 410], [1, 4])
+    func aMissingFileIsAskedForOnce(status: Int, connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var options = DownloadOptions()
+        options.connections = connections
+        let (result, _) = await run(
+            testSession(), server.url("/gone?status=\(status)"), to: .directory(dir.url), options: options)
+        let error = try #require(result.error)
+        #expect(error.code == .httpStatus && error.httpStatus == status, "\(error)")
+        #expect(error.message.hasPrefix("HTTP \(status) "))
+        #expect(server.requests.count == 1)
+        #expect(dir.contents().isEmpty)
+    }
+}
+
 private func percentEncoded(_ s: String) -> String {
     s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? s
 }

@@ -254,6 +254,16 @@ package final class SegmentedDownloader: Sendable {
                 guard (try? chain.follow(to: next)) != nil else { return (nil, 0) }
                 continue
             }
+            // The file is not there for us whatever the Range: the answer, not a second request
+            // without Range.
+            if [401, 403, 404, 410].contains(response.status) {
+                task.cancel()
+                let reason = HTTPStatus.reason(response.status)
+                throw HaulError(
+                    .httpStatus,
+                    "HTTP \(response.status)\(reason.isEmpty ? "" : " " + reason) from \(ResumeRecord.shown(chain.current, origin: url))",
+                    httpStatus: response.status)
+            }
             var probe = Probe(
                 finalURL: chain.current, headers: chain.headers, status: response.status, total: nil,
                 etag: response.headers.strongETag, lastModified: response.headers.lastModified,
