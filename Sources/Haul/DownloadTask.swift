@@ -254,7 +254,12 @@ public final class DownloadTask: Sendable {
             if case .success = result {} else { result = .failure(HaulError(.cancelled, "cancelled")) }
         }
         if stop == .cancel, case .failure = result, let d = inner.withLock({ $0.destination }) {
-            PartialFile(destination: d).discard()
+            // Only this URL's partial, as haul wrote it: a task cancelled before it ran (or one
+            // refused for files it could not vouch for) leaves what is at those names alone.
+            let partial = PartialFile(destination: d)
+            if case .partial(let record) = try? partial.inspect(), record.url == ResumeRecord.redacted(url) {
+                partial.discard()
+            }
         }
         let (waiters, subscribers) = inner.withLock {
             s -> (

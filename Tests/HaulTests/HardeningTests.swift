@@ -199,6 +199,22 @@ struct SideFileTests {
         #expect(server.requests.first?.header("If-Range") == nil)
     }
 
+    /// Cancelling a task that never ran leaves a user's own files at the side-file names alone.
+    @Test func cancellingATaskThatNeverRanDeletesNothing() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let mine = Data("mine".utf8)
+        #expect(FileManager.default.createFile(atPath: dir.file("t.bin.part"), contents: mine))
+        #expect(FileManager.default.createFile(atPath: dir.file("t.bin.haul"), contents: mine))
+        let task = testSession().downloadTask(
+            with: server.url("/t.bin?size=100"), to: .file(dir.url.appendingPathComponent("t.bin")))
+        task.cancel()
+        _ = try? await task.finished()
+        #expect(FileManager.default.contents(atPath: dir.file("t.bin.part")) == mine)
+        #expect(FileManager.default.contents(atPath: dir.file("t.bin.haul")) == mine)
+    }
+
     @Test func headerValuesAreJudgedOnTheirBytes() {
         #expect(!HTTPHeaders.isSendable("\"v1\"\r\nX-Injected: yes"))
         #expect(!HTTPHeaders.isSendable("a\rb") && !HTTPHeaders.isSendable("a\nb") && !HTTPHeaders.isSendable("a\0b"))

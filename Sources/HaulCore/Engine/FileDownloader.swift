@@ -395,8 +395,6 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         if machine.record == nil, !options.overwrite, let size = existingSize {
             if let total = validators.totalLength, total == size, offset == 0 {
                 existingComplete = DownloadOutcome(path: destination, bytes: size, alreadyComplete: true)
-                // A record left by a crash between the final rename and its deletion is stale.
-                try? Sys.unlink(destination + ResumeRecord.fileExtension)
                 action = nil
                 return false
             }
@@ -408,7 +406,7 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         try file.open(at: offset)
         machine.accept(offset: offset, validators: validators, url: downloader.url, finalURL: response.url)
         downloader.reporter.begin(at: offset, total: machine.record?.totalLength)
-        if let previous, !previous.claimsTheSame(as: machine.record) {
+        if let previous, !previous.claimsTheSame(as: machine.record) || previous.partial != file.boundIdentity {
             // The record on disk describes other bytes now (a restart from zero, or another
             // version): replace it before writing anything.
             try checkpoint()
@@ -492,7 +490,7 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     private func checkpointInBackground(_ partial: PartialFile, syncingData: Bool = true) {
         lastCheckpoint = monotonicSeconds()
         guard let record = stampedRecord(partial) else { return }
-        let syncingData = syncingData || record.contiguousBytes > 0
+        let syncingData = syncingData || record.ranges.contains { $0.count > 0 }
         let done = OneShot<Void>()
         guard
             inFlight.withLock({ s -> Bool in

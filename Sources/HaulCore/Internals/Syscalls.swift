@@ -253,6 +253,8 @@ package enum Sys {
         /// When it was created, in nanoseconds since 1970 (statx), where the file system keeps
         /// it: a file made later at a freed inode number has another.
         package var birth: Int64?
+        /// Owned by this process's user, and writable by nobody else.
+        package var isOwnAndPrivate: Bool
     }
 
     /// The status of what is at `path` itself (a symbolic link is not followed); nil when
@@ -434,7 +436,9 @@ package enum Sys {
 
     /// Replaces `path` with `bytes` atomically and durably: write a temporary file, fsync it,
     /// rename it over `path`, fsync the directory. A crash leaves the old or the new content.
-    package static func writeFileAtomically(_ path: String, _ bytes: [UInt8]) throws(Errno) {
+    /// Not `durably`: no fsync (a record that claims nothing yet: losing it to a power cut loses
+    /// nothing it described).
+    package static func writeFileAtomically(_ path: String, _ bytes: [UInt8], durably: Bool = true) throws(Errno) {
         let tmp = path + ".tmp"
         // Whatever is left at the temporary's name (a FIFO that would make open(2) wait, a hard
         // link to another file that a truncate would write through) is removed, and the
@@ -446,7 +450,7 @@ package enum Sys {
             defer { buffer.deallocate() }
             buffer.copyBytes(from: bytes)
             try pwriteAll(fd, UnsafeRawBufferPointer(rebasing: buffer[0..<bytes.count]), at: 0, path: tmp)
-            try fsync(fd)
+            if durably { try fsync(fd) }
         } catch {
             close(fd)
             try? unlink(tmp)
@@ -454,7 +458,7 @@ package enum Sys {
         }
         close(fd)
         try rename(tmp, path)
-        fsyncDirectory(parentDirectory(of: path))
+        if durably { fsyncDirectory(parentDirectory(of: path)) }
     }
 
     /// Names in a directory (not `.`/`..`), optionally only those ending in `suffix` (compared
@@ -515,7 +519,8 @@ extension Sys.FileStatus {
     fileprivate init(_ st: stat) {
         self.init(
             device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
-            isRegular: (st.st_mode & S_IFMT) == S_IFREG, links: UInt64(st.st_nlink))
+            isRegular: (st.st_mode & S_IFMT) == S_IFREG, links: UInt64(st.st_nlink),
+            isOwnAndPrivate: st.st_uid == geteuid() && (st.st_mode & 0o022) == 0)
     }
 }
 

@@ -25,7 +25,7 @@ package final class PartialFile: @unchecked Sendable {
     /// This partial's record is in the ``RecordIndex``.
     private var noted = false
     /// The file the partial is: found bound to its record by ``inspect()``, or created here.
-    private var boundIdentity: ResumeRecord.FileIdentity?
+    package private(set) var boundIdentity: ResumeRecord.FileIdentity?
 
     package init(destination: String) { self.destination = destination }
 
@@ -125,6 +125,12 @@ package final class PartialFile: @unchecked Sendable {
         guard part.isRegular, part.links == 1, bound.isSame(as: part) else {
             return .foreign("\(partPath) is not the file its resume record was written with")
         }
+        // In a directory others can write (a sticky /tmp), a partial and record planted by another
+        // user could be bound to each other: both must be this user's and writable by no one else.
+        let recordStatus = (try? Sys.status(recordPath)) ?? nil
+        guard part.isOwnAndPrivate, recordStatus?.isOwnAndPrivate == true else {
+            return .foreign("\(partPath) or its record belongs to another user or is writable by others")
+        }
         guard part.size >= record.contiguousBytes, record.hasSendableValidators else { return .damaged }
         boundIdentity = bound
         return .partial(record)
@@ -201,6 +207,12 @@ package final class PartialFile: @unchecked Sendable {
         do {
             fd = try Sys.open(partPath, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o644)
         } catch  where error == .fileExists {
+            guard case .partial = try inspect() else {
+                throw HaulError(
+                    .destinationExists,
+                    "\(partPath) appeared, and haul did not write it; use --overwrite to replace it",
+                    path: destination)
+            }
             try? Sys.unlink(partPath)
             do { fd = try Sys.open(partPath, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o644) } catch {
                 throw .fileSystem(error, "create", path: partPath)
@@ -300,7 +312,7 @@ package final class PartialFile: @unchecked Sendable {
         }
         var record = record
         record.partial = boundIdentity
-        do { try Sys.writeFileAtomically(recordPath, record.encoded()) } catch {
+        do { try Sys.writeFileAtomically(recordPath, record.encoded(), durably: syncingData) } catch {
             throw .fileSystem(error, "write", path: recordPath)
         }
         if !noted {

@@ -34,8 +34,11 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
             inode = status.inode
             birth = status.birth
         }
+        /// Inode and birth time; the device number only where there is no birth time (it can
+        /// change across a reboot or remount: btrfs subvolumes, overlayfs, NFS).
         package func isSame(as status: Sys.FileStatus) -> Bool {
-            device == status.device && inode == status.inode && birth == status.birth
+            guard inode == status.inode, birth == status.birth else { return false }
+            return birth != nil || device == status.device
         }
     }
 

@@ -330,7 +330,8 @@ private final class CurlTransfer: TransportTask, @unchecked Sendable {
             // could drop an If-Range (and splice two versions): the request is refused.
             guard HTTPHeaders.isToken(name), HTTPHeaders.isSendable(value) else {
                 cleanup()
-                return .failure(TransportError(.invalidURL, "header \(name) cannot be sent (a line break or NUL)"))
+                return .failure(
+                    TransportError(.invalidURL, "a request header cannot be sent (a line break or NUL in it)"))
             }
             // "Name:" removes a header curl would add; "Name;" sends it empty.
             let line = value.isEmpty ? (name == "Expect" ? "Expect:" : "\(name);") : "\(name): \(value)"
