@@ -430,7 +430,11 @@ struct GetCommandTests {
             "get", "-q", "-x", "1", "-d", dir.path, server.url("/k9.bin?size=\(size)&rate=4000000").absoluteString,
         ]
         var saved: [Int64] = []
-        func checkpointed() -> Int64 { ResumeRecord.decode(contents(dir.file("k9.bin.haul")))?.contiguousBytes ?? 0 }
+        // What a rerun in this boot trusts: the synced ranges and those noted as written since.
+        func trusted() -> ResumeRecord? {
+            ResumeRecord.decode(contents(dir.file("k9.bin.haul")))?.trusted(onBoot: BootID.current)
+        }
+        func checkpointed() -> Int64 { trusted()?.contiguousBytes ?? 0 }
         for _ in 0..<2 {
             // Kill as soon as the record claims more than it did at the previous kill.
             let threshold = checkpointed() + 1
@@ -438,7 +442,7 @@ struct GetCommandTests {
             #expect(await eventually { checkpointed() >= threshold })
             p.signal(SIGKILL)
             _ = await CLI.finish(p)
-            saved.append(try #require(ResumeRecord.decode(contents(dir.file("k9.bin.haul")))).contiguousBytes)
+            saved.append(try #require(trusted()).contiguousBytes)
         }
         let r = try await CLI.run(args)
         #expect(r.status == 0, "\(r.stderr)")
@@ -462,7 +466,9 @@ struct GetCommandTests {
         let args = [
             "get", "-q", "-x", "4", "-d", dir.path, server.url("/seg9.bin?size=\(size)&rate=1000000").absoluteString,
         ]
-        func written() -> [ByteRange] { ResumeRecord.decode(contents(dir.file("seg9.bin.haul")))?.ranges ?? [] }
+        func written() -> [ByteRange] {
+            ResumeRecord.decode(contents(dir.file("seg9.bin.haul")))?.trusted(onBoot: BootID.current).ranges ?? []
+        }
         let p = try CLI.start(args)
         #expect(await eventually { written().count == 4 && written().allSatisfy { $0.count > 0 } })
         p.signal(SIGKILL)

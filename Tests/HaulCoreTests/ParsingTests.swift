@@ -181,3 +181,28 @@ struct ASCIITests {
         #expect(!"é".equalsIgnoringASCIICase("É"))
     }
 }
+
+@Suite("Resume records across a kill and a reboot")
+struct RecordTrustTests {
+    @Test func aNoteIsDueOnlyWithBothItsBytesAndItsTime() {
+        let policy = NotePolicy()
+        #expect(!policy.isDue(bytesSince: 10 << 20, secondsSince: 0.1), "fast: waits for the interval")
+        #expect(policy.isDue(bytesSince: 10 << 20, secondsSince: 0.2))
+        #expect(!policy.isDue(bytesSince: 100 << 10, secondsSince: 5), "slow: waits for 256 KiB")
+        #expect(policy.isDue(bytesSince: 256 << 10, secondsSince: 5))
+    }
+
+    @Test func writtenRangesCountOnlyInTheBootTheyWereWrittenIn() {
+        var record = ResumeRecord(url: "u", etag: "\"e\"", totalLength: 100, ranges: [ByteRange(0, 10)])
+        record.bootID = "boot-1"
+        record.written = [ByteRange(0, 40), ByteRange(50, 60)]
+        #expect(record.trusted(onBoot: "boot-1").ranges == [ByteRange(0, 40), ByteRange(50, 60)])
+        #expect(record.trusted(onBoot: "boot-2").ranges == [ByteRange(0, 10)], "after a reboot: synced only")
+        #expect(record.trusted(onBoot: nil).ranges == [ByteRange(0, 10)])
+        #expect(record.trusted(onBoot: "boot-1").written == nil)
+        #expect(
+            ByteRange.union([ByteRange(5, 9), ByteRange(0, 5), ByteRange(20, 20), ByteRange(8, 12)]) == [
+                ByteRange(0, 12)
+            ])
+    }
+}

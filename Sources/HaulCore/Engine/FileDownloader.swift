@@ -32,6 +32,9 @@ package struct EngineOptions: Sendable {
     package var progressInterval: Double = 0.1
     /// Seconds between durable checkpoints of the resume record.
     package var checkpointInterval: Double = 1
+    /// When the bytes written since the last checkpoint are noted in the record (no sync):
+    /// what a kill -9 can cost at most.
+    package var notes = NotePolicy()
     /// Restarts from zero (the file changed on the server) before giving up.
     package var maxRestarts = 3
     /// Bytes per second for the whole download (shared by its connections); nil for no limit.
@@ -342,6 +345,8 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
     /// The destination turned out to hold a partial of this URL: ask again with Range.
     var askAgain = false
     private var lastCheckpoint = monotonicSeconds()
+    /// When, and at how many bytes written, the record last claimed them (checkpoint or note).
+    private var lastNote: (at: Double, bytes: Int64) = (monotonicSeconds(), 0)
     /// The periodic checkpoint running on a Dispatch worker, if any (at most one), and the
     /// error of the last one. Off the transport's thread: its fsync on a slow disk held every
     /// transfer of the process, this one's cancel included (tested).
@@ -465,6 +470,11 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         }
         if now - lastCheckpoint >= downloader.options.checkpointInterval {
             checkpointInBackground(partial)
+        } else if downloader.options.notes.isDue(
+            bytesSince: partial.writtenBytes - lastNote.bytes, secondsSince: now - lastNote.at),
+            partial.note(written: [ByteRange(0, partial.writtenBytes)])
+        {
+            lastNote = (now, partial.writtenBytes)
         }
         downloader.reporter.update(partial.writtenBytes, total: machine.record?.totalLength, at: now)
         return .proceed

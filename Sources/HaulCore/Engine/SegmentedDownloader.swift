@@ -450,6 +450,8 @@ private final class SegmentedRun: @unchecked Sendable {
         /// Where ranges are asked for, and with which headers: the probe's final URL, until a
         /// range answered from a newer one (an expired signed link signed again).
         var location: (url: URL, headers: HTTPHeaders)
+        /// When, and at how many bytes written, the ranges were last noted in the record.
+        var lastNote: (at: Double, bytes: Int64) = (monotonicSeconds(), 0)
     }
     private let state: Locked<State>
     /// Progress of all ranges together.
@@ -738,13 +740,23 @@ private final class SegmentedRun: @unchecked Sendable {
     fileprivate func end(of id: Int) -> Int64 { state.withLock { $0.planner.end(of: id) ?? 0 } }
 
     fileprivate func wrote(_ id: Int, upTo cursor: Int64, by writer: SegmentFetch) {
-        let (done, racing) = state.withLock { s -> (Int64, [SegmentFetch]) in
+        let now = monotonicSeconds()
+        let (done, racing, note) = state.withLock { s -> (Int64, [SegmentFetch], [ByteRange]?) in
             let done = s.planner.advance(id, to: cursor)
             // A hedged segment is complete: the connection behind stops now, not at its next bytes
             // (with a per-request allowance those come up to half a second later).
             let racing = done ? s.fetches.values.filter { $0.segment.id == id && $0 !== writer } : []
-            return (s.planner.completedBytes, racing)
+            var note: [ByteRange]?
+            let written = s.planner.completedBytes
+            if options.notes.isDue(bytesSince: written - s.lastNote.bytes, secondsSince: now - s.lastNote.at) {
+                s.lastNote = (now, written)
+                note = s.planner.writtenRanges
+            }
+            return (s.planner.completedBytes, racing, note)
         }
+        // What is written so far goes in the record (no sync) every quarter second: a kill -9
+        // costs no more. Skipped while a checkpoint writes the record; the next write tries again.
+        if let note, !partial.note(written: note) { state.withLock { $0.lastNote = (0, 0) } }
         for fetch in racing { fetch.settle() }
         reporter.update(done, total: total)
     }

@@ -84,6 +84,34 @@ package enum FaultInjection {
     }
 }
 
+/// A log of the writes and syncs that go through the seam, for simulating a power loss in a
+/// spawned `haul` (tests): debug builds with `HAUL_WRITE_LOG=FILE` append one line per event,
+/// `W offset count path` after a positional write, `B path` before and `S path` after an fsync,
+/// `R durable hex path` after a record was put in place (its bytes, in hex). A test then drops
+/// what was never synced (docs/resume-record.md, "Power loss").
+package enum WriteLog {
+    #if DEBUG
+        private static let fd: Int32? = {
+            guard let value = getenv("HAUL_WRITE_LOG") else { return nil }
+            let fd = open(String(cString: value), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            return fd >= 0 ? fd : nil
+        }()
+    #endif
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
+    }
+
+    static func log(_ line: @autoclosure () -> String) {
+        #if DEBUG
+            guard let fd else { return }
+            let text = line() + "\n"
+            _ = text.withCString { write(fd, $0, strlen($0)) }
+        #endif
+    }
+}
+
 /// The one place Haul calls into POSIX for files. Each wrapper retries EINTR and throws `Errno`.
 package enum Sys {
     @inline(__always)
@@ -122,6 +150,7 @@ package enum Sys {
             }
             done += n
         }
+        if let path { WriteLog.log("W \(offset) \(buffer.count) \(path)") }
     }
 
     /// Writes the whole buffer at the descriptor's position (a pipe, a terminal), looping over
@@ -162,7 +191,9 @@ package enum Sys {
 
     /// `path` is only for fault injection (tests fail the sync of one named file).
     package static func fsync(_ fd: Int32, path: String? = nil) throws(Errno) {
+        if let path { WriteLog.log("B \(path)") }
         _ = try retrying(.fsync, path: path) { c_fsync(fd) }
+        if let path { WriteLog.log("S \(path)") }
     }
 
     /// Starts writing a file's dirty pages to the disk without waiting (Linux; elsewhere
@@ -459,6 +490,7 @@ package enum Sys {
         close(fd)
         try rename(tmp, path)
         if durably { fsyncDirectory(parentDirectory(of: path)) }
+        WriteLog.log("R \(durably ? 1 : 0) \(WriteLog.hex(bytes)) \(path)")
     }
 
     /// Names in a directory (not `.`/`..`), optionally only those ending in `suffix` (compared

@@ -26,6 +26,11 @@ package final class PartialFile: @unchecked Sendable {
     private var noted = false
     /// The file the partial is: found bound to its record by ``inspect()``, or created here.
     package private(set) var boundIdentity: ResumeRecord.FileIdentity?
+    /// Held while a record is written: checkpoints (on a worker) and notes (on the transfer's
+    /// thread, which never waits for it) share the record's temporary.
+    private let recordLock = NSLock()
+    /// The last record a checkpoint wrote (claiming synced bytes only), which notes extend.
+    private var lastCheckpointed: ResumeRecord?
 
     package init(destination: String) { self.destination = destination }
 
@@ -114,9 +119,10 @@ package final class PartialFile: @unchecked Sendable {
             let kind = part.isRegular ? "" : " (not a regular file)"
             return .foreign("\(partPath) exists\(kind) without a resume record")
         }
-        guard let record = ResumeRecord.decode(bytes), let bound = record.partial else {
+        guard let stored = ResumeRecord.decode(bytes), let bound = stored.partial else {
             return .foreign("\(recordPath) is not a resume record this version of haul wrote")
         }
+        let record = stored.trusted(onBoot: ResumeRecord.currentBootID)
         guard let part else {
             let final = try? Sys.status(destination)
             if let final, bound.isSame(as: final) { return .staleRecord }
@@ -133,6 +139,8 @@ package final class PartialFile: @unchecked Sendable {
         }
         guard part.size >= record.contiguousBytes, record.hasSendableValidators else { return .damaged }
         boundIdentity = bound
+        // Notes of a resumed download extend the record as it is on disk (its synced ranges).
+        recordLock.withLock { lastCheckpointed = stored }
         return .partial(record)
     }
 
@@ -312,9 +320,14 @@ package final class PartialFile: @unchecked Sendable {
         }
         var record = record
         record.partial = boundIdentity
+        record.bootID = ResumeRecord.currentBootID
+        record.written = record.ranges
+        recordLock.lock()
+        defer { recordLock.unlock() }
         do { try Sys.writeFileAtomically(recordPath, record.encoded(), durably: syncingData) } catch {
             throw .fileSystem(error, "write", path: recordPath)
         }
+        lastCheckpointed = record
         if !noted {
             RecordIndex.shared.noted(url: record.url, destination: destination)
             noted = true
@@ -330,6 +343,19 @@ package final class PartialFile: @unchecked Sendable {
     package func reserve(upTo written: Int64, total: Int64) {
         guard fd >= 0 else { return }
         try? Sys.preallocate(fd, min(total, written + Self.reservedAhead), keepingSize: true)
+    }
+
+    /// Notes in the record that `written` is in the partial (written, not yet synced), so that a
+    /// rerun in the same boot (after kill -9) trusts it; a reboot falls back to the last
+    /// checkpoint's synced ranges. No fsync: a rename of a small file, on the calling thread.
+    /// Skipped (false) while a checkpoint writes the record or before the first checkpoint.
+    @discardableResult
+    package func note(written: [ByteRange]) -> Bool {
+        guard recordLock.try() else { return false }
+        defer { recordLock.unlock() }
+        guard var record = lastCheckpointed else { return false }
+        record.written = written
+        return (try? Sys.writeFileAtomically(recordPath, record.encoded(), durably: false)) != nil
     }
 
     /// Bytes given back by ``releaseTail(_:)`` after a full disk: room for the record.
@@ -350,6 +376,7 @@ package final class PartialFile: @unchecked Sendable {
 
     /// Removes the partial and its record.
     package func discard() {
+        recordLock.withLock { lastCheckpointed = nil }
         close()
         try? Sys.unlink(partPath)
         try? Sys.unlink(recordPath)

@@ -9,6 +9,41 @@ package struct ByteRange: Codable, Equatable, Sendable {
         self.end = end
     }
     package var count: Int64 { end - start }
+
+    /// `ranges` merged: sorted, overlapping or touching ones joined, empty ones dropped.
+    package static func union(_ ranges: [ByteRange]) -> [ByteRange] {
+        var out: [ByteRange] = []
+        for r in ranges.filter({ $0.count > 0 }).sorted(by: { $0.start < $1.start }) {
+            if let last = out.last, r.start <= last.end {
+                out[out.count - 1].end = max(last.end, r.end)
+            } else {
+                out.append(r)
+            }
+        }
+        return out
+    }
+}
+
+/// The id of this boot of the machine, which a record keeps to tell a process crash (same boot:
+/// every completed write is in the page cache) from a power loss or reboot (only what was
+/// synced survives). Tests replace it to simulate a reboot (in a spawned debug `haul`:
+/// `HAUL_BOOT_ID`).
+package enum BootID {
+    private static let system: String? = {
+        #if DEBUG
+            if let value = getenv("HAUL_BOOT_ID") { return String(cString: value) }
+        #endif
+        guard let bytes = try? Sys.readSmallFile("/proc/sys/kernel/random/boot_id") else { return nil }
+        let text = String(decoding: bytes, as: UTF8.self).trimmingASCIIWhitespace()
+        return text.isEmpty ? nil : text
+    }()
+    private static let replaced = Locked<String?>(nil)
+
+    package static var current: String? { replaced.get() ?? system }
+
+    /// Pretends the machine booted again as `id` (tests): records written before no longer
+    /// count as this boot's. Nil goes back to the system's id.
+    package static func simulateReboot(as id: String?) { replaced.set(id) }
 }
 
 /// The sidecar `<dest>.haul`: what Haul needs to resume `<dest>.part` safely.
@@ -62,6 +97,12 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
     package var updatedAt: String?
     /// The partial file this record describes; set by ``PartialFile`` when it writes the record.
     package var partial: FileIdentity?
+    /// The boot the record was written in (`/proc/sys/kernel/random/boot_id`).
+    package var bootID: String?
+    /// Ranges written to the partial when the record was written, synced or not: in the same
+    /// boot every completed write is in the page cache, so a process that died (kill -9) lost
+    /// none of them; after a reboot only ``ranges`` (synced) count.
+    package var written: [ByteRange]?
 
     package init(
         url: String, finalURL: String? = nil, etag: String? = nil, lastModified: String? = nil,
@@ -77,13 +118,27 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
     }
 
     /// Whether `other` claims the same bytes of the same version (all but the time of writing and
-    /// the partial's identity, which the partial file stamps on every record it writes).
+    /// what the partial file stamps on every record it writes: identity, boot, written ranges).
     package func claimsTheSame(as other: ResumeRecord?) -> Bool {
         guard var other else { return false }
         other.updatedAt = updatedAt
         other.partial = partial
+        other.bootID = bootID
+        other.written = written
         return self == other
     }
+
+    /// The record as a resume on `boot` may trust it: in the boot it was written in, the ranges
+    /// written as well as those synced; after a reboot, only the synced ones.
+    package func trusted(onBoot boot: String?) -> ResumeRecord {
+        var record = self
+        if let boot, bootID == boot, let written { record.ranges = ByteRange.union(ranges + written) }
+        record.written = nil
+        return record
+    }
+
+    /// This boot's id, read once; nil where the system gives none (then only synced ranges count).
+    package static var currentBootID: String? { BootID.current }
 
     /// The bytes from the start of the file that are on disk without a gap.
     package var contiguousBytes: Int64 {
