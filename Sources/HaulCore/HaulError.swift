@@ -98,6 +98,16 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The message, for logs and terminals.
     public var description: String { message }
 
+    /// An answer's status that brings no file: "HTTP 404 Not Found from URL" (`shown`: the URL as
+    /// ``ResumeRecord/shown(_:origin:)`` writes it), with the `Retry-After` of `headers`.
+    package static func httpStatus(_ status: Int, from shown: String, headers: HTTPHeaders = HTTPHeaders()) -> HaulError
+    {
+        let reason = HTTPStatus.reason(status)
+        return HaulError(
+            .httpStatus, "HTTP \(status)\(reason.isEmpty ? "" : " " + reason) from \(shown)", httpStatus: status,
+            retryAfter: headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
+    }
+
     /// A destination that exists and is not a partial download: refused, naming --overwrite.
     package static func destinationExists(_ path: String, size: Int64, serverSize: Int64?) -> HaulError {
         HaulError(

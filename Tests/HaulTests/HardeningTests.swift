@@ -52,7 +52,7 @@ struct SideFileTests {
 
     /// A name given for the file (`-o`, ` out=` in a list, a library `.file`) that ends like a
     /// side file is refused before any request.
-    @Test(arguments: ["foo.haul", "foo.part", "foo.haul.tmp", "FOO.PART"])
+    @Test(arguments: ["foo.haul", "foo.part", "foo.haul.tmp", "FOO.PART", String(repeating: "n", count: 247)])
     func aDestinationNamedLikeASideFileIsRefused(name: String) async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
@@ -60,7 +60,7 @@ struct SideFileTests {
         let (result, _) = await run(
             testSession(), server.url("/x?size=100"), to: .file(dir.url.appendingPathComponent(name)))
         #expect(result.error?.code == .usage, "\(String(describing: result.error))")
-        #expect(result.error?.message.contains("side file") == true)
+        #expect(result.error?.message.contains("side file") == true, "\(String(describing: result.error))")
         #expect(server.requests.isEmpty)
         #expect(dir.contents().isEmpty)
     }
@@ -226,7 +226,7 @@ struct SideFileTests {
         #expect(headers.etag == "W/\"w\"" && headers.strongETag == nil)
     }
 
-    @Test func sideFileNamesAreReserved() {
+    @Test func sideFileNamesAreReserved() throws {
         #expect(SafeFileName.sanitize("setup.sh.part") == "setup.sh.part_")
         #expect(SafeFileName.sanitize("setup.sh.haul") == "setup.sh.haul_")
         #expect(SafeFileName.sanitize("x.haul.tmp") == "x.haul.tmp_")
@@ -234,6 +234,8 @@ struct SideFileTests {
         #expect(SafeFileName.sanitize("part") == "part")
         #expect(SafeFileName.sanitize("report.partial") == "report.partial")
         #expect(SafeFileName.suggestedName(contentDisposition: nil, url: URL(string: "http://h/a.haul")!) == "a.haul_")
+        let long = try #require(SafeFileName.sanitize(String(repeating: "x", count: 300) + ".part"))
+        #expect(long.utf8.count == SafeFileName.maxBytes && long.hasSuffix(".part_"))
     }
 }
 

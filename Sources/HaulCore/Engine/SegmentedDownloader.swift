@@ -258,11 +258,7 @@ package final class SegmentedDownloader: Sendable {
             // without Range.
             if [401, 403, 404, 410].contains(response.status) {
                 task.cancel()
-                let reason = HTTPStatus.reason(response.status)
-                throw HaulError(
-                    .httpStatus,
-                    "HTTP \(response.status)\(reason.isEmpty ? "" : " " + reason) from \(ResumeRecord.shown(chain.current, origin: url))",
-                    httpStatus: response.status)
+                throw .httpStatus(response.status, from: ResumeRecord.shown(chain.current, origin: url))
             }
             var probe = Probe(
                 finalURL: chain.current, headers: chain.headers, status: response.status, total: nil,
@@ -282,11 +278,8 @@ package final class SegmentedDownloader: Sendable {
                 // server's Retry-After or the retry policy sets), then the single engine goes on
                 // counting from it; with no retry left it is the answer.
                 guard HTTPStatus.isTransient(response.status) else { return (nil, 0) }
-                let busy = HaulError(
-                    .httpStatus,
-                    "HTTP \(response.status) \(HTTPStatus.reason(response.status)) from \(ResumeRecord.shown(chain.current, origin: url))",
-                    httpStatus: response.status,
-                    retryAfter: response.headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
+                let busy = HaulError.httpStatus(
+                    response.status, from: ResumeRecord.shown(chain.current, origin: url), headers: response.headers)
                 let delay = try options.retry.delay(after: busy, failures: 1)
                 onEvent(.retrying(attempt: 1, error: busy, delay: delay))
                 try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))  // a cancel: the engine stops at once
@@ -930,10 +923,7 @@ private final class SegmentFetch: TransportHandler, @unchecked Sendable {
                 return false
             }
             let from = asking?.url ?? run.origin
-            failure = HaulError(
-                .httpStatus,
-                "HTTP \(response.status) \(HTTPStatus.reason(response.status)) from \(ResumeRecord.shown(from, origin: run.origin))",
-                httpStatus: response.status)
+            failure = .httpStatus(response.status, from: ResumeRecord.shown(from, origin: run.origin))
             refused =
                 [401, 403, 404, 410].contains(response.status) && run.redirected
                 && from.absoluteString != run.origin.absoluteString

@@ -432,10 +432,14 @@ package enum Sys {
     /// Reads a small file whole (resume records); nil when it does not exist. A file over
     /// `limit` bytes throws EFBIG (it was cut at the limit, which no decoder could read). The
     /// buffer is the file's size, not the limit (1 MiB was allocated for every record read).
-    package static func readSmallFile(_ path: String, limit: Int = 1 << 20) throws(Errno) -> [UInt8]? {
+    /// `followingLinks` false: a symbolic link at `path` fails (ELOOP) instead of being read.
+    package static func readSmallFile(
+        _ path: String, limit: Int = 1 << 20, followingLinks: Bool = true
+    ) throws(Errno) -> [UInt8]? {
         let fd: Int32
         // O_NONBLOCK: a FIFO in the file's place must not make open(2) wait for a writer.
-        do { fd = try open(path, O_RDONLY | O_NONBLOCK) } catch  where error == .noSuchFile { return nil }
+        let flags = O_RDONLY | O_NONBLOCK | (followingLinks ? 0 : O_NOFOLLOW)
+        do { fd = try open(path, flags) } catch  where error == .noSuchFile { return nil }
         defer { close(fd) }
         var st = stat()
         if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) != S_IFREG {

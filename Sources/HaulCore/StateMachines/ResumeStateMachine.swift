@@ -181,10 +181,7 @@ package struct ResumeStateMachine: Sendable {
     }
 
     private func statusError(_ status: Int, _ url: URL, _ headers: HTTPHeaders) -> HaulError {
-        let reason = HTTPStatus.reason(status)
-        return HaulError(
-            .httpStatus, "HTTP \(status)\(reason.isEmpty ? "" : " " + reason) from \(show(url))", httpStatus: status,
-            retryAfter: headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) })
+        .httpStatus(status, from: show(url), headers: headers)
     }
 
     private func show(_ url: URL) -> String { ResumeRecord.shown(url, origin: origin ?? url) }

@@ -55,6 +55,13 @@ package final class PartialFile: @unchecked Sendable {
                 "\(destination): a name ending in .part, .haul or .haul.tmp is a download's side file; choose another",
                 path: destination)
         }
+        // Its record's temporary, the longest side-file name, must fit a 255-byte file name.
+        let longest = SafeFileName.sideFileSuffixes.map(\.utf8.count).max() ?? 0
+        if name.utf8.count + longest > 255 {
+            throw HaulError(
+                .usage, "\(destination): the name is longer than \(255 - longest) bytes (its side files would not fit)",
+                path: destination)
+        }
         let parent = Sys.parentDirectory(of: destination)
         if creating {
             try createDirectory(parent)
@@ -111,7 +118,11 @@ package final class PartialFile: @unchecked Sendable {
     /// Looks at the partial, its record and the destination without changing anything.
     package func inspect() throws(HaulError) -> Leftover {
         let bytes: [UInt8]?
-        do { bytes = try Sys.readSmallFile(recordPath) } catch { throw .fileSystem(error, "read", path: recordPath) }
+        do { bytes = try Sys.readSmallFile(recordPath, followingLinks: false) } catch  where error.rawValue == ELOOP {
+            return .foreign("\(recordPath) is a symbolic link")
+        } catch {
+            throw .fileSystem(error, "read", path: recordPath)
+        }
         let part: Sys.FileStatus?
         do { part = try Sys.status(partPath) } catch { throw .fileSystem(error, "inspect", path: partPath) }
         guard let bytes else {
@@ -144,12 +155,22 @@ package final class PartialFile: @unchecked Sendable {
         return .partial(record)
     }
 
+    /// `text` without control characters (a record's URL is read from disk: no terminal escape
+    /// or line break reaches a message).
+    private static func printable(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }))
+    }
+
     /// Writes `record` (from resume data the caller kept) as the record of the partial now at its
     /// name, when that is a regular file of one link holding at least the bytes the record
     /// claims: the caller vouches for it. Best effort; otherwise nothing is written and the
     /// download judges what it finds.
+    /// Not while a download of this process writes it, and not over a record that already binds
+    /// the partial (haul's own, for this URL or another: the download judges it).
     package func adopt(_ record: ResumeRecord) {
-        guard let part = (try? Sys.status(partPath)) ?? nil, part.isRegular, part.links == 1,
+        guard !DestinationClaims.shared.isClaimed(destination) else { return }
+        if case .partial = try? inspect() { return }
+        guard let part = (try? Sys.status(partPath)) ?? nil, part.isRegular, part.links == 1, part.isOwnAndPrivate,
             part.size >= record.contiguousBytes
         else { return }
         var record = record
@@ -186,7 +207,7 @@ package final class PartialFile: @unchecked Sendable {
             guard record.url == ResumeRecord.redacted(url) else {
                 throw HaulError(
                     .destinationExists,
-                    "\(partPath) is a partial download of \(record.url); use --no-continue to discard it",
+                    "\(partPath) is a partial download of \(Self.printable(record.url)); use --no-continue to discard it",
                     path: destination)
             }
             return record
@@ -472,7 +493,7 @@ package final class PartialFile: @unchecked Sendable {
         let expected = expected.lowercased()
         // The file stays open: the commit that follows must still sync it.
         let actual: String
-        do { actual = try SHA256.hexDigest(ofFile: partPath) } catch {
+        do { actual = fd >= 0 ? try SHA256.hexDigest(ofFileAt: fd) : try SHA256.hexDigest(ofFile: partPath) } catch {
             throw .fileSystem(error, "read", path: partPath)
         }
         guard actual == expected else {

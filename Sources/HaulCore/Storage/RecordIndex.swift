@@ -84,10 +84,10 @@ package final class RecordIndex: Sendable {
         return found
     }
 
+    /// The URL of the partial at `destination`, when haul can vouch for it (a record bound to
+    /// its partial): a planted record naming a URL does not pick a download's destination.
     private static func recordURL(at destination: String) -> String? {
-        guard let bytes = try? Sys.readSmallFile(destination + ResumeRecord.fileExtension),
-            let record = ResumeRecord.decode(bytes)
-        else { return nil }
+        guard case .partial(let record) = try? PartialFile(destination: destination).inspect() else { return nil }
         return record.url
     }
 }

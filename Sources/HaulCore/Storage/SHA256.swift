@@ -117,6 +117,12 @@ package struct SHA256: Sendable {
     package static func hexDigest(ofFile path: String) throws(Errno) -> String {
         let fd = try Sys.open(path, O_RDONLY)
         defer { Sys.close(fd) }
+        return try hexDigest(ofFileAt: fd)
+    }
+
+    /// The hex SHA-256 of the open file `fd`, from its first byte (the file checked is the one
+    /// written, whatever its name now holds).
+    package static func hexDigest(ofFileAt fd: Int32) throws(Errno) -> String {
         var hasher = SHA256()
         let block = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { block.deallocate() }

@@ -218,16 +218,18 @@ package enum SafeFileName {
         }
         while name.hasPrefix(".") || name.hasPrefix("-") { name.removeFirst() }
         if name.isEmpty || name == "." || name == ".." { return nil }
-        if name.utf8.count > maxBytes {
+        // A download's side files are haul's alone: a name that ends like one gets a `_`, so
+        // that no download writes another's partial or record (room for it is kept).
+        let sideFile = isSideFileName(name)
+        let limit = sideFile ? maxBytes - 1 : maxBytes
+        if name.utf8.count > limit {
             let ext = extensionPart(of: name)
             var stem = String(name.dropLast(ext.count))
-            while stem.utf8.count + ext.utf8.count > maxBytes, !stem.isEmpty { stem.removeLast() }
+            while stem.utf8.count + ext.utf8.count > limit, !stem.isEmpty { stem.removeLast() }
             name = stem + ext
         }
         if name.isEmpty { return nil }
-        // A download's side files are haul's alone: a name that ends like one gets a `_`, so
-        // that no download writes another's partial or record.
-        return isSideFileName(name) ? name + "_" : name
+        return sideFile ? name + "_" : name
     }
 
     /// The endings of a download's side files: `<file>.part`, its record `<file>.haul` and the
