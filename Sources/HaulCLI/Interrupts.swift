@@ -21,12 +21,15 @@ final class Interrupts: @unchecked Sendable {
     private var count = 0
     private var sources: [DispatchSourceSignal] = []
 
+    private static let queue = DispatchQueue(label: "haul.signals")
+
     /// Takes over `signals` (tests pass none and call ``fire()``).
     init(signals: [Int32] = [SIGINT, SIGTERM, SIGHUP]) {
         for sig in signals {
             let previous = signal(sig, SIG_IGN)
             if sig == SIGHUP, Self.isIgnore(previous) { continue }
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            // A queue of its own: the global one also runs the file worker's blocking jobs.
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: Self.queue)
             source.setEventHandler { [unowned self] in fire() }
             source.resume()
             sources.append(source)

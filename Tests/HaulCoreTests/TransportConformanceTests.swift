@@ -143,11 +143,8 @@ struct TransportConformanceTests {
         #expect(seconds < 20)
         // curl's own low-speed check averages over its last 5 s: a 1 s idle timeout fired
         // after about 7 s (30 s after 35). The transport watches the last byte itself (1.02 s
-        // here; 3.8 s once under ThreadSanitizer beside the rest of the suite, hence no bound
-        // there).
-        if kind == .curl, ProcessInfo.processInfo.environment["HAUL_TSAN"] == nil {
-            #expect(seconds < 3.5, "stall detected after \(seconds) s")
-        }
+        // alone, 4.2 s once on a loaded machine): its own message says it fired, not curl's.
+        if kind == .curl { #expect(error.message == "no data for 1 s", "\(error.message) after \(seconds) s") }
     }
 
     @Test(arguments: TransportKind.allCases)

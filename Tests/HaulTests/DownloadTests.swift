@@ -625,7 +625,7 @@ struct DownloadTests {
             await run(session, server.url("/slowdisk-b.bin?size=4000000&rate=1000000&seed=2"), to: .directory(dir.url))
         }
         #expect(
-            await eventually(timeout: 5) { (fileSize(partB) ?? 0) >= 500_000 },
+            await eventually(timeout: 30) { (fileSize(partB) ?? 0) >= 500_000 },
             "B got \(fileSize(partB) ?? 0) bytes while A's sync was held")
         hold.release()
         let (ra, rb) = (await a.value, await b.value)
@@ -653,7 +653,7 @@ struct DownloadTests {
         let resumed = Task { await run(session, url, to: .file(dest)) }
         let part = dest.path + ".part"
         #expect(
-            await eventually(timeout: 5) { (fileSize(part) ?? 0) >= saved + 300_000 },
+            await eventually(timeout: 30) { (fileSize(part) ?? 0) >= saved + 300_000 },
             "\(fileSize(part) ?? 0) bytes: the resume's bytes flow")
         hold.release()
         #expect(await resumed.value.0.error == nil)

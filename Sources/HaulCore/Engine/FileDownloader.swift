@@ -471,9 +471,9 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
         if now - lastCheckpoint >= downloader.options.checkpointInterval {
             checkpointInBackground(partial)
         } else if downloader.options.notes.isDue(
-            bytesSince: partial.writtenBytes - lastNote.bytes, secondsSince: now - lastNote.at),
-            partial.note(written: [ByteRange(0, partial.writtenBytes)])
+            bytesSince: partial.writtenBytes - lastNote.bytes, secondsSince: now - lastNote.at)
         {
+            partial.note(written: [ByteRange(0, partial.writtenBytes)])
             lastNote = (now, partial.writtenBytes)
         }
         downloader.reporter.update(partial.writtenBytes, total: machine.record?.totalLength, at: now)

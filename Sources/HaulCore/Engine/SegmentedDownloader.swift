@@ -747,9 +747,9 @@ private final class SegmentedRun: @unchecked Sendable {
             }
             return (s.planner.completedBytes, racing, note)
         }
-        // What is written so far goes in the record (no sync) every quarter second: a kill -9
-        // costs no more. Skipped while a checkpoint writes the record; the next write tries again.
-        if let note, !partial.note(written: note) { state.withLock { $0.lastNote = (0, 0) } }
+        // What is written so far goes in the record (no sync) when ``NotePolicy`` says: a kill -9
+        // costs no more.
+        if let note { partial.note(written: note) }
         for fetch in racing { fetch.settle() }
         reporter.update(done, total: total)
     }

@@ -7,7 +7,8 @@ import Foundation
 #endif
 
 /// `<dest>.part` plus its resume record `<dest>.haul`, written in an order that keeps the record
-/// honest: data is written, fsync()ed, and only then does an atomically replaced record claim it.
+/// honest: data is written, fsync()ed, and only then does an atomically replaced record claim it
+/// as synced; in between, notes claim what was written, for a rerun in the same boot only.
 ///
 /// Unchecked `Sendable`: it passes between the threads of one download, which use it one at a
 /// time (positional writes of several ranges at distinct offsets aside); the owner opens,
@@ -27,10 +28,12 @@ package final class PartialFile: @unchecked Sendable {
     /// The file the partial is: found bound to its record by ``inspect()``, or created here.
     package private(set) var boundIdentity: ResumeRecord.FileIdentity?
     /// Held while a record is written: checkpoints (on a worker) and notes (on the transfer's
-    /// thread, which never waits for it) share the record's temporary.
+    /// thread, which only tries it) share the record's temporary.
     private let recordLock = NSLock()
     /// The last record a checkpoint wrote (claiming synced bytes only), which notes extend.
     private var lastCheckpointed: ResumeRecord?
+    /// The ranges the last note claimed as written: a checkpoint keeps claiming them.
+    private var lastNoted: [ByteRange] = []
 
     package init(destination: String) { self.destination = destination }
 
@@ -133,7 +136,11 @@ package final class PartialFile: @unchecked Sendable {
         guard let stored = ResumeRecord.decode(bytes), let bound = stored.partial else {
             return .foreign("\(recordPath) is not a resume record this version of haul wrote")
         }
-        let record = stored.trusted(onBoot: ResumeRecord.currentBootID)
+        // What a rerun in this boot may trust, as long as the partial holds it (a tail given back
+        // on a full disk, or a cut before a restart's record, can leave a note claiming more):
+        // else only what was synced.
+        var record = stored.trusted(onBoot: BootID.current)
+        if let part, !record.fits(size: part.size) { record = stored.trusted(onBoot: nil) }
         guard let part else {
             let final = try? Sys.status(destination)
             if let final, bound.isSame(as: final) { return .staleRecord }
@@ -148,7 +155,7 @@ package final class PartialFile: @unchecked Sendable {
         guard part.isOwnAndPrivate, recordStatus?.isOwnAndPrivate == true else {
             return .foreign("\(partPath) or its record belongs to another user or is writable by others")
         }
-        guard part.size >= record.contiguousBytes, record.hasSendableValidators else { return .damaged }
+        guard record.fits(size: part.size), record.hasSendableValidators else { return .damaged }
         boundIdentity = bound
         // Notes of a resumed download extend the record as it is on disk (its synced ranges).
         recordLock.withLock { lastCheckpointed = stored }
@@ -173,6 +180,9 @@ package final class PartialFile: @unchecked Sendable {
         guard let part = (try? Sys.status(partPath)) ?? nil, part.isRegular, part.links == 1, part.isOwnAndPrivate,
             part.size >= record.contiguousBytes
         else { return }
+        guard let fd = try? Sys.open(partPath, O_RDONLY | O_NOFOLLOW) else { return }
+        defer { Sys.close(fd) }
+        guard (try? Sys.fsync(fd)) != nil else { return }  // the record claims synced bytes only
         var record = record
         record.partial = ResumeRecord.FileIdentity(part)
         try? Sys.writeFileAtomically(recordPath, record.encoded())
@@ -341,10 +351,10 @@ package final class PartialFile: @unchecked Sendable {
         }
         var record = record
         record.partial = boundIdentity
-        record.bootID = ResumeRecord.currentBootID
-        record.written = record.ranges
+        record.bootID = BootID.current
         recordLock.lock()
         defer { recordLock.unlock() }
+        record.written = ByteRange.union(record.ranges + lastNoted)
         do { try Sys.writeFileAtomically(recordPath, record.encoded(), durably: syncingData) } catch {
             throw .fileSystem(error, "write", path: recordPath)
         }
@@ -368,15 +378,36 @@ package final class PartialFile: @unchecked Sendable {
 
     /// Notes in the record that `written` is in the partial (written, not yet synced), so that a
     /// rerun in the same boot (after kill -9) trusts it; a reboot falls back to the last
-    /// checkpoint's synced ranges. No fsync: a rename of a small file, on the calling thread.
-    /// Skipped (false) while a checkpoint writes the record or before the first checkpoint.
-    @discardableResult
-    package func note(written: [ByteRange]) -> Bool {
-        guard recordLock.try() else { return false }
+    /// checkpoint's synced ranges. No fsync: a rename of a small file, on the notes thread (one
+    /// for the process, so that a busy journal never holds a transfer's thread); a note not yet
+    /// written when the next comes is replaced by it. Nothing before the first checkpoint, after
+    /// a discard or after the commit.
+    package func note(written: [ByteRange]) {
+        let scheduled = pendingNote.withLock { pending -> Bool in
+            defer { pending = written }
+            return pending != nil
+        }
+        if !scheduled { Self.notes.async { self.writeNote() } }
+    }
+
+    /// Notes wait here for their turn: the latest ranges of this partial (older ones superseded).
+    private let pendingNote = Locked<[ByteRange]?>(nil)
+    private static let notes = DispatchQueue(label: "haul.notes")
+
+    private func writeNote() {
+        guard
+            let written = pendingNote.withLock({ p -> [ByteRange]? in
+                defer { p = nil }
+                return p
+            })
+        else { return }
+        recordLock.lock()
         defer { recordLock.unlock() }
-        guard var record = lastCheckpointed else { return false }
+        guard var record = lastCheckpointed else { return }
         record.written = written
-        return (try? Sys.writeFileAtomically(recordPath, record.encoded(), durably: false)) != nil
+        record.bootID = BootID.current
+        lastNoted = written
+        try? Sys.writeFileAtomically(recordPath, record.encoded(), durably: false)
     }
 
     /// Bytes given back by ``releaseTail(_:)`` after a full disk: room for the record.
@@ -387,6 +418,7 @@ package final class PartialFile: @unchecked Sendable {
     package func releaseTail(_ bytes: Int64) {
         guard fd >= 0 else { return }
         let keep = max(durableBytes, writtenBytes - bytes)
+        recordLock.withLock { lastNoted = ByteRange.union(lastNoted.map { ByteRange($0.start, min($0.end, keep)) }) }
         if (try? Sys.ftruncate(fd, keep)) != nil { writtenBytes = keep }
     }
 
@@ -397,7 +429,10 @@ package final class PartialFile: @unchecked Sendable {
 
     /// Removes the partial and its record.
     package func discard() {
-        recordLock.withLock { lastCheckpointed = nil }
+        recordLock.withLock {
+            lastCheckpointed = nil
+            lastNoted = []
+        }
         close()
         try? Sys.unlink(partPath)
         try? Sys.unlink(recordPath)
@@ -460,6 +495,7 @@ package final class PartialFile: @unchecked Sendable {
         // survives a power loss holds complete bytes, and losing the rename only brings back the
         // partial (with its record, if it had one): an older consistent state. That halves the
         // syncs of a thousand small downloads.
+        recordLock.withLock { lastCheckpointed = nil }  // no note after this
         try? Sys.unlink(recordPath)
         RecordIndex.shared.removed(destination: destination)
     }

@@ -26,8 +26,8 @@ package struct ByteRange: Codable, Equatable, Sendable {
 
 /// The id of this boot of the machine, which a record keeps to tell a process crash (same boot:
 /// every completed write is in the page cache) from a power loss or reboot (only what was
-/// synced survives). Tests replace it to simulate a reboot (in a spawned debug `haul`:
-/// `HAUL_BOOT_ID`).
+/// synced survives). A debug `haul` takes `HAUL_BOOT_ID` instead, so that a test can simulate a
+/// reboot.
 package enum BootID {
     private static let system: String? = {
         #if DEBUG
@@ -37,13 +37,9 @@ package enum BootID {
         let text = String(decoding: bytes, as: UTF8.self).trimmingASCIIWhitespace()
         return text.isEmpty ? nil : text
     }()
-    private static let replaced = Locked<String?>(nil)
 
-    package static var current: String? { replaced.get() ?? system }
-
-    /// Pretends the machine booted again as `id` (tests): records written before no longer
-    /// count as this boot's. Nil goes back to the system's id.
-    package static func simulateReboot(as id: String?) { replaced.set(id) }
+    /// This boot's id, read once; nil where the system gives none (then only synced ranges count).
+    package static var current: String? { system }
 }
 
 /// The sidecar `<dest>.haul`: what Haul needs to resume `<dest>.part` safely.
@@ -137,8 +133,8 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
         return record
     }
 
-    /// This boot's id, read once; nil where the system gives none (then only synced ranges count).
-    package static var currentBootID: String? { BootID.current }
+    /// Whether every range it claims lies within a partial of `size` bytes.
+    package func fits(size: Int64) -> Bool { ranges.allSatisfy { $0.end <= size } }
 
     /// The bytes from the start of the file that are on disk without a gap.
     package var contiguousBytes: Int64 {

@@ -218,18 +218,21 @@ package enum SafeFileName {
         }
         while name.hasPrefix(".") || name.hasPrefix("-") { name.removeFirst() }
         if name.isEmpty || name == "." || name == ".." { return nil }
-        // A download's side files are haul's alone: a name that ends like one gets a `_`, so
-        // that no download writes another's partial or record (room for it is kept).
-        let sideFile = isSideFileName(name)
-        let limit = sideFile ? maxBytes - 1 : maxBytes
-        if name.utf8.count > limit {
-            let ext = extensionPart(of: name)
-            var stem = String(name.dropLast(ext.count))
-            while stem.utf8.count + ext.utf8.count > limit, !stem.isEmpty { stem.removeLast() }
-            name = stem + ext
-        }
-        if name.isEmpty { return nil }
-        return sideFile ? name + "_" : name
+        name = cut(name, to: maxBytes)
+        // A download's side files are haul's alone: a name that ends like one (judged after the
+        // cut, which can make one) gets a `_`, so that no download writes another's partial or
+        // record.
+        if isSideFileName(name) { name = cut(name, to: maxBytes - 1) + "_" }
+        return name.isEmpty ? nil : name
+    }
+
+    /// `name` at most `limit` bytes, keeping its extension.
+    private static func cut(_ name: String, to limit: Int) -> String {
+        guard name.utf8.count > limit else { return name }
+        let ext = extensionPart(of: name)
+        var stem = String(name.dropLast(ext.count))
+        while stem.utf8.count + ext.utf8.count > limit, !stem.isEmpty { stem.removeLast() }
+        return stem + ext
     }
 
     /// The endings of a download's side files: `<file>.part`, its record `<file>.haul` and the
