@@ -6,7 +6,7 @@ import HaulCore
 #endif
 
 /// Holds every fsync of the chosen paths, as a slow disk would, until ``release()`` (each for at
-/// most 10 s), through fault injection; a sync of `failing` fails with EIO instead. Call
+/// most 60 s), through fault injection; a sync of `failing` fails with EIO instead. Call
 /// ``remove()`` when done (in a `defer`).
 package final class SyncHold: Sendable {
     private let heldNow: Locked<Set<String>>
@@ -21,7 +21,7 @@ package final class SyncHold: Sendable {
             guard call == .fsync, let path else { return nil }
             if paths.contains(path) {
                 heldNow.withLock { _ = $0.insert(path) }
-                let deadline = Date().addingTimeInterval(10)
+                let deadline = Date().addingTimeInterval(60)
                 while !released.get() && Date() < deadline { usleep(1000) }
                 heldNow.withLock { _ = $0.remove(path) }
             }
@@ -36,7 +36,7 @@ package final class SyncHold: Sendable {
     package func release() { released.set(true) }
 
     /// Releases what is held and removes the fault-injection hook (a test that ends early
-    /// leaves no sync waiting out its 10 s).
+    /// leaves no sync waiting out its 60 s).
     package func remove() {
         release()
         FaultInjection.remove(id)

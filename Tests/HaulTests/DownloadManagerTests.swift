@@ -227,7 +227,7 @@ struct DownloadManagerTests {
         let id = manager.add(
             server.url("/whole.bin?size=200000"), to: .directory(dir.url),
             completion: { result in outcomes.set(outcomes.get() + [(try? result.get()) != nil]) })
-        #expect(await eventually(timeout: 10) { !hold.held.isEmpty })
+        #expect(await eventually(timeout: 30) { !hold.held.isEmpty })
         manager.pause(id)
         #expect(manager.item(id)?.state == .paused)
         hold.release()

@@ -259,7 +259,7 @@ struct DownloadTaskTests {
         let events = EventLog()
         task.onEvent { events.append($0) }
         task.resume()
-        #expect(await eventually(timeout: 10) { !hold.held.isEmpty })
+        #expect(await eventually(timeout: 30) { !hold.held.isEmpty })
         task.suspend()
         task.cancel()
         hold.release()

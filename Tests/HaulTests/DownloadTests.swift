@@ -620,7 +620,7 @@ struct DownloadTests {
         let a = Task {
             await run(session, server.url("/slowdisk-a.bin?size=4000000&rate=1000000"), to: .directory(dir.url))
         }
-        #expect(await eventually(timeout: 10) { !hold.held.isEmpty })
+        #expect(await eventually(timeout: 30) { !hold.held.isEmpty })
         let b = Task {
             await run(session, server.url("/slowdisk-b.bin?size=4000000&rate=1000000&seed=2"), to: .directory(dir.url))
         }
@@ -678,7 +678,7 @@ struct DownloadTests {
                     to: .directory(dir.url))
             }
         }
-        #expect(await eventually(timeout: 10) { hold.held.count == 8 })
+        #expect(await eventually(timeout: 30) { hold.held.count == 8 })
         // Tasks still run while all eight syncs are held.
         let ranWhileHeld = await Task.detached { hold.held.count == 8 }.value
         #expect(ranWhileHeld)

@@ -59,7 +59,7 @@ struct NetworkPolicyTests {
         let id = manager.add(server.url("/net.bin?size=4000000&stall=1000000&stalls=1"), to: .directory(dir.url))
         #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) > 300_000 })
         network.send(nil)
-        #expect(await eventually(timeout: 10) { manager.item(id)?.state == .waitingForNetwork })
+        #expect(await eventually(timeout: 30) { manager.item(id)?.state == .waitingForNetwork })
         try await Task.sleep(nanoseconds: 300_000_000)
         let requests = server.requests.count
         try await Task.sleep(nanoseconds: 500_000_000)
@@ -198,7 +198,7 @@ struct NetworkPolicyTests {
         let other = manager.add(server.url("/other.bin?size=4000000&rate=1000000"), to: .directory(dir.url))
         network.changeQuietly(nil)  // the path is gone, and the source has not said so yet
         let id = manager.add(server.url("/dies.bin?size=3000000&drop=1000000&drops=1"), to: .directory(dir.url))
-        #expect(await eventually(timeout: 10) { manager.item(id)?.state == .waitingForNetwork })
+        #expect(await eventually(timeout: 30) { manager.item(id)?.state == .waitingForNetwork })
         #expect(manager.item(id)?.error == nil)
         // The others stop too, as if the source had reported the change.
         #expect(await eventually(timeout: 10) { manager.item(other)?.state == .waitingForNetwork })
