@@ -8,6 +8,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#ifdef __linux__
+#include <sys/vfs.h>
+#endif
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -166,6 +169,16 @@ int haul_rename_noreplace(const char *from, const char *to) {
     (void)from;
     (void)to;
     return ENOSYS;
+#endif
+}
+
+long long haul_fs_type(const char *path) {
+#ifdef __linux__
+    struct statfs st;
+    return statfs(path, &st) == 0 ? (long long)st.f_type : -1;
+#else
+    (void)path;
+    return -1;
 #endif
 }
 

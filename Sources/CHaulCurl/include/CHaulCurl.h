@@ -119,6 +119,8 @@ int haul_start_writeback(int fd);
 /// returns 0 or an errno (ENOSYS where there is no renameat2, EINVAL where the file system
 /// cannot do it).
 int haul_rename_noreplace(const char *from, const char *to);
+/// The file system type of `path` (statfs f_type), or -1.
+long long haul_fs_type(const char *path);
 /// The birth time (statx STATX_BTIME) of `path` itself (not following a link), or of the open
 /// file `fd` when `path` is NULL: 0, or an errno (ENOTSUP where the file system keeps none).
 int haul_birth_time(int fd, const char *path, int64_t *seconds, uint32_t *nanoseconds);

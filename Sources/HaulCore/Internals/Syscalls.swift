@@ -221,6 +221,14 @@ package enum Sys {
         if !keepingSize { try ftruncate(fd, length) }
     }
 
+    /// Whether the file system of `path` puts a file's data on disk before a rename over another
+    /// file is (ext4's auto_da_alloc, btrfs), or keeps nothing across a power cut anyway (tmpfs):
+    /// there a record renamed into place without an fsync is the old one or the new one after a
+    /// power cut. Elsewhere (XFS, say) it can be empty.
+    package static func flushesRenamedFiles(_ path: String) -> Bool {
+        [0xEF53, 0x9123_683E, 0x0102_1994].contains(Int64(haul_fs_type(path)))
+    }
+
     /// Bytes an unprivileged process may still write on the file system of `path` (statvfs);
     /// nil when it cannot be told.
     package static func freeBytes(_ path: String) -> Int64? {
@@ -471,9 +479,12 @@ package enum Sys {
 
     /// Replaces `path` with `bytes` atomically and durably: write a temporary file, fsync it,
     /// rename it over `path`, fsync the directory. A crash leaves the old or the new content.
-    /// Not `durably`: no fsync (a record that claims nothing yet: losing it to a power cut loses
-    /// nothing it described).
-    package static func writeFileAtomically(_ path: String, _ bytes: [UInt8], durably: Bool = true) throws(Errno) {
+    /// Not `durably`: no fsync (a record that claims nothing yet, or only what a rerun in the
+    /// same boot trusts), unless `syncingContent`: then the temporary's bytes are synced, so that
+    /// a power cut leaves the old record or the new one, never an empty one.
+    package static func writeFileAtomically(
+        _ path: String, _ bytes: [UInt8], durably: Bool = true, syncingContent: Bool = false
+    ) throws(Errno) {
         let tmp = path + ".tmp"
         // Whatever is left at the temporary's name (a FIFO that would make open(2) wait, a hard
         // link to another file that a truncate would write through) is removed, and the
@@ -485,7 +496,7 @@ package enum Sys {
             defer { buffer.deallocate() }
             buffer.copyBytes(from: bytes)
             try pwriteAll(fd, UnsafeRawBufferPointer(rebasing: buffer[0..<bytes.count]), at: 0, path: tmp)
-            if durably { try fsync(fd) }
+            if durably || syncingContent { try fsync(fd) }
         } catch {
             close(fd)
             try? unlink(tmp)

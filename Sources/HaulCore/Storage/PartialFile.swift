@@ -407,8 +407,11 @@ package final class PartialFile: @unchecked Sendable {
         record.written = written
         record.bootID = BootID.current
         lastNoted = written
-        try? Sys.writeFileAtomically(recordPath, record.encoded(), durably: false)
+        try? Sys.writeFileAtomically(recordPath, record.encoded(), durably: false, syncingContent: !flushesRenames)
     }
+
+    /// ``Sys/flushesRenamedFiles(_:)`` for the partial's directory, asked once.
+    private lazy var flushesRenames = Sys.flushesRenamedFiles(Sys.parentDirectory(of: partPath))
 
     /// Bytes given back by ``releaseTail(_:)`` after a full disk: room for the record.
     package static let diskFullHeadroom: Int64 = 256 * 1024
