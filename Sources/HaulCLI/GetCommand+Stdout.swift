@@ -90,9 +90,7 @@ extension GetCommand {
             let (response, body) = try await session.bytes(for: request, window: window)
             guard (200..<300).contains(response.statusCode) else {
                 body.cancel()
-                let status = response.statusCode
-                throw HaulError(
-                    .httpStatus, "HTTP \(status) \(HTTPStatus.reason(status)) from \(shown)", httpStatus: status)
+                throw HaulError.httpStatus(response.statusCode, from: shown)
             }
             let total = response.expectedContentLength
             var hasher = expectedSHA256.map { _ in SHA256() }

@@ -169,7 +169,7 @@ struct UploadCommand {
             let status = reply.response.statusCode
             output.json("done", [("status", status), ("bytes", reply.body.count)])
             if status >= 400 {
-                output.error("HTTP \(status) \(HTTPStatus.reason(status)) from \(ResumeRecord.redacted(url))")
+                output.error(HaulError.httpStatus(status, from: ResumeRecord.redacted(url)).message)
                 return .http
             }
             return .success
