@@ -26,6 +26,9 @@ let package = Package(
         .target(name: "HaulCore", dependencies: ["CHaulCurl"]),
         .target(name: "Haul", dependencies: ["HaulCore"]),
         .target(name: "HaulTestSupport", dependencies: ["HaulCore"]),
+        // A Swift Testing trait every suite carries (it imports Testing, so it is kept out of
+        // HaulTestSupport, which the `haul` executable links).
+        .target(name: "HaulTestTraits"),
         .executableTarget(name: "HaulCLI", dependencies: ["Haul", "HaulCore", "HaulTestSupport"]),
         // Examples/: one small program per way to use the library, built with the package and run
         // against the test server by HaulCLITests.
@@ -35,9 +38,9 @@ let package = Package(
         .executableTarget(name: "TaskControlExample", dependencies: ["Haul"], path: "Examples/TaskControl"),
         .executableTarget(name: "ManagerExample", dependencies: ["Haul"], path: "Examples/Manager"),
         .executableTarget(name: "ResumeWalkthrough", dependencies: ["Haul"], path: "Examples/ResumeWalkthrough"),
-        .testTarget(name: "HaulCoreTests", dependencies: ["HaulCore", "HaulTestSupport"]),
-        .testTarget(name: "HaulTests", dependencies: ["Haul", "HaulCore", "HaulTestSupport"]),
-        .testTarget(name: "HaulCLITests", dependencies: ["HaulCLI", "HaulTestSupport", "HaulCore"]),
+        .testTarget(name: "HaulCoreTests", dependencies: ["HaulCore", "HaulTestSupport", "HaulTestTraits"]),
+        .testTarget(name: "HaulTests", dependencies: ["Haul", "HaulCore", "HaulTestSupport", "HaulTestTraits"]),
+        .testTarget(name: "HaulCLITests", dependencies: ["HaulCLI", "HaulTestSupport", "HaulCore", "HaulTestTraits"]),
     ],
     swiftLanguageModes: [.v6]
 )

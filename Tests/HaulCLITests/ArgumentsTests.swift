@@ -1,10 +1,11 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCLI
 
-@Suite("Command-line options, parsed as getopt does")
+@Suite("Command-line options, parsed as getopt does", .fewAtOnce)
 struct ArgumentsTests {
     static let options: [Arguments.Option] = [
         .init("-o", "--output", value: true),
@@ -52,7 +53,7 @@ struct ArgumentsTests {
     }
 }
 
-@Suite("-i LIST: URLs one per line, aria2 style")
+@Suite("-i LIST: URLs one per line, aria2 style", .fewAtOnce)
 struct InputListTests {
     @Test(arguments: ["\n", "\r\n"])
     func linesEndWithLFOrCRLF(ending: String) throws {

@@ -1,9 +1,10 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 /// The helper every process-starting test relies on: whatever the child does, a wait ends.
-@Suite("ChildProcess: bounded waits for the programs tests start")
+@Suite("ChildProcess: bounded waits for the programs tests start", .fewAtOnce)
 struct ChildProcessTests {
     @Test func exitCodeAndBothStreamsAreCollected() async throws {
         let p = try ChildProcess("/bin/sh", ["-c", "echo out; echo err >&2; exit 3"])

@@ -1,9 +1,10 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 /// Every program in Examples/ runs against the test server and does what it says.
-@Suite("Examples", .serialized)
+@Suite("Examples", .serialized, .fewAtOnce)
 struct ExampleTests {
     func run(_ name: String, _ args: [String]) async throws -> CLIRun {
         try await CLI.run(args, executable: CLI.program(name))

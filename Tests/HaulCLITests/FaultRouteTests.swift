@@ -1,9 +1,10 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 /// Every fault route of the test server, through the spawned `haul get`.
-@Suite("haul get against every fault route", .serialized)
+@Suite("haul get against every fault route", .serialized, .fewAtOnce)
 struct FaultRouteTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var query: String

@@ -1,10 +1,11 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("haul get, run as a process", .serialized)
+@Suite("haul get, run as a process", .serialized, .fewAtOnce)
 struct GetCommandTests {
     @Test func downloadsIntoTheCurrentDirectoryByDefault() async throws {
         let server = try TestServer()
@@ -537,7 +538,7 @@ struct GetCommandTests {
 }
 
 /// A real full disk: a small tmpfs the test mounts (root only; skipped elsewhere).
-@Suite("haul get on a full tmpfs", .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
+@Suite("haul get on a full tmpfs", .enabled(if: getuid() == 0, "mounting a tmpfs needs root"), .fewAtOnce)
 struct FullDiskTests {
     static func mount(_ args: [String]) async throws -> Int32 {
         try await ChildProcess("/bin/mount", args).finish(timeout: 20) ?? -1

@@ -1,10 +1,11 @@
 import Foundation
+import HaulTestTraits
 import Testing
 
 @testable import HaulCLI
 @testable import HaulCore
 
-@Suite("Ctrl-C handling")
+@Suite("Ctrl-C handling", .fewAtOnce)
 struct InterruptsTests {
     /// A signal that came while no download had its handler registered (between two downloads of
     /// a list, or before `-j` registered its own) was spent on nothing: the command went on, and

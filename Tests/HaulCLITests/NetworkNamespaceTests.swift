@@ -1,5 +1,6 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
@@ -47,7 +48,7 @@ let namespacesPossible: Bool = {
 
 @Suite(
     "Real networks in namespaces (ip netns, veth; skipped unless root with iproute2)", .serialized,
-    .enabled(if: namespacesPossible, "network namespaces need root and iproute2's ip"))
+    .enabled(if: namespacesPossible, "network namespaces need root and iproute2's ip"), .fewAtOnce)
 struct NetworkNamespaceTests {
     init() async throws {
         if let reason = await NetworkNamespace.unavailableReason() { Issue.record("namespaces: \(reason)") }

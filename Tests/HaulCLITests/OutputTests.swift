@@ -1,10 +1,11 @@
 import Foundation
+import HaulTestTraits
 import Testing
 
 @testable import HaulCLI
 @testable import HaulCore
 
-@Suite("Terminal output")
+@Suite("Terminal output", .fewAtOnce)
 struct OutputTests {
     let progress = TransferProgress(completedBytes: 1 << 20, totalBytes: 4 << 20)
 

@@ -1,10 +1,11 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("haul get -j / -i: several downloads at once", .serialized)
+@Suite("haul get -j / -i: several downloads at once", .serialized, .fewAtOnce)
 struct QueueTests {
     @Test func runsAtMostJAtOnceAndSavesEverything() async throws {
         let server = try TestServer()

@@ -1,5 +1,6 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
@@ -9,7 +10,7 @@ import Testing
 /// written); after a power loss (simulated: what was never fsync()ed is dropped), what came after
 /// the last checkpoint (about a second). Never a wrong byte. The figures print for
 /// Benchmarks/RESULTS.md; the bounds are loose enough for a loaded machine.
-@Suite("What a kill -9 or a power loss costs a rerun")
+@Suite("What a kill -9 or a power loss costs a rerun", .fewAtOnce)
 struct ResumeWasteTests {
     /// Bytes of the partial that hold the file's bytes (4 KiB blocks compared with the content),
     /// and how many of them the record, as a rerun on `boot` trusts it, does not claim.

@@ -1,10 +1,11 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("haul upload, run as a process", .serialized)
+@Suite("haul upload, run as a process", .serialized, .fewAtOnce)
 struct UploadCommandTests {
     func sha(_ bytes: [UInt8]) -> String { HaulCore.SHA256.hexDigest(of: bytes) }
 

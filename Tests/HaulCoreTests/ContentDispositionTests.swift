@@ -1,10 +1,11 @@
 import Foundation
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
 /// Cases named after greenbytes.de/tech/tc2231 use its header values.
-@Suite("Content-Disposition parsing (RFC 6266, RFC 8187)")
+@Suite("Content-Disposition parsing (RFC 6266, RFC 8187)", .fewAtOnce)
 struct ContentDispositionTests {
     @Test(arguments: [
         // tc2231 inlwithasciifilename, inlwithfnattach

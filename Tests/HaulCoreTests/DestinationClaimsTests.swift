@@ -1,9 +1,10 @@
 import Foundation
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("Destination claims: one download per file")
+@Suite("Destination claims: one download per file", .fewAtOnce)
 struct DestinationClaimsTests {
     /// A directory name no other test, and no other test process, uses: a claim also locks the
     /// path for the user's other processes (two test runs at once shared fixed paths here).

@@ -1,5 +1,6 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
@@ -8,7 +9,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("Listing a directory")
+@Suite("Listing a directory", .fewAtOnce)
 struct DirectoryListingTests {
     @Test func anEntryThatEndsWhereItsBufferEndsIsReadInPlace() throws {
         // readdir hands out entries only as long as their names; this one ends right before an

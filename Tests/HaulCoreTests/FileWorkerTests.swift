@@ -1,10 +1,11 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("The file worker syncs finished files in groups")
+@Suite("The file worker syncs finished files in groups", .fewAtOnce)
 struct FileWorkerTests {
     /// Files with a few bytes each, open for writing.
     func files(_ count: Int, in dir: TemporaryDirectory) throws -> [(fd: Int32, path: String)] {

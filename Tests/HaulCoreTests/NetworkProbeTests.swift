@@ -1,11 +1,12 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
 /// Classification from fake sysfs/procfs trees (no real interfaces touched).
-@Suite("Network state from sysfs and procfs")
+@Suite("Network state from sysfs and procfs", .fewAtOnce)
 struct NetworkProbeTests {
     struct FakeInterface {
         var name: String
@@ -128,7 +129,7 @@ struct NetworkProbeTests {
     }
 }
 
-@Suite("Host reachability")
+@Suite("Host reachability", .fewAtOnce)
 struct ReachabilityTests {
     @Test func aLoopbackHostIsReachable() {
         #expect(Reachability.check(URL(string: "http://127.0.0.1:9/x")!, environment: [:]) == nil)

@@ -1,9 +1,10 @@
 import Foundation
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("Header parsing, safe names, retry policy, records, SHA-256")
+@Suite("Header parsing, safe names, retry policy, records, SHA-256", .fewAtOnce)
 struct ParsingTests {
     @Test func contentRange() {
         #expect(HTTPParsing.contentRange("bytes 0-99/1000") == .init(start: 0, end: 99, total: 1000))
@@ -165,7 +166,7 @@ struct ParsingTests {
     }
 }
 
-@Suite("ASCII helpers for header text")
+@Suite("ASCII helpers for header text", .fewAtOnce)
 struct ASCIITests {
     @Test func trimsOnlySpacesTabsAndLineEnds() {
         #expect("  a b \t\r\n".trimmingASCIIWhitespace() == "a b")
@@ -182,7 +183,7 @@ struct ASCIITests {
     }
 }
 
-@Suite("Resume records across a kill and a reboot")
+@Suite("Resume records across a kill and a reboot", .fewAtOnce)
 struct RecordTrustTests {
     @Test func aNoteIsDueOnlyWithBothItsBytesAndItsTime() {
         let policy = NotePolicy()

@@ -1,10 +1,11 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("Progress reports: rate-limited while bytes arrive, from the clock while none do")
+@Suite("Progress reports: rate-limited while bytes arrive, from the clock while none do", .fewAtOnce)
 struct ProgressReporterTests {
     final class Sink: @unchecked Sendable {
         private let lock = NSLock()

@@ -1,10 +1,11 @@
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
 /// Token buckets (times given, no clock): a transfer under two budgets (its download's limit and
 /// the overall one) spends from both or from neither.
-@Suite struct RateBudgetTests {
+@Suite(.fewAtOnce) struct RateBudgetTests {
     @Test func aBudgetInDebtMakesItsTakersWaitUntilItIsPaidBack() {
         let budget = RateBudget(bytesPerSecond: 1000)
         #expect(budget.take(1000, at: 0) == nil, "a chunk may go into debt")

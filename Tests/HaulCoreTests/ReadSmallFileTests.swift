@@ -1,11 +1,12 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
 /// `Sys.readSmallFile`: records, the manager's list, /proc and /sys files.
-@Suite struct ReadSmallFileTests {
+@Suite(.fewAtOnce) struct ReadSmallFileTests {
     /// Files that report no size (/proc) are read to their end, past the first page.
     @Test func aFileThatReportsNoSizeIsReadWhole() throws {
         let maps = try #require(try Sys.readSmallFile("/proc/self/maps", limit: 16 << 20))

@@ -1,9 +1,10 @@
 import Foundation
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("Resume decisions (no I/O)")
+@Suite("Resume decisions (no I/O)", .fewAtOnce)
 struct ResumeStateMachineTests {
     let url = URL(string: "http://example.test/file.bin")!
 

@@ -1,8 +1,9 @@
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("Segment planning and work stealing (no I/O)")
+@Suite("Segment planning and work stealing (no I/O)", .fewAtOnce)
 struct SegmentPlannerTests {
     @Test func splitsEvenlyUpToTheConnectionCount() {
         let p = SegmentPlanner(total: 8_000, connections: 4, minSplit: 1_000)
@@ -128,7 +129,7 @@ struct SegmentPlannerTests {
     }
 }
 
-@Suite("Slow connection detection")
+@Suite("Slow connection detection", .fewAtOnce)
 struct SlowConnectionDetectorTests {
     /// Feeds `speeds` (bytes/s per fetch) for `seconds` in quarter-second steps; returns the
     /// verdicts of the last step.

@@ -1,5 +1,6 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
@@ -47,7 +48,7 @@ final class Collector: TransportHandler, @unchecked Sendable {
     }
 }
 
-@Suite("Transport conformance")
+@Suite("Transport conformance", .fewAtOnce)
 struct TransportConformanceTests {
     /// The curl thread sleeps in poll (up to a second) when it has nothing to do; a command
     /// must wake it. A lost wake-up would cost that second per request: 20 s here.
@@ -255,7 +256,7 @@ struct TransportConformanceTests {
     }
 }
 
-@Suite("Per-host connection cap")
+@Suite("Per-host connection cap", .fewAtOnce)
 struct HostLimitedTransportTests {
     /// Takes a transfer's body and drops it.
     final class Sink: TransportHandler, @unchecked Sendable {

@@ -1,12 +1,13 @@
 import Foundation
 import Haul
 import HaulTestSupport
+import HaulTestTraits
 import Observation
 import Testing
 
 @testable import HaulCore
 
-@Suite("The network activity count")
+@Suite("The network activity count", .fewAtOnce)
 struct ActivityTests {
     @Test func countsTransfersWhileOnTheWireAndTellsObservers() async throws {
         let server = try TestServer()

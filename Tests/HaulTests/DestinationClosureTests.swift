@@ -1,11 +1,12 @@
 import Foundation
 import Haul
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("Destination closures and completion handlers")
+@Suite("Destination closures and completion handlers", .fewAtOnce)
 struct DestinationClosureTests {
     func session(_ temporary: TemporaryDirectory) -> HaulSession {
         testSession { $0.temporaryDirectory = temporary.url }

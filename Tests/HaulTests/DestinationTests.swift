@@ -1,11 +1,12 @@
 import Foundation
 import Haul
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("Destinations: server-suggested names, existing files")
+@Suite("Destinations: server-suggested names, existing files", .fewAtOnce)
 struct DestinationTests {
     @Test(arguments: [
         ("benign", "report.pdf"),
@@ -244,7 +245,7 @@ struct DestinationTests {
 
 /// Two downloads in one process that resolve to the same file: before, both wrote the same
 /// `.part` (a `-j 2` run of one URL twice saved a file that matched neither answer).
-@Suite("One file, two downloads at once")
+@Suite("One file, two downloads at once", .fewAtOnce)
 struct SameDestinationTests {
     @Test(arguments: [1, 4])
     func theSecondDownloadOfTheSameFileIsRefusedAndTheFirstIsExact(connections: Int) async throws {
@@ -313,7 +314,7 @@ private func contentsOf(_ path: String) -> String {
     String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
 }
 
-@Suite("Space that cannot be reserved")
+@Suite("Space that cannot be reserved", .fewAtOnce)
 struct ReservationTests {
     /// A segmented download whose file cannot be preallocated (here: a size no file system
     /// takes) fails with the cause and leaves no empty `.part` behind.
@@ -333,7 +334,7 @@ struct ReservationTests {
     }
 }
 
-@Suite("Destinations that are not regular files")
+@Suite("Destinations that are not regular files", .fewAtOnce)
 struct NonRegularDestinationTests {
     /// A directory at the destination: refused before any request, even with `overwrite` and even
     /// when the server's size equals the directory's `st_size` (which once read as "already
@@ -407,7 +408,7 @@ struct NonRegularDestinationTests {
     /// A FIFO where the resume record (or its temporary) goes is not opened for a read or write
     /// that would wait for another process: it counts as no record, and the download finishes
     /// (it once hung in open(2), past a SIGTERM).
-    @Test(.timeLimit(.minutes(1)), arguments: [".haul", ".haul.tmp"])
+    @Test(.timeLimit(.minutes(2)), arguments: [".haul", ".haul.tmp"])
     func aFIFOInPlaceOfTheRecordDoesNotHang(suffix: String) async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
@@ -416,10 +417,10 @@ struct NonRegularDestinationTests {
         #expect(mkfifo(dest + suffix, 0o600) == 0)
         var options = DownloadOptions()
         options.connections = 1
-        // A blocked open(2) cannot be cancelled: after 10 s a watchdog opens the FIFO itself
+        // A blocked open(2) cannot be cancelled: after 30 s a watchdog opens the FIFO itself
         // (read-write, which never waits), so a regression fails on time instead of hanging.
         let watchdog = Task.detached {
-            try? await Task.sleep(nanoseconds: 10_000_000_000)
+            try? await Task.sleep(nanoseconds: 30_000_000_000)
             for _ in 0..<100 where !Task.isCancelled {
                 let fd = open(dest + suffix, O_RDWR | O_NONBLOCK)
                 try? await Task.sleep(nanoseconds: 200_000_000)
@@ -431,7 +432,7 @@ struct NonRegularDestinationTests {
         let url = server.url("/rec.bin?size=3000000&rate=2000000")
         let started = Date()
         let (result, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options)
-        #expect(Date().timeIntervalSince(started) < 8, "waited on the FIFO")
+        #expect(Date().timeIntervalSince(started) < 25, "waited on the FIFO")
         #expect(result.error == nil, "\(String(describing: result.error))")
         expectFile(dest, equals: TestContent.bytes(count: 3_000_000))
     }

@@ -1,11 +1,12 @@
 import Foundation
 import Haul
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("DownloadManager: caps, priorities, persistence")
+@Suite("DownloadManager: caps, priorities, persistence", .fewAtOnce)
 struct DownloadManagerTests {
     /// Waits up to 10 s until `manager` has `bytes` of item `id`.
     func received(_ manager: DownloadManager, _ id: UUID, atLeast bytes: Int64 = 300_000) async -> Bool {
@@ -55,7 +56,7 @@ struct DownloadManagerTests {
             manager.add(server.url("/zero\(i).bin?size=300000"), to: .directory(dir.url), options: options)
         }
         let idle = Task { await manager.waitUntilIdle() }
-        #expect(await eventually(timeout: 20) { manager.items.allSatisfy { $0.state == .completed } })
+        #expect(await eventually(timeout: 60) { manager.items.allSatisfy { $0.state == .completed } })
         await manager.shutdown()
         await idle.value
         for i in 1...2 { expectFile(dir.file("zero\(i).bin"), equals: TestContent.bytes(count: 300_000)) }

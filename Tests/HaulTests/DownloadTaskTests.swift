@@ -1,11 +1,12 @@
 import Foundation
 import Haul
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("DownloadTask: suspend, resume, cancel, resume data")
+@Suite("DownloadTask: suspend, resume, cancel, resume data", .fewAtOnce)
 struct DownloadTaskTests {
     func partSize(_ dest: URL) -> Int64 { fileSize(dest.path + ".part") ?? -1 }
 

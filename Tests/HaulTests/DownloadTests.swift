@@ -1,11 +1,12 @@
 import Foundation
 import Haul
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("Download to a file, end to end on the test server")
+@Suite("Download to a file, end to end on the test server", .fewAtOnce)
 struct DownloadTests {
     @Test func plainDownloadIsExactAndLeavesNoSidecars() async throws {
         let server = try TestServer()

@@ -1,13 +1,14 @@
 import Foundation
 import Haul
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
 /// Side files are haul's alone: a download never writes, trusts or deletes a `.part` or `.haul`
 /// that haul cannot prove it wrote for that download (docs/resume-record.md, "Binding").
-@Suite("Side files: names reserved, records bound to their partial")
+@Suite("Side files: names reserved, records bound to their partial", .fewAtOnce)
 struct SideFileTests {
     func options(_ connections: Int) -> DownloadOptions {
         var o = DownloadOptions()
@@ -245,7 +246,7 @@ struct SideFileTests {
 
 /// Answers whose framing does not add up are errors, never files; a claim of a large file
 /// reserves only what its bytes justify.
-@Suite("Framing and reservations a server cannot abuse")
+@Suite("Framing and reservations a server cannot abuse", .fewAtOnce)
 struct FramingTests {
     @Test(arguments: ["0x25", "99999999999999999999999", "-5", "37 38"])
     func aContentLengthThatIsNotADecimalNumberIsAnInvalidAnswer(length: String) async throws {
@@ -303,7 +304,7 @@ struct FramingTests {
     }
 }
 
-@Suite("Answers that end a download")
+@Suite("Answers that end a download", .fewAtOnce)
 struct FinalAnswerTests {
     /// A 401, 403, 404 or 410 to the first request is the answer, with one connection and with
     /// several (whose probe asks with Range): it is not asked again without Range.

@@ -1,6 +1,7 @@
 import Foundation
 import Haul
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
@@ -33,7 +34,7 @@ final class FakeNetwork: NetworkPathSource, @unchecked Sendable {
     func changeQuietly(_ kind: InterfaceKind?) { current.set(Self.path(kind)) }
 }
 
-@Suite("The manager follows the network")
+@Suite("The manager follows the network", .fewAtOnce)
 struct NetworkPolicyTests {
     /// An ephemeral manager that watches `network`.
     func manager(

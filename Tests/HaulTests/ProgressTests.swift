@@ -1,11 +1,12 @@
 import Foundation
 import Haul
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("Progress while a transfer stalls")
+@Suite("Progress while a transfer stalls", .fewAtOnce)
 struct ProgressTests {
     /// Every progress report with the time it arrived.
     final class Reports: @unchecked Sendable {
@@ -36,7 +37,7 @@ struct ProgressTests {
                 if case .progress(let p) = event { reports.add(p) }
             }
         }
-        let seen = await eventually(timeout: 20) { reports.at(stalled).count >= 3 }
+        let seen = await eventually(timeout: 60) { reports.at(stalled).count >= 3 }
         download.cancel()
         _ = await download.result
         #expect(seen, "reports: \(reports.all.map(\.progress.completedBytes))")

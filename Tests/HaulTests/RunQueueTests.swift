@@ -1,11 +1,12 @@
 import Foundation
+import HaulTestTraits
 import Testing
 
 @testable import Haul
 
 /// The manager's run queue: order kept across removals from the front (which move a start
 /// index and, now and then, give the spent slots back) and from the middle.
-@Suite struct RunQueueTests {
+@Suite(.fewAtOnce) struct RunQueueTests {
     /// The queued ids from first to last.
     private func contents(_ queue: RunQueue) -> [UUID] {
         (queue.startIndex..<queue.endIndex).map { queue[$0] }

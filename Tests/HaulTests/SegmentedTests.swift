@@ -1,11 +1,12 @@
 import Foundation
 import Haul
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import HaulCore
 
-@Suite("Segmented downloads over several connections")
+@Suite("Segmented downloads over several connections", .fewAtOnce)
 struct SegmentedTests {
     func options(_ connections: Int = 4) -> DownloadOptions {
         var o = DownloadOptions()

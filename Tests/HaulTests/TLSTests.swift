@@ -1,9 +1,10 @@
 import Foundation
 import Haul
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
-@Suite("TLS", .enabled(if: SelfSignedHTTPSServer.available, "needs openssl, timeout and python3"))
+@Suite("TLS", .enabled(if: SelfSignedHTTPSServer.available, "needs openssl, timeout and python3"), .fewAtOnce)
 struct TLSTests {
     @Test func selfSignedServerIsRefusedByDefaultAndNothingIsWritten() async throws {
         let server = try await SelfSignedHTTPSServer(serving: ["f.bin": TestContent.bytes(count: 100_000)])
@@ -35,7 +36,7 @@ struct TLSTests {
     }
 }
 
-@Suite("Settings the URLSession transport cannot honour")
+@Suite("Settings the URLSession transport cannot honour", .fewAtOnce)
 struct TLSOptionTests {
     /// URLSession cannot be given extra certificate authorities: with `trustedCertificatesFile`
     /// it verified against the system's alone, so the download failed later with "self-signed

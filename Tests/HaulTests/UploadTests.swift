@@ -1,11 +1,12 @@
 import Foundation
 import HaulTestSupport
+import HaulTestTraits
 import Testing
 
 @testable import Haul
 @testable import HaulCore
 
-@Suite("Uploads: multipart and raw bodies streamed from disk")
+@Suite("Uploads: multipart and raw bodies streamed from disk", .fewAtOnce)
 struct UploadTests {
     func sha(_ bytes: [UInt8]) -> String { HaulCore.SHA256.hexDigest(of: bytes) }
 
