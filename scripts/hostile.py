@@ -326,7 +326,126 @@ def check9(haul, root):
     return False, "; ".join(notes)
 
 
-CHECKS = [(1, check1), (2, check2), (3, check3), (4, check4), (5, check5), (8, check8), (9, check9)]
+def check6(haul, root):
+    """A Content-Disposition that does not parse (RFC 6266) names nothing: the URL does."""
+    bad = [
+        'filename="evil.txt"',                                  # no disposition type
+        'attachment; filename="evil.txt"; filename="b.txt"',    # two filename
+        "attachment; filename*=UTF-8''evil.txt; filename*=UTF-8''b.txt",  # two filename*
+        "attachment; filename=evil[1].txt",                     # not a token
+        'attachment; filename="evil.txt',                       # unbalanced quote
+        'attachment; filename="evil.txt".sh',                   # broken quotes
+        "attachment; filename*=UTF-8''evil%zz.txt",             # bad percent escape
+        "attachment; filename*=UTF-8''evil%ff.txt",             # invalid UTF-8
+        "attachment; filename==?UTF-8?Q?evil.txt?=",            # RFC 2047 encoded word
+        'attachment; inline; filename="evil.txt"',              # two disposition types
+        "attachment; filename",                                 # no =
+        "attachment; filename=",                                # no value
+    ]
+    good = [("attachment; filename=\"plain.txt\"; filename*=UTF-8''%e2%82%ac-rates.txt", "\u20ac-rates.txt")]
+    data = content("cd", 1000)
+
+    def disposition(value):
+        def route(h, send_body):
+            send_head(h, 200, [("Content-Type", "application/octet-stream"), ("Content-Length", len(data)),
+                               ("Content-Disposition", value)])
+            if send_body:
+                h.wfile.write(data)
+        return route
+
+    cases = [(v, "fallback.bin") for v in bad] + good
+    taken, notes = [], []
+    with Server() as srv:
+        for i, (value, want) in enumerate(cases):
+            srv.routes[f"/cd/{i}/fallback.bin"] = disposition(value.encode("utf-8").decode("latin-1"))
+            d = os.path.join(root, str(i))
+            os.mkdir(d)
+            r = run_haul(haul, "get", "-q", "-x", "1", "-d", d, srv.url(f"/cd/{i}/fallback.bin"))
+            names = sorted(os.listdir(d))
+            if names != [want]:
+                taken.append(f"{value!r} -> {names} ({r})")
+            notes.append(names[0] if names else "-")
+    if taken:
+        return True, f"{len(taken)} of {len(cases)} named wrongly, e.g. " + "; ".join(taken[:3])
+    return False, f"all {len(cases)} headers: {len(bad)} ignored (fallback.bin), filename* preferred ({notes[-1]})"
+
+
+def check7(haul, root):
+    """After kill -9, a rerun re-fetches at most max(256 KiB, 0.25 s of transfer) (plus the
+    chunk each connection may be writing), on one connection and on four, also in the first second."""
+    total, rate = 16 * MiB, 4_000_000
+    data = content("waste.bin", total)
+    view = memoryview(data)
+    sent = []  # (start, bytes sent) per GET
+
+    def throttled(per_connection):
+        def route(h, send_body):
+            rng = parse_range(h.headers.get("Range"), total)
+            s, e = rng if isinstance(rng, tuple) else (0, total - 1)
+            status = 206 if isinstance(rng, tuple) else 200
+            head = [("ETag", '"w1"'), ("Last-Modified", LAST_MODIFIED), ("Accept-Ranges", "bytes"),
+                    ("Content-Type", "application/octet-stream"), ("Content-Length", e - s + 1)]
+            if status == 206:
+                head.append(("Content-Range", f"bytes {s}-{e}/{total}"))
+            send_head(h, status, head)
+            if not send_body:
+                return
+            entry = [s, 0]
+            sent.append(entry)
+            step = 64 * 1024
+            for i in range(s, e + 1, step):
+                h.wfile.write(view[i:min(i + step, e + 1)])
+                entry[1] += min(step, e + 1 - i)
+                threading.Event().wait(step / per_connection)
+        return route
+
+    def correct_blocks(part):
+        """Byte intervals of the partial that hold the file's bytes (4 KiB blocks)."""
+        got = read(part) if os.path.isfile(part) else b""
+        out, b = [], 4096
+        for i in range(0, min(len(got), total), b):
+            j = min(i + b, len(got), total)
+            if got[i:j] == data[i:j]:
+                if out and out[-1][1] == i:
+                    out[-1][1] = j
+                else:
+                    out.append([i, j])
+        return out
+
+    def overlap(a, b):
+        return sum(max(0, min(x1, y1) - max(x0, y0)) for x0, x1 in a for y0, y1 in b)
+
+    worst, notes = [], []
+    for connections in (1, 4):
+        bound = max(256 * 1024, rate // 4) + connections * 512 * 1024
+        figures = []
+        for delay in (0.4, 1.2):
+            d = os.path.join(root, f"x{connections}-{delay}")
+            os.mkdir(d)
+            with Server({"/waste.bin": throttled(rate // connections)}) as srv:
+                args = ["get", "-q", "-x", str(connections), "-d", d, srv.url("/waste.bin")]
+                env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+                p = subprocess.Popen([haul, *args], env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                threading.Event().wait(delay)
+                p.kill()
+                p.wait()
+                have = correct_blocks(os.path.join(d, "waste.bin.part"))
+                sent.clear()
+                r = run_haul(haul, *args)
+                refetched = [(s, s + n) for s, n in sent]
+            waste = overlap(have, refetched)
+            ok = r.rc == 0 and os.path.isfile(os.path.join(d, "waste.bin")) and read(os.path.join(d, "waste.bin")) == data
+            figures.append(f"{waste / MiB:.2f} MiB ({waste / rate:.2f} s) of {sum(b - a for a, b in have) / MiB:.2f}"
+                           + ("" if ok else f", rerun {r}"))
+            if waste > bound or not ok:
+                worst.append(f"-x {connections}, kill at {delay} s: re-fetched {waste} bytes it had (bound {bound})")
+        notes.append(f"-x {connections}: " + ", ".join(figures))
+    return bool(worst), "; ".join(worst or notes)
+
+
+CHECKS = [(1, check1), (2, check2), (3, check3), (4, check4), (5, check5), (6, check6), (7, check7),
+          (8, check8), (9, check9)]
 
 
 def main():

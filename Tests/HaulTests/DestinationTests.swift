@@ -408,7 +408,7 @@ struct NonRegularDestinationTests {
     /// A FIFO where the resume record (or its temporary) goes is not opened for a read or write
     /// that would wait for another process: it counts as no record, and the download finishes
     /// (it once hung in open(2), past a SIGTERM).
-    @Test(.timeLimit(.minutes(2)), arguments: [".haul", ".haul.tmp"])
+    @Test(.timeLimit(.minutes(5)), arguments: [".haul", ".haul.tmp"])
     func aFIFOInPlaceOfTheRecordDoesNotHang(suffix: String) async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -404,7 +404,7 @@ struct DownloadTests {
     /// A server that ignores Range and drops every answer at the same byte: each retry starts
     /// over and gets no further, so it must not count as progress (it once refilled the retry
     /// budget every time, and the download retried forever).
-    @Test(.timeLimit(.minutes(1)), arguments: [1, 4])
+    @Test(.timeLimit(.minutes(5)), arguments: [1, 4])
     func retriesRunOutWhenEveryAnswerStartsOverAndDropsAtTheSamePlace(connections: Int) async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
