@@ -172,6 +172,19 @@ int haul_rename_noreplace(const char *from, const char *to) {
 #endif
 }
 
+int haul_reserve(int fd, int64_t offset, int64_t length) {
+#ifdef __linux__
+    /* fallocate(2), not posix_fallocate(3): where the file system cannot reserve, glibc's
+       emulation writes a zero into every block, which races the writes of other connections. */
+    return fallocate(fd, 0, (off_t)offset, (off_t)length) == 0 ? 0 : errno;
+#else
+    (void)fd;
+    (void)offset;
+    (void)length;
+    return ENOTSUP;
+#endif
+}
+
 long long haul_fs_type(const char *path) {
 #ifdef __linux__
     struct statfs st;

@@ -119,6 +119,10 @@ int haul_start_writeback(int fd);
 /// returns 0 or an errno (ENOSYS where there is no renameat2, EINVAL where the file system
 /// cannot do it).
 int haul_rename_noreplace(const char *from, const char *to);
+/// Reserves disk space for `length` bytes of `fd` from `offset` (Linux fallocate(2), mode 0: the
+/// file grows where it is shorter); 0, or an errno (EOPNOTSUPP where the file system cannot, and
+/// ENOTSUP off Linux). Never writes the file's blocks.
+int haul_reserve(int fd, int64_t offset, int64_t length);
 /// The file system type of `path` (statfs f_type), or -1.
 long long haul_fs_type(const char *path);
 /// The birth time (statx STATX_BTIME) of `path` itself (not following a link), or of the open

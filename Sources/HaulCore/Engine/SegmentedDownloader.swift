@@ -120,7 +120,7 @@ package final class SegmentedDownloader: Sendable {
             }
             throw .destinationExists(destination, size: size, serverSize: total)
         }
-        try partial.openPreallocated(total: total, resuming: !completed.isEmpty)
+        try partial.openPreallocated(total: total, completed: completed)
         // A fresh download keeps the probe's answer as its first range (unless it is a resume
         // probe's single byte).
         let held = completed.isEmpty && probe.heldEnd >= segmentOptions.minSplit ? probe.held : nil
@@ -561,7 +561,7 @@ private final class SegmentedRun: @unchecked Sendable {
         record.ranges = ranges
         record.updatedAt = ISO8601DateFormatter().string(from: Date())
         try partial.checkpoint(record)
-        partial.reserve(upTo: ranges.reduce(0) { $0 + $1.count }, total: total)
+        partial.reserve(ahead: ByteRange.gaps(in: total, leftBy: ranges))
     }
 
     /// How long a running range's answer must have flowed before its speed is judged: a range

@@ -206,19 +206,15 @@ package enum Sys {
         _ = try retrying(.ftruncate) { c_ftruncate(fd, off_t(length)) }
     }
 
-    /// Makes the file `length` bytes long with the space reserved (posix_fallocate), falling
-    /// back to ftruncate where the file system cannot reserve (EOPNOTSUPP, e.g. some tmpfs/NFS).
-    /// Reserves the first `length` bytes of `fd` on disk (fallocate), growing the file to
-    /// `length` where it is shorter; where the file system cannot reserve, a sparse ftruncate
-    /// (unless `keepingSize`, when the file's size is already set).
-    package static func preallocate(_ fd: Int32, _ length: Int64, keepingSize: Bool = false) throws(Errno) {
+    /// Reserves `length` bytes of `fd` on disk from `offset` (fallocate(2); the file grows where
+    /// it is shorter). A full disk or quota throws; a file system that cannot reserve (NFS, FUSE,
+    /// off Linux) is left as it is: the space shows up as the writes come. Never emulated by
+    /// writing zeros (posix_fallocate does, racing the writes of other connections).
+    package static func reserve(_ fd: Int32, offset: Int64, length: Int64) throws(Errno) {
         if let injected = FaultInjection.check(.ftruncate) { throw injected }
-        #if os(Linux)
-            let r = posix_fallocate(fd, 0, off_t(length))
-            if r == 0 { return }
-            if r == ENOSPC || r == EDQUOT { throw Errno(r) }
-        #endif
-        if !keepingSize { try ftruncate(fd, length) }
+        guard length > 0 else { return }
+        let r = haul_reserve(fd, offset, length)
+        if r == ENOSPC || r == EDQUOT || r == EFBIG { throw Errno(r) }
     }
 
     /// Whether the file system of `path` puts a file's data on disk before a rename over another

@@ -283,28 +283,30 @@ package final class PartialFile: @unchecked Sendable {
     }
 
     /// Opens the partial for positional writes of a file of `total` bytes (segmented downloads),
-    /// keeping what is there (`resuming`: the partial its record binds) or making it anew, and
-    /// reserving the space: fallocate where the file system supports it (a full disk shows up
-    /// now, not halfway), else a sparse ftruncate.
-    package func openPreallocated(total: Int64, resuming: Bool) throws(HaulError) {
+    /// keeping what is there (`completed` not empty: the bytes its record claims, in the partial
+    /// it binds) or making it anew. The file is sparse at `total`; a total whose missing bytes
+    /// exceed the free space fails now, not halfway; disk space is reserved only
+    /// ``reservedAhead`` past where the bytes go (``reserve(ahead:)``), so an answer that claims
+    /// a large total and sends little leaves no large file behind, on a rerun too.
+    package func openPreallocated(total: Int64, completed: [ByteRange]) throws(HaulError) {
         if fd < 0 {
-            if resuming { try reopen() } else { try create() }
+            if completed.isEmpty { try create() } else { try reopen() }
         }
         let size: Int64
         do { size = try Sys.status(fd: fd).size } catch { throw .fileSystem(error, "inspect", path: partPath) }
-        if let free = Sys.freeBytes(Sys.parentDirectory(of: partPath)), total - size > free {
+        let gaps = ByteRange.gaps(in: total, leftBy: completed)
+        let missing = gaps.reduce(0) { $0 + $1.count }
+        if let free = Sys.freeBytes(Sys.parentDirectory(of: partPath)), missing > free {
             if size == 0 { discard() }
             throw HaulError(
                 .diskFull,
-                "not enough space: \(total - size) needed, \(free) free (for \(destination))",
+                "not enough space: \(missing) needed, \(free) free (for \(destination))",
                 errno: ENOSPC, path: partPath)
         }
         do {
-            // Exactly the file's size (a partial longer than its total is cut to it); space is
-            // reserved only for the first ``reservedAhead`` bytes past what is written, so an
-            // answer that claims a large total and sends little leaves no large file behind.
+            // Exactly the file's size (a partial longer than its total is cut to it).
             if size != total { try Sys.ftruncate(fd, total) }
-            try Sys.preallocate(fd, min(total, size + Self.reservedAhead), keepingSize: true)
+            try reserving(ahead: gaps)
         } catch {
             // An empty partial holds nothing to resume: not left behind (a full disk, a size
             // the file system cannot take).
@@ -366,14 +368,28 @@ package final class PartialFile: @unchecked Sendable {
         durableBytes = record.contiguousBytes
     }
 
-    /// How far past what is written a segmented partial reserves disk space (``reserve(upTo:)``).
+    /// How much disk space a segmented partial reserves past what is written, in all
+    /// (``reserve(ahead:)``).
     package static let reservedAhead: Int64 = 64 << 20
 
-    /// Reserves the space of a segmented partial up to `written` plus ``reservedAhead`` (at most
-    /// `total`), as its bytes arrive. Best effort: a full disk shows up at the next write.
-    package func reserve(upTo written: Int64, total: Int64) {
-        guard fd >= 0 else { return }
-        try? Sys.preallocate(fd, min(total, written + Self.reservedAhead), keepingSize: true)
+    /// Reserves disk space at the start of each of `gaps` (the parts still to be written, where
+    /// connections write next), ``reservedAhead`` in all, as the bytes arrive: what is allocated
+    /// stays within the bytes received plus that. Best effort: a full disk shows up at the next
+    /// write.
+    package func reserve(ahead gaps: [ByteRange]) {
+        try? reserving(ahead: gaps)
+    }
+
+    private func reserving(ahead gaps: [ByteRange]) throws(Errno) {
+        guard fd >= 0, !gaps.isEmpty else { return }
+        // An even share for each gap (at least 1 MiB, for the first gaps, when there are many).
+        let share = max(1 << 20, Self.reservedAhead / Int64(gaps.count))
+        var left = Self.reservedAhead
+        for gap in gaps where left > 0 {
+            let length = min(gap.count, share, left)
+            try Sys.reserve(fd, offset: gap.start, length: length)
+            left -= length
+        }
     }
 
     /// Notes in the record that `written` is in the partial (written, not yet synced), so that a

@@ -22,6 +22,18 @@ package struct ByteRange: Codable, Equatable, Sendable {
         }
         return out
     }
+
+    /// The parts of `[0, total)` that `covered` leaves out, in order.
+    package static func gaps(in total: Int64, leftBy covered: [ByteRange]) -> [ByteRange] {
+        var out: [ByteRange] = []
+        var at: Int64 = 0
+        for r in union(covered) where r.start < total {
+            if r.start > at { out.append(ByteRange(at, r.start)) }
+            at = max(at, r.end)
+        }
+        if at < total { out.append(ByteRange(at, total)) }
+        return out
+    }
 }
 
 /// The id of this boot of the machine, which a record keeps to tell a process crash (same boot:
