@@ -333,3 +333,62 @@ struct FinalAnswerTests {
 private func percentEncoded(_ s: String) -> String {
     s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? s
 }
+
+/// A note is written on the notes queue, later: by then the partial may be gone or replaced,
+/// by this object or another (a task's discard, a retry's new object).
+@Suite("Notes that come late", .fewAtOnce)
+struct LateNoteTests {
+    func started(_ dest: String) throws -> PartialFile {
+        let partial = PartialFile(destination: dest)
+        try partial.open(at: 0)
+        let bytes = [UInt8](repeating: 7, count: 4096)
+        try bytes.withUnsafeBytes { try partial.write($0) }
+        try partial.checkpoint(
+            ResumeRecord(url: "http://127.0.0.1/n.bin", totalLength: 8192, ranges: [ByteRange(0, 4096)]))
+        return partial
+    }
+
+    /// Holds the notes queue until `release` is called.
+    func holdNotes() -> DispatchSemaphore {
+        let gate = DispatchSemaphore(value: 0)
+        PartialFile.notes.async { _ = gate.wait(timeout: .now() + 60) }
+        return gate
+    }
+
+    @Test func aNoteQueuedBeforeAnotherObjectsDiscardDoesNotBringTheRecordBack() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let dest = dir.file("n.bin")
+        let partial = try started(dest)
+        let gate = holdNotes()
+        partial.note(written: [ByteRange(0, 4096)])
+        PartialFile(destination: dest).discard()  // as DownloadTask.cancel() does
+        gate.signal()
+        PartialFile.notes.sync {}
+        #expect(dir.contents() == [])
+    }
+
+    @Test func aNoteQueuedBeforeARestartDoesNotClaimTheNewPartial() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let dest = dir.file("n.bin")
+        let old = try started(dest)
+        let gate = holdNotes()
+        old.note(written: [ByteRange(0, 4096)])
+        old.close()
+        // A retry's new object restarts the file (a 200 to its Range).
+        let new = PartialFile(destination: dest)
+        _ = try new.prepare(for: URL(string: "http://127.0.0.1/n.bin")!, resume: false, overwrite: false)
+        try new.open(at: 0)
+        try new.checkpoint(
+            ResumeRecord(url: "http://127.0.0.1/n.bin", totalLength: 8192, ranges: []), syncingData: false)
+        gate.signal()
+        PartialFile.notes.sync {}
+        let fresh = PartialFile(destination: dest)
+        guard case .partial(let record) = try fresh.inspect() else {
+            Issue.record("the new partial is not bound to its record: \(try fresh.inspect())")
+            return
+        }
+        #expect((record.written ?? []).isEmpty && record.ranges.isEmpty, "\(record)")
+    }
+}

@@ -27,15 +27,35 @@ package final class PartialFile: @unchecked Sendable {
     private var noted = false
     /// The file the partial is: found bound to its record by ``inspect()``, or created here.
     package private(set) var boundIdentity: ResumeRecord.FileIdentity?
-    /// Held while a record is written: checkpoints (on a worker) and notes (on the transfer's
-    /// thread, which only tries it) share the record's temporary.
-    private let recordLock = NSLock()
+    /// Held while a record is written: checkpoints (on a worker) and notes (on the notes queue)
+    /// share the record's temporary. One per destination in the process, not per object: a
+    /// retry's new object and an old one's queued note, or a task's discard, write the same
+    /// files.
+    private let recordLock: NSLock
     /// The last record a checkpoint wrote (claiming synced bytes only), which notes extend.
     private var lastCheckpointed: ResumeRecord?
     /// The ranges the last note claimed as written: a checkpoint keeps claiming them.
     private var lastNoted: [ByteRange] = []
 
-    package init(destination: String) { self.destination = destination }
+    package init(destination: String) {
+        self.destination = destination
+        recordLock = Self.recordLocks.withLock { locks in
+            if let lock = locks[destination] { return lock }
+            let lock = NSLock()
+            locks[destination] = lock
+            return lock
+        }
+    }
+
+    /// The record locks of every destination this process has written (a lock each, kept).
+    private static let recordLocks = Locked<[String: NSLock]>([:])
+
+    /// Whether the file at the partial's name is still `bound`: not removed (a discard or
+    /// commit, by this object or another) or replaced (a restart's new partial).
+    private func stillAt(_ bound: ResumeRecord.FileIdentity?) -> Bool {
+        guard let bound, let status = (try? Sys.status(partPath)) ?? nil else { return false }
+        return bound.isSame(as: status)
+    }
 
     deinit { close() }
 
@@ -261,6 +281,11 @@ package final class PartialFile: @unchecked Sendable {
         }
         writtenBytes = 0
         durableBytes = 0
+        // A new file: no record claims it yet (an inspect() above saw the one it replaces).
+        recordLock.withLock {
+            lastCheckpointed = nil
+            lastNoted = []
+        }
         do { boundIdentity = ResumeRecord.FileIdentity(try Sys.status(fd: fd)) } catch {
             throw .fileSystem(error, "inspect", path: partPath)
         }
@@ -356,6 +381,10 @@ package final class PartialFile: @unchecked Sendable {
         record.bootID = BootID.current
         recordLock.lock()
         defer { recordLock.unlock() }
+        guard stillAt(boundIdentity) else {
+            throw HaulError(
+                .fileSystem, "\(partPath) was removed or replaced during the download", errno: ENOENT, path: partPath)
+        }
         record.written = ByteRange.union(record.ranges + lastNoted)
         do { try Sys.writeFileAtomically(recordPath, record.encoded(), durably: syncingData) } catch {
             throw .fileSystem(error, "write", path: recordPath)
@@ -408,7 +437,7 @@ package final class PartialFile: @unchecked Sendable {
 
     /// Notes wait here for their turn: the latest ranges of this partial (older ones superseded).
     private let pendingNote = Locked<[ByteRange]?>(nil)
-    private static let notes = DispatchQueue(label: "haul.notes")
+    static let notes = DispatchQueue(label: "haul.notes")
 
     private func writeNote() {
         guard
@@ -419,7 +448,7 @@ package final class PartialFile: @unchecked Sendable {
         else { return }
         recordLock.lock()
         defer { recordLock.unlock() }
-        guard var record = lastCheckpointed else { return }
+        guard var record = lastCheckpointed, stillAt(record.partial) else { return }
         record.written = written
         record.bootID = BootID.current
         lastNoted = written
@@ -441,7 +470,9 @@ package final class PartialFile: @unchecked Sendable {
         if (try? Sys.ftruncate(fd, keep)) != nil { writtenBytes = keep }
     }
 
+    /// Closes the partial; a note still queued is dropped.
     package func close() {
+        pendingNote.withLock { $0 = nil }
         if fd >= 0 { Sys.close(fd) }
         fd = -1
     }
