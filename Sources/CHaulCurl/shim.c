@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #ifdef __linux__
 #include <sys/vfs.h>
 #endif
@@ -195,22 +196,36 @@ long long haul_fs_type(const char *path) {
 #endif
 }
 
-int haul_birth_time(int fd, const char *path, int64_t *seconds, uint32_t *nanoseconds) {
+int haul_status(int fd, const char *path, haul_file_status *out) {
 #if defined(__linux__) && defined(STATX_BTIME)
     struct statx st;
-    int r = path ? statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &st)
-                 : statx(fd, "", AT_EMPTY_PATH, STATX_BTIME, &st);
+    unsigned mask = STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_UID | STATX_INO | STATX_SIZE | STATX_BTIME;
+    int r = path ? statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, mask, &st) : statx(fd, "", AT_EMPTY_PATH, mask, &st);
     if (r != 0) return errno;
-    if (!(st.stx_mask & STATX_BTIME)) return ENOTSUP;
-    *seconds = st.stx_btime.tv_sec;
-    *nanoseconds = st.stx_btime.tv_nsec;
+    out->device = (uint64_t)makedev(st.stx_dev_major, st.stx_dev_minor);
+    out->inode = st.stx_ino;
+    out->links = st.stx_nlink;
+    out->size = (int64_t)st.stx_size;
+    out->mode = st.stx_mode;
+    out->uid = st.stx_uid;
+    out->has_birth = (st.stx_mask & STATX_BTIME) != 0;
+    out->birth_seconds = st.stx_btime.tv_sec;
+    out->birth_nanoseconds = st.stx_btime.tv_nsec;
     return 0;
 #else
-    (void)fd;
-    (void)path;
-    (void)seconds;
-    (void)nanoseconds;
-    return ENOTSUP;
+    struct stat st;
+    int r = path ? lstat(path, &st) : fstat(fd, &st);
+    if (r != 0) return errno;
+    out->device = (uint64_t)st.st_dev;
+    out->inode = (uint64_t)st.st_ino;
+    out->links = (uint64_t)st.st_nlink;
+    out->size = (int64_t)st.st_size;
+    out->mode = (uint32_t)st.st_mode;
+    out->uid = (uint32_t)st.st_uid;
+    out->has_birth = 0;
+    out->birth_seconds = 0;
+    out->birth_nanoseconds = 0;
+    return 0;
 #endif
 }
 

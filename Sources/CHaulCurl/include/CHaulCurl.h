@@ -125,9 +125,22 @@ int haul_rename_noreplace(const char *from, const char *to);
 int haul_reserve(int fd, int64_t offset, int64_t length);
 /// The file system type of `path` (statfs f_type), or -1.
 long long haul_fs_type(const char *path);
-/// The birth time (statx STATX_BTIME) of `path` itself (not following a link), or of the open
-/// file `fd` when `path` is NULL: 0, or an errno (ENOTSUP where the file system keeps none).
-int haul_birth_time(int fd, const char *path, int64_t *seconds, uint32_t *nanoseconds);
+/// What `haul_status` tells of a file, from one statx(2) (identity, kind, owner and birth time
+/// of the same inode, which two calls could each see of another).
+typedef struct {
+    uint64_t device;
+    uint64_t inode;
+    uint64_t links;
+    int64_t size;
+    uint32_t mode;
+    uint32_t uid;
+    int has_birth;
+    int64_t birth_seconds;
+    uint32_t birth_nanoseconds;
+} haul_file_status;
+/// The status of `path` itself (not following a link), or of the open file `fd` when `path` is
+/// NULL, from one statx (lstat/fstat where there is none, without a birth time): 0 or an errno.
+int haul_status(int fd, const char *path, haul_file_status *out);
 /// Takes (`lock` 1) or drops (0) a write lock on the byte at `offset` of `fd`, without waiting:
 /// an open-file-description lock (F_OFD_SETLK) where there is one, else a process lock
 /// (F_SETLK). Returns 0 or an errno (EAGAIN or EACCES: another holder).

@@ -294,30 +294,29 @@ package enum Sys {
 
     /// The status of what is at `path` itself (a symbolic link is not followed); nil when
     /// nothing is there.
+    /// One statx: identity, kind, owner and birth time of one inode.
     package static func status(_ path: String) throws(Errno) -> FileStatus? {
-        var st = stat()
-        do { _ = try retrying(.stat) { c_lstat(path, &st) } } catch  where error == .noSuchFile { return nil }
-        var status = FileStatus(st)
-        status.birth = birthTime(fd: -1, path: path)
-        return status
+        do { return try fileStatus(fd: -1, path: path) } catch  where error == .noSuchFile { return nil }
     }
 
     /// The status of an open file.
     package static func status(fd: Int32) throws(Errno) -> FileStatus {
-        var st = stat()
-        _ = try retrying(.stat) { fstat(fd, &st) }
-        var status = FileStatus(st)
-        status.birth = birthTime(fd: fd, path: nil)
-        return status
+        try fileStatus(fd: fd, path: nil)
     }
 
-    private static func birthTime(fd: Int32, path: String?) -> Int64? {
-        var seconds: Int64 = 0
-        var nanoseconds: UInt32 = 0
-        let r =
-            path.map { haul_birth_time(-1, $0, &seconds, &nanoseconds) }
-            ?? haul_birth_time(fd, nil, &seconds, &nanoseconds)
-        return r == 0 ? seconds &* 1_000_000_000 &+ Int64(nanoseconds) : nil
+    private static func fileStatus(fd: Int32, path: String?) throws(Errno) -> FileStatus {
+        var s = haul_file_status()
+        _ = try retrying(.stat) { () -> Int32 in
+            let r = path.map { haul_status(-1, $0, &s) } ?? haul_status(fd, nil, &s)
+            if r == 0 { return 0 }
+            errno = r
+            return -1
+        }
+        return FileStatus(
+            device: s.device, inode: s.inode, size: s.size, isRegular: (mode_t(s.mode) & S_IFMT) == S_IFREG,
+            links: s.links,
+            birth: s.has_birth != 0 ? s.birth_seconds &* 1_000_000_000 &+ Int64(s.birth_nanoseconds) : nil,
+            isOwnAndPrivate: s.uid == geteuid() && (s.mode & 0o022) == 0)
     }
 
     /// Removes a file; a missing file is not an error.
@@ -440,6 +439,14 @@ package enum Sys {
     package static func readSmallFile(
         _ path: String, limit: Int = 1 << 20, followingLinks: Bool = true
     ) throws(Errno) -> [UInt8]? {
+        try readSmallFileAndStatus(path, limit: limit, followingLinks: followingLinks)?.bytes
+    }
+
+    /// ``readSmallFile(_:limit:followingLinks:)``, with the status of the file it read (taken
+    /// from the same descriptor: whose it is and who may write it, of the bytes read).
+    package static func readSmallFileAndStatus(
+        _ path: String, limit: Int = 1 << 20, followingLinks: Bool = true
+    ) throws(Errno) -> (bytes: [UInt8], status: FileStatus)? {
         let fd: Int32
         // O_NONBLOCK: a FIFO in the file's place must not make open(2) wait for a writer.
         let flags = O_RDONLY | O_NONBLOCK | (followingLinks ? 0 : O_NOFOLLOW)
@@ -450,6 +457,7 @@ package enum Sys {
             if (st.st_mode & S_IFMT) == S_IFDIR { throw Errno(EISDIR) }
             return nil  // a FIFO, device or socket holds no such file
         }
+        let status = try self.status(fd: fd)
         // The size, or a page for files that report none (/proc), and one byte more: a full
         // buffer grows (up to one byte past the limit, which says the file is too large).
         var capacity = min(limit, max(Int(st.st_size), 4095)) + 1
@@ -470,7 +478,7 @@ package enum Sys {
             if n == 0 { break }
             filled += n
         }
-        return Array(buffer[0..<filled])
+        return (Array(buffer[0..<filled]), status)
     }
 
     /// Replaces `path` with `bytes` atomically and durably: write a temporary file, fsync it,
@@ -557,15 +565,6 @@ package enum Sys {
 @inline(__always) private func c_stat(_ p: String, _ st: UnsafeMutablePointer<stat>) -> Int32 { stat(p, st) }
 @inline(__always) private func c_lstat(_ p: String, _ st: UnsafeMutablePointer<stat>) -> Int32 { lstat(p, st) }
 @inline(__always) private func c_mkdir(_ p: String, _ m: mode_t) -> Int32 { mkdir(p, m) }
-
-extension Sys.FileStatus {
-    fileprivate init(_ st: stat) {
-        self.init(
-            device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
-            isRegular: (st.st_mode & S_IFMT) == S_IFREG, links: UInt64(st.st_nlink),
-            isOwnAndPrivate: st.st_uid == geteuid() && (st.st_mode & 0o022) == 0)
-    }
-}
 
 extension Sys {
     /// A queue for work that blocks (fsync on a slow disk, a checksum of a large file): a serial

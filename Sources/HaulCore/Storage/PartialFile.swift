@@ -140,20 +140,20 @@ package final class PartialFile: @unchecked Sendable {
 
     /// Looks at the partial, its record and the destination without changing anything.
     package func inspect() throws(HaulError) -> Leftover {
-        let bytes: [UInt8]?
-        do { bytes = try Sys.readSmallFile(recordPath, followingLinks: false) } catch  where error.rawValue == ELOOP {
+        let read: (bytes: [UInt8], status: Sys.FileStatus)?
+        do { read = try Sys.readSmallFileAndStatus(recordPath, followingLinks: false) } catch  where error.rawValue == ELOOP {
             return .foreign("\(recordPath) is a symbolic link")
         } catch {
             throw .fileSystem(error, "read", path: recordPath)
         }
         let part: Sys.FileStatus?
         do { part = try Sys.status(partPath) } catch { throw .fileSystem(error, "inspect", path: partPath) }
-        guard let bytes else {
+        guard let read else {
             guard let part else { return .nothing }
             let kind = part.isRegular ? "" : " (not a regular file)"
             return .foreign("\(partPath) exists\(kind) without a resume record")
         }
-        guard let stored = ResumeRecord.decode(bytes), let bound = stored.partial else {
+        guard let stored = ResumeRecord.decode(read.bytes), let bound = stored.partial else {
             return .foreign("\(recordPath) is not a resume record this version of haul wrote")
         }
         // What a rerun in this boot may trust, as long as the partial holds it (a tail given back
@@ -170,9 +170,10 @@ package final class PartialFile: @unchecked Sendable {
             return .foreign("\(partPath) is not the file its resume record was written with")
         }
         // In a directory others can write (a sticky /tmp), a partial and record planted by another
-        // user could be bound to each other: both must be this user's and writable by no one else.
-        let recordStatus = (try? Sys.status(recordPath)) ?? nil
-        guard part.isOwnAndPrivate, recordStatus?.isOwnAndPrivate == true else {
+        // user could be bound to each other: both must be this user's and writable by no one else
+        // (the record's status is of the descriptor its bytes were read from, the partial's of
+        // the one statx that gave its identity).
+        guard part.isOwnAndPrivate, read.status.isOwnAndPrivate else {
             return .foreign("\(partPath) or its record belongs to another user or is writable by others")
         }
         guard record.fits(size: part.size), record.hasSendableValidators else { return .damaged }
