@@ -141,7 +141,9 @@ package final class PartialFile: @unchecked Sendable {
     /// Looks at the partial, its record and the destination without changing anything.
     package func inspect() throws(HaulError) -> Leftover {
         let read: (bytes: [UInt8], status: Sys.FileStatus)?
-        do { read = try Sys.readSmallFileAndStatus(recordPath, followingLinks: false) } catch  where error.rawValue == ELOOP {
+        do { read = try Sys.readSmallFileAndStatus(recordPath, followingLinks: false) } catch
+            where error.rawValue == ELOOP
+        {
             return .foreign("\(recordPath) is a symbolic link")
         } catch {
             throw .fileSystem(error, "read", path: recordPath)
