@@ -181,9 +181,8 @@ public final class DownloadTask: Sendable {
         case .completed:
             return nil
         }
-        guard let destination = inner.withLock({ $0.destination }),
-            let bytes = try? Sys.readSmallFile(destination + ResumeRecord.fileExtension),
-            let record = ResumeRecord.decode(bytes), record.contiguousBytes > 0
+        guard let destination = inner.withLock({ $0.destination }), let record = ownRecord(at: destination),
+            record.contiguousBytes > 0
         else { return nil }
         return ResumeData(record: record, destination: destination)
     }
@@ -213,14 +212,21 @@ public final class DownloadTask: Sendable {
 
     // MARK: - Running
 
+    /// The record of this task's URL bound to the partial at `destination` (as the download
+    /// itself would judge it), with only what was synced: resume data may outlive the boot.
+    private func ownRecord(at destination: String) -> ResumeRecord? {
+        guard case .partial(let record)? = try? PartialFile(destination: destination).inspect(),
+            record.url == ResumeRecord.redacted(url),
+            let bytes = try? Sys.readSmallFile(destination + ResumeRecord.fileExtension, followingLinks: false),
+            let stored = ResumeRecord.decode(bytes), stored.partial == record.partial
+        else { return nil }
+        return stored.trusted(onBoot: nil)
+    }
+
     private func run(generation: Int) async {
-        let offset = inner.withLock { s -> Int64? in
-            guard let d = s.destination, let bytes = try? Sys.readSmallFile(d + ResumeRecord.fileExtension) else {
-                return nil
-            }
-            return ResumeRecord.decode(bytes)?.contiguousBytes
+        if let d = inner.withLock({ $0.destination }), let offset = ownRecord(at: d)?.contiguousBytes, offset > 0 {
+            emit(.resumed(offset: offset))
         }
-        if let offset, offset > 0 { emit(.resumed(offset: offset)) }
         let result: Result<DownloadResult, HaulError>
         do {
             result = .success(

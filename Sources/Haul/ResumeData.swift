@@ -7,7 +7,9 @@ import HaulCore
 /// `Codable`, versioned, and free of credentials (URLs are stored without user and password,
 /// headers not at all). Store it anywhere; ``HaulSession/downloadTask(withResumeData:options:)``
 /// continues with a `Range` request at ``bytesOnDisk``. If the file changed on the server in the
-/// meantime, the download restarts from zero instead of splicing two versions.
+/// meantime, the download restarts from zero instead of splicing two versions. It continues only
+/// the partial file it was made from (by device, inode and birth time): a `.part` put in its
+/// place, or copied from elsewhere, is refused as any `.part` haul cannot vouch for.
 ///
 /// ```swift
 /// let data = try await task.cancelProducingResumeData()
@@ -34,6 +36,9 @@ public struct ResumeData: Codable, Sendable, Equatable {
     public var totalBytes: Int64?
     /// Bytes durably on disk in the partial file.
     public var bytesOnDisk: Int64
+    /// The partial file the data was made from (device, inode, birth time): a `.part` found in
+    /// its place without a record is continued only if it is that file.
+    var partialFile: ResumeRecord.FileIdentity?
 
     init(record: ResumeRecord, destination: String) {
         version = Self.currentVersion
@@ -43,6 +48,7 @@ public struct ResumeData: Codable, Sendable, Equatable {
         lastModified = record.lastModified
         totalBytes = record.totalLength
         bytesOnDisk = record.contiguousBytes
+        partialFile = record.partial
     }
 
     var record: ResumeRecord {
@@ -50,6 +56,7 @@ public struct ResumeData: Codable, Sendable, Equatable {
             url: ResumeRecord.redacted(url), etag: etag, lastModified: lastModified, totalLength: totalBytes,
             ranges: bytesOnDisk > 0 ? [ByteRange(0, bytesOnDisk)] : [])
         r.updatedAt = nil
+        r.partial = partialFile
         return r
     }
 

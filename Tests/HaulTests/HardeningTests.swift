@@ -392,3 +392,50 @@ struct LateNoteTests {
         #expect((record.written ?? []).isEmpty && record.ranges.isEmpty, "\(record)")
     }
 }
+
+/// Resume data names a destination and claims bytes; it comes from wherever the app stored it.
+@Suite("Resume data that does not match the partial", .fewAtOnce)
+struct ResumeDataBindingTests {
+    /// A user's own `.part` with no record (another program's download, say) is not bound to a
+    /// record by resume data that was not made from it: the task refuses it, and it is kept.
+    @Test func resumeDataDoesNotAdoptAPartialItWasNotMadeFrom() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.file("setup.exe")
+        let planted = [UInt8](repeating: 0x41, count: 2_000_000)
+        #expect(FileManager.default.createFile(atPath: dest + ".part", contents: Data(planted)))
+        let url = server.url("/setup.exe?size=3000000")
+        let forged = """
+            {"version":1,"url":"\(url.absoluteString)","destination":"file://\(dest)","bytesOnDisk":2000000,
+            "totalBytes":3000000}
+            """
+        let task = testSession().downloadTask(withResumeData: try ResumeData(data: Data(forged.utf8)))
+        task.resume()
+        await #expect(throws: HaulError.self) { try await task.finished() }
+        #expect(task.error?.code == .destinationExists, "\(String(describing: task.error))")
+        expectFile(dest + ".part", equals: planted)
+        #expect(dir.contents() == ["setup.exe.part"])
+        #expect(server.requests.isEmpty)
+    }
+
+    /// Resume data made from a partial continues it even when its record was removed: the data
+    /// names the partial it was made from, and the file there is still that one.
+    @Test func resumeDataContinuesItsOwnPartialWhoseRecordWasRemoved() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("own.bin")
+        let url = server.url("/own.bin?size=3000000&stall=1000000&stalls=1")
+        let task = testSession().downloadTask(with: url, to: .file(dest))
+        task.resume()
+        #expect(await eventually(timeout: 60) { (task.progress?.completedBytes ?? 0) > 300_000 })
+        let data = try #require(await task.cancelProducingResumeData())
+        #expect(unlink(dest.path + ".haul") == 0)
+        let fresh = testSession().downloadTask(withResumeData: try ResumeData(data: data.encoded()))
+        fresh.resume()
+        _ = try await fresh.finished()
+        expectFile(dest.path, equals: TestContent.bytes(count: 3_000_000))
+        #expect(server.requests(path: "/own.bin").last?.rangeStart == Int(data.bytesOnDisk))
+    }
+}

@@ -52,7 +52,10 @@ func fileExists(_ path: String) -> Bool { FileManager.default.fileExists(atPath:
 /// haul's own would.
 func plantPartial(_ dest: String, _ content: [UInt8], record: ResumeRecord) {
     #expect(FileManager.default.createFile(atPath: dest + ".part", contents: Data(content)))
-    PartialFile(destination: dest).adopt(record)
+    var record = record
+    record.partial = (try? Sys.status(dest + ".part"))?.map(ResumeRecord.FileIdentity.init)
+    record.bootID = BootID.current
+    #expect((try? Sys.writeFileAtomically(dest + ".haul", record.encoded())) != nil)
     #expect(ResumeRecord.decode(bytes(at: dest + ".haul"))?.partial != nil, "planted")
 }
 

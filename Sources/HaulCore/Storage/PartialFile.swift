@@ -192,22 +192,22 @@ package final class PartialFile: @unchecked Sendable {
     }
 
     /// Writes `record` (from resume data the caller kept) as the record of the partial now at its
-    /// name, when that is a regular file of one link holding at least the bytes the record
-    /// claims: the caller vouches for it. Best effort; otherwise nothing is written and the
-    /// download judges what it finds.
+    /// name, when its record is gone and that is still the file the record was made from (its
+    /// ``ResumeRecord/partial`` identity), one link, this user's, holding at least the bytes the
+    /// record claims. Best effort; otherwise nothing is written and the download judges what it
+    /// finds (another program's `.part` is refused, as without resume data).
     /// Not while a download of this process writes it, and not over a record that already binds
     /// the partial (haul's own, for this URL or another: the download judges it).
     package func adopt(_ record: ResumeRecord) {
-        guard !DestinationClaims.shared.isClaimed(destination) else { return }
-        if case .partial = try? inspect() { return }
-        guard let part = (try? Sys.status(partPath)) ?? nil, part.isRegular, part.links == 1, part.isOwnAndPrivate,
-            part.size >= record.contiguousBytes
+        guard let identity = record.partial, !DestinationClaims.shared.isClaimed(destination) else { return }
+        guard case .foreign = try? inspect(), (try? Sys.readSmallFile(recordPath, followingLinks: false)) == nil
+        else { return }
+        guard let part = (try? Sys.status(partPath)) ?? nil, identity.isSame(as: part), part.isRegular,
+            part.links == 1, part.isOwnAndPrivate, part.size >= record.contiguousBytes
         else { return }
         guard let fd = try? Sys.open(partPath, O_RDONLY | O_NOFOLLOW) else { return }
         defer { Sys.close(fd) }
         guard (try? Sys.fsync(fd)) != nil else { return }  // the record claims synced bytes only
-        var record = record
-        record.partial = ResumeRecord.FileIdentity(part)
         try? Sys.writeFileAtomically(recordPath, record.encoded())
     }
 
