@@ -93,6 +93,31 @@ struct TransportConformanceTests {
         #expect(server.requests.first?.header("User-Agent")?.hasPrefix("haul/") == true)
     }
 
+    /// Framing a transport cannot trust is an invalid answer on both, and a header value with a
+    /// line break is refused before any request (not dropped: it could be an If-Range).
+    @Test(arguments: TransportKind.allCases, ["0x25", "+37", "99999999999999999999999"])
+    func aContentLengthThatIsNotADecimalNumberIsAnInvalidAnswer(kind: TransportKind, length: String) async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let encoded = length.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? length
+        let (_, result) = try await fetch(kind, server.url("/cl.bin?size=37&length=" + encoded))
+        guard case .failure(let error) = result else {
+            Issue.record("Content-Length \(length) was taken")
+            return
+        }
+        #expect(error.kind == .invalidResponse && error.message.contains("Content-Length"), "\(error)")
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aHeaderWithALineBreakIsRefusedBeforeAnyRequest(kind: TransportKind) async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let (_, result) = try await fetch(
+            kind, server.url("/h.bin?size=10"), headers: [("If-Range", "\"v1\"\r\nX-Injected: yes")])
+        #expect((try? result.get()) == nil)
+        #expect(server.requests.isEmpty)
+    }
+
     @Test(arguments: TransportKind.allCases)
     func rangeRequestGetsA206(kind: TransportKind) async throws {
         let server = try TestServer()

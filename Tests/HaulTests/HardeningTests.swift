@@ -248,7 +248,7 @@ struct SideFileTests {
 /// reserves only what its bytes justify.
 @Suite("Framing and reservations a server cannot abuse", .fewAtOnce)
 struct FramingTests {
-    @Test(arguments: ["0x25", "99999999999999999999999", "-5", "37 38"])
+    @Test(arguments: ["0x25", "99999999999999999999999", "-5", "37 38", "+37"])
     func aContentLengthThatIsNotADecimalNumberIsAnInvalidAnswer(length: String) async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -382,7 +382,7 @@ final class ProbeFetch: TransportHandler, @unchecked Sendable {
         // Only a held answer wakes the waiter at its head; otherwise the end does (one wake-up
         // for a small file instead of two).
         self.response = response
-        let length = Int64(response.headers["Content-Length"] ?? "")
+        let length = response.headers.contentLength
         let encoded = (response.headers["Content-Encoding"] ?? "identity").lowercased() != "identity"
         guard let length, !encoded else { return false }
         let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange)

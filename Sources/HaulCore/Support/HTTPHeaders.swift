@@ -30,12 +30,16 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     package func contains(_ name: String) -> Bool { self[name] != nil }
 
-    /// `Content-Length` as a byte count; nil when absent or not a non-negative number.
+    /// `Content-Length` as a byte count; nil when absent or not a decimal number (``decimal(_:)``).
     package var contentLength: Int64? {
-        guard let v = self["Content-Length"], let n = Int64(v.trimmingCharacters(in: .whitespaces)), n >= 0 else {
-            return nil
-        }
-        return n
+        self["Content-Length"].flatMap { Self.decimal($0.trimmingASCIIWhitespace()) }
+    }
+
+    /// `text` as a byte count or offset: ASCII digits only (no sign, no space, no hex), within
+    /// Int64. `Int64(_:)` alone takes `+37` and `-0`.
+    package static func decimal<S: StringProtocol>(_ text: S) -> Int64? {
+        guard !text.utf8.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return Int64(text)
     }
 
     /// Why a header cannot be sent as given, nil when it can: its name must be an RFC 9110 token,
@@ -98,8 +102,7 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
         for field in fields where field.name.equalsIgnoringASCIICase("Content-Length") {
             for part in field.value.split(separator: ",", omittingEmptySubsequences: false) {
                 let value = part.trimmingASCIIWhitespace()
-                let digits = !value.utf8.isEmpty && value.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
-                guard digits, Int64(value) != nil else {
+                guard Self.decimal(value) != nil else {
                     return "Content-Length \(value.prefix(40)) is not a number of bytes"
                 }
             }
@@ -127,12 +130,14 @@ package enum HTTPParsing {
         guard parts.count == 2 else { return nil }
         var result = ContentRange()
         if parts[1] != "*" {
-            guard let total = Int64(parts[1]), total >= 0 else { return nil }
+            guard let total = HTTPHeaders.decimal(parts[1]) else { return nil }
             result.total = total
         }
         if parts[0] != "*" {
             let se = parts[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-            guard se.count == 2, let s = Int64(se[0]), let e = Int64(se[1]), s >= 0, e >= s else { return nil }
+            guard se.count == 2, let s = HTTPHeaders.decimal(se[0]), let e = HTTPHeaders.decimal(se[1]), e >= s else {
+                return nil
+            }
             if let total = result.total, e >= total { return nil }
             result.start = s
             result.end = e

@@ -37,7 +37,14 @@ package final class URLSessionTransport: HTTPTransport, Sendable {
         urlRequest.timeoutInterval = max(1, Seconds.clamped(request.idleTimeout))
         urlRequest.setValue(HaulVersion.userAgent, forHTTPHeaderField: "User-Agent")
         if !request.decodeContent { urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding") }
-        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        for (name, value) in request.headers {
+            // As in the curl transport: refused, not dropped (a dropped If-Range could splice).
+            guard HTTPHeaders.problem(name: name, value: value) == nil else {
+                return FailedTask(
+                    TransportError(.invalidURL, "a request header cannot be sent (a line break or NUL in it)"))
+            }
+            urlRequest.setValue(value, forHTTPHeaderField: name)
+        }
         let task = session.dataTask(with: urlRequest)
         let transfer = URLSessionTransfer(
             task: task, handler: handler, url: request.url, deliveries: session.delegateQueue)
@@ -96,6 +103,8 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
         var delivered = false
         var aborted = false
         var cancelled = false
+        /// Why the answer's framing cannot be trusted (a Content-Length that is not a number).
+        var invalid: String?
         /// Chunks held back while the handler has paused, in order.
         var held: Data?
         /// The transfer's end when it came while chunks were held: reported after they are
@@ -117,6 +126,14 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
         var headers = HTTPHeaders()
         for (k, v) in response.allHeaderFields {
             if let k = k as? String, let v = v as? String { headers.add(k, v) }
+        }
+        if !headers.contains("Transfer-Encoding"), let problem = headers.contentLengthProblem {
+            lock.withLock {
+                $0.delivered = true
+                $0.invalid = problem
+            }
+            task.cancel()  // a .cancel disposition alone left the task open until its timeout
+            return false
         }
         let ok = handler.transportDidReceive(
             response: TransportResponse(status: response.statusCode, headers: headers, url: url))
@@ -212,7 +229,7 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
     func complete(_ error: (any Error)?) {
         let result = outcome(error)
         let report = lock.withLock { s -> Bool in
-            guard s.held != nil, !s.cancelled, !s.aborted else { return true }
+            guard s.held != nil, !s.cancelled, !s.aborted, s.invalid == nil else { return true }
             s.pendingEnd = result
             return false
         }
@@ -222,6 +239,7 @@ private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
     private func outcome(_ error: (any Error)?) -> Result<Void, TransportError> {
         let s = lock.withLock { $0 }
         if s.cancelled { return .failure(TransportError(.cancelled, "cancelled")) }
+        if let invalid = s.invalid { return .failure(TransportError(.invalidResponse, invalid)) }
         if s.aborted { return .failure(TransportError(.aborted, "aborted by the handler")) }
         guard let error else {
             return s.delivered ? .success(()) : .failure(TransportError(.connectionLost, "empty reply from server"))
