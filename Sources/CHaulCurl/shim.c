@@ -200,6 +200,9 @@ int haul_status(int fd, const char *path, haul_file_status *out) {
 #if defined(__linux__) && defined(STATX_BTIME)
     struct statx st;
     unsigned mask = STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_UID | STATX_INO | STATX_SIZE | STATX_BTIME;
+#ifdef STATX_MNT_ID
+    mask |= STATX_MNT_ID;
+#endif
     int r = path ? statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, mask, &st) : statx(fd, "", AT_EMPTY_PATH, mask, &st);
     if (r != 0) return errno;
     out->device = (uint64_t)makedev(st.stx_dev_major, st.stx_dev_minor);
@@ -211,6 +214,13 @@ int haul_status(int fd, const char *path, haul_file_status *out) {
     out->has_birth = (st.stx_mask & STATX_BTIME) != 0;
     out->birth_seconds = st.stx_btime.tv_sec;
     out->birth_nanoseconds = st.stx_btime.tv_nsec;
+#ifdef STATX_MNT_ID
+    out->has_mount = (st.stx_mask & STATX_MNT_ID) != 0;
+    out->mount = st.stx_mnt_id;
+#else
+    out->has_mount = 0;
+    out->mount = 0;
+#endif
     return 0;
 #else
     struct stat st;
@@ -225,6 +235,8 @@ int haul_status(int fd, const char *path, haul_file_status *out) {
     out->has_birth = 0;
     out->birth_seconds = 0;
     out->birth_nanoseconds = 0;
+    out->has_mount = 0;
+    out->mount = 0;
     return 0;
 #endif
 }

@@ -309,15 +309,17 @@ public final class HaulSession: Sendable {
         do { try Sys.rename(from.path, target) } catch {
             // Across file systems rename fails with EXDEV: copy next to the target, rename the copy
             // into place, then remove the temporary file. A copy cut short (a full disk) leaves
-            // no partial file under the final name.
-            let copy = target + ".haul-move"
+            // no partial file under the final name. The temporary's name is random (a fixed one
+            // could be a file a server named), and only a copy made here is removed.
+            let copy = target + ".haul-move-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+            var copied = false
             do {
-                try? FileManager.default.removeItem(atPath: copy)
                 try FileManager.default.copyItem(atPath: from.path, toPath: copy)
+                copied = true
                 try Sys.rename(copy, target)
                 try FileManager.default.removeItem(atPath: from.path)
             } catch {
-                try? FileManager.default.removeItem(atPath: copy)
+                if copied { try? Sys.unlink(copy) }
                 throw HaulError(.fileSystem, "cannot move \(from.path) to \(target): \(error)", path: target)
             }
         }

@@ -206,4 +206,27 @@ struct RecordTrustTests {
                 ByteRange(0, 12)
             ])
     }
+
+    /// A disk pulled out and plugged in again (or forced off and mounted again) is another mount
+    /// in the same boot: what was in its page cache is gone, so only synced ranges count.
+    @Test func writtenRangesCountOnlyThroughTheMountTheyWereWrittenThrough() {
+        var record = ResumeRecord(url: "u", etag: "\"e\"", totalLength: 100, ranges: [ByteRange(0, 10)])
+        record.bootID = "boot-1"
+        record.mountID = 41
+        record.written = [ByteRange(0, 40)]
+        #expect(record.trusted(onBoot: "boot-1", mount: 41).ranges == [ByteRange(0, 40)])
+        #expect(record.trusted(onBoot: "boot-1", mount: 42).ranges == [ByteRange(0, 10)])
+        record.mountID = nil
+        #expect(record.trusted(onBoot: "boot-1", mount: 42).ranges == [ByteRange(0, 10)], "written where none was told")
+    }
+
+    @Test func gapsAreWhatTheRangesLeaveOut() {
+        #expect(ByteRange.gaps(in: 100, leftBy: []) == [ByteRange(0, 100)])
+        #expect(
+            ByteRange.gaps(in: 100, leftBy: [ByteRange(50, 60), ByteRange(0, 10), ByteRange(55, 70)]) == [
+                ByteRange(10, 50), ByteRange(70, 100),
+            ])
+        #expect(ByteRange.gaps(in: 100, leftBy: [ByteRange(0, 100)]).isEmpty)
+        #expect(ByteRange.gaps(in: 100, leftBy: [ByteRange(90, 120)]) == [ByteRange(0, 90)])
+    }
 }

@@ -439,3 +439,28 @@ struct ResumeDataBindingTests {
         #expect(server.requests(path: "/own.bin").last?.rangeStart == Int(data.bytesOnDisk))
     }
 }
+
+@Suite("Written ranges and the mount", .fewAtOnce)
+struct MountTrustTests {
+    /// inspect() trusts a record's written ranges only through the mount it was written through.
+    @Test func aRecordOfAnotherMountIsTrustedForItsSyncedRangesOnly() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let dest = dir.file("m.bin")
+        var record = ResumeRecord(
+            url: "http://127.0.0.1/m.bin", etag: "\"e\"", totalLength: 8192, ranges: [ByteRange(0, 1024)])
+        record.written = [ByteRange(0, 4096)]
+        plantPartial(dest, [UInt8](repeating: 1, count: 4096), record: record)
+        let mount = try #require(try Sys.status(dest + ".part")).mount
+        for (mountID, expected) in [(mount, Int64(4096)), (mount.map { $0 &+ 1 }, 1024)] {
+            var planted = try #require(ResumeRecord.decode(bytes(at: dest + ".haul")))
+            planted.mountID = mountID
+            try Sys.writeFileAtomically(dest + ".haul", planted.encoded())
+            guard case .partial(let trusted) = try PartialFile(destination: dest).inspect() else {
+                Issue.record("not bound")
+                return
+            }
+            #expect(trusted.contiguousBytes == expected, "mount \(String(describing: mountID))")
+        }
+    }
+}

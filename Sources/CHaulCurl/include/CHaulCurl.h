@@ -137,6 +137,9 @@ typedef struct {
     int has_birth;
     int64_t birth_seconds;
     uint32_t birth_nanoseconds;
+    /// The mount it was reached through (statx STATX_MNT_ID, Linux 5.8): a new id at each mount.
+    int has_mount;
+    uint64_t mount;
 } haul_file_status;
 /// The status of `path` itself (not following a link), or of the open file `fd` when `path` is
 /// NULL, from one statx (lstat/fstat where there is none, without a birth time): 0 or an errno.

@@ -290,6 +290,9 @@ package enum Sys {
         package var birth: Int64?
         /// Owned by this process's user, and writable by nobody else.
         package var isOwnAndPrivate: Bool
+        /// The mount it was reached through, where the kernel tells (a new id at each mount: a
+        /// disk pulled and plugged in again is another mount).
+        package var mount: UInt64? = nil
     }
 
     /// The status of what is at `path` itself (a symbolic link is not followed); nil when
@@ -316,7 +319,7 @@ package enum Sys {
             device: s.device, inode: s.inode, size: s.size, isRegular: (mode_t(s.mode) & S_IFMT) == S_IFREG,
             links: s.links,
             birth: s.has_birth != 0 ? s.birth_seconds &* 1_000_000_000 &+ Int64(s.birth_nanoseconds) : nil,
-            isOwnAndPrivate: s.uid == geteuid() && (s.mode & 0o022) == 0)
+            isOwnAndPrivate: s.uid == geteuid() && (s.mode & 0o022) == 0, mount: s.has_mount != 0 ? s.mount : nil)
     }
 
     /// Removes a file; a missing file is not an error.

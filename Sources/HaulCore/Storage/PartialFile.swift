@@ -36,6 +36,8 @@ package final class PartialFile: @unchecked Sendable {
     private var lastCheckpointed: ResumeRecord?
     /// The ranges the last note claimed as written: a checkpoint keeps claiming them.
     private var lastNoted: [ByteRange] = []
+    /// The mount the partial is reached through (``ResumeRecord/mountID``); under `recordLock`.
+    private var boundMount: UInt64?
 
     package init(destination: String) {
         self.destination = destination
@@ -161,7 +163,7 @@ package final class PartialFile: @unchecked Sendable {
         // What a rerun in this boot may trust, as long as the partial holds it (a tail given back
         // on a full disk, or a cut before a restart's record, can leave a note claiming more):
         // else only what was synced.
-        var record = stored.trusted(onBoot: BootID.current)
+        var record = stored.trusted(onBoot: BootID.current, mount: part?.mount)
         if let part, !record.fits(size: part.size) { record = stored.trusted(onBoot: nil) }
         guard let part else {
             let final = try? Sys.status(destination)
@@ -181,7 +183,10 @@ package final class PartialFile: @unchecked Sendable {
         guard record.fits(size: part.size), record.hasSendableValidators else { return .damaged }
         boundIdentity = bound
         // Notes of a resumed download extend the record as it is on disk (its synced ranges).
-        recordLock.withLock { lastCheckpointed = stored }
+        recordLock.withLock {
+            lastCheckpointed = stored
+            boundMount = part.mount
+        }
         return .partial(record)
     }
 
@@ -289,9 +294,10 @@ package final class PartialFile: @unchecked Sendable {
             lastCheckpointed = nil
             lastNoted = []
         }
-        do { boundIdentity = ResumeRecord.FileIdentity(try Sys.status(fd: fd)) } catch {
-            throw .fileSystem(error, "inspect", path: partPath)
-        }
+        let status: Sys.FileStatus
+        do { status = try Sys.status(fd: fd) } catch { throw .fileSystem(error, "inspect", path: partPath) }
+        boundIdentity = ResumeRecord.FileIdentity(status)
+        recordLock.withLock { boundMount = status.mount }
     }
 
     /// Opens the partial that ``inspect()`` found bound to its record, checking that it is still
@@ -389,6 +395,7 @@ package final class PartialFile: @unchecked Sendable {
                 .fileSystem, "\(partPath) was removed or replaced during the download", errno: ENOENT, path: partPath)
         }
         record.written = ByteRange.union(record.ranges + lastNoted)
+        record.mountID = boundMount
         do { try Sys.writeFileAtomically(recordPath, record.encoded(), durably: syncingData) } catch {
             throw .fileSystem(error, "write", path: recordPath)
         }
@@ -454,6 +461,7 @@ package final class PartialFile: @unchecked Sendable {
         guard var record = lastCheckpointed, stillAt(record.partial) else { return }
         record.written = written
         record.bootID = BootID.current
+        record.mountID = boundMount
         lastNoted = written
         try? Sys.writeFileAtomically(recordPath, record.encoded(), durably: false, syncingContent: !flushesRenames)
     }

@@ -111,6 +111,9 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
     /// boot every completed write is in the page cache, so a process that died (kill -9) lost
     /// none of them; after a reboot only ``ranges`` (synced) count.
     package var written: [ByteRange]?
+    /// The mount the partial was written through (``Sys/FileStatus/mount``): ``written`` counts
+    /// only through the same one (a disk pulled out and back loses what was in its page cache).
+    package var mountID: UInt64?
 
     package init(
         url: String, finalURL: String? = nil, etag: String? = nil, lastModified: String? = nil,
@@ -133,14 +136,19 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
         other.partial = partial
         other.bootID = bootID
         other.written = written
+        other.mountID = mountID
         return self == other
     }
 
     /// The record as a resume on `boot` may trust it: in the boot it was written in, the ranges
     /// written as well as those synced; after a reboot, only the synced ones.
-    package func trusted(onBoot boot: String?) -> ResumeRecord {
+    /// With `mount` (the partial's, as the reader sees it), the written ranges also need the
+    /// record's mount to be that one.
+    package func trusted(onBoot boot: String?, mount: UInt64? = nil) -> ResumeRecord {
         var record = self
-        if let boot, bootID == boot, let written { record.ranges = ByteRange.union(ranges + written) }
+        if let boot, bootID == boot, mount == nil || mountID == mount, let written {
+            record.ranges = ByteRange.union(ranges + written)
+        }
         record.written = nil
         return record
     }
