@@ -419,11 +419,12 @@ private final class Attempt: TransportHandler, @unchecked Sendable {
             // A resume of the same version from where the record ends: the record stays true
             // while bytes are added after it, so no sync holds up the transfer's thread here.
             lastCheckpoint = monotonicSeconds()
-        } else {
-            // A fresh download's record is written at once, off this thread: a partial without
-            // one is never trusted, so a kill in the first second would leave nothing to resume.
-            // It claims no bytes yet, so the data needs no sync.
-            checkpointInBackground(file, syncingData: false)
+        } else if let record = stampedRecord(file) {
+            // A fresh download's record is written before its first byte: a partial without one
+            // is never trusted (a kill before an asynchronous first record left a partial the
+            // next run refused). It claims no bytes, so nothing is synced: a small write here.
+            try file.checkpoint(record, syncingData: false)
+            lastCheckpoint = monotonicSeconds()
         }
         downloader.emit(
             .started(

@@ -339,6 +339,13 @@ package final class SegmentedDownloader: Sendable {
             .started(
                 status: probe.status, url: probe.finalURL, destination: destination, offset: 0, totalBytes: total))
         try partial.open(at: 0)
+        // Its record first (no sync: it claims no bytes), so that a kill before the rename
+        // leaves a partial haul can vouch for, not one the next run must refuse.
+        try partial.checkpoint(
+            ResumeRecord(
+                url: ResumeRecord.redacted(url), finalURL: ResumeRecord.location(probe.finalURL),
+                etag: probe.etag, lastModified: probe.lastModified, totalLength: total),
+            syncingData: false)
         let failure = body.withUnsafeBytes { buffer -> HaulError? in
             do throws(HaulError) {
                 try partial.write(buffer)
