@@ -138,6 +138,31 @@ class Server:
         return [r for r in list(self.httpd.log) if path is None or r["path"] == path]
 
 
+def throttled(data, etag, per_connection, sent=None):
+    """`static` at `per_connection` bytes/s per answer; appends [start, bytes sent] to `sent`."""
+    total, view = len(data), memoryview(data)
+
+    def route(h, send_body):
+        rng = parse_range(h.headers.get("Range"), total)
+        s, e = rng if isinstance(rng, tuple) else (0, total - 1)
+        head = [("ETag", etag), ("Last-Modified", LAST_MODIFIED), ("Accept-Ranges", "bytes"),
+                ("Content-Type", "application/octet-stream"), ("Content-Length", e - s + 1)]
+        if isinstance(rng, tuple):
+            head.append(("Content-Range", f"bytes {s}-{e}/{total}"))
+        send_head(h, 206 if isinstance(rng, tuple) else 200, head)
+        if not send_body:
+            return
+        entry = [s, 0]
+        if sent is not None:
+            sent.append(entry)
+        step = 64 * 1024
+        for i in range(s, e + 1, step):
+            h.wfile.write(view[i:min(i + step, e + 1)])
+            entry[1] += min(step, e + 1 - i)
+            threading.Event().wait(step / per_connection)
+    return route
+
+
 # ---------------------------------------------------------------- haul helpers
 class Result:
     def __init__(self, rc, out, err):
@@ -158,6 +183,26 @@ def run_haul(haul, *args):
         return Result(p.returncode, p.stdout, p.stderr)
     except subprocess.TimeoutExpired as e:
         return Result(None, e.stdout or b"", e.stderr or b"")
+
+
+def killed_download(haul, args, seconds):
+    """Runs `haul *args` and kills it (SIGKILL) after `seconds`: leaves haul's own partial and
+    record, in whatever format that haul writes."""
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    p = subprocess.Popen([haul, *args], env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    threading.Event().wait(seconds)
+    p.kill()
+    p.wait()
+
+
+def edit_record(path, change):
+    """Rewrites haul's JSON record at `path` through `change(dict)`, in place (same inode is not
+    needed: the record binds the partial, not itself)."""
+    rec = json.loads(read(path))
+    change(rec)
+    write_file(path, json.dumps(rec))
 
 
 def record(url, etag, total, have):
@@ -202,35 +247,54 @@ def check1(haul, root):
         return True, f"setup.sh differs from trusted content (planted bytes renamed into place); {r2}"
     if total - 1 in starts:
         return True, f"trusted server got Range starting at {total - 1} (forged record trusted); {r2}"
-    return False, f"first run ({r1}) saved {after1}; after second ({r2}): {sorted(os.listdir(root))}"
+    # haul's own record, its partial replaced by another file: the record must not count for it.
+    sub = os.path.join(root, "bound")
+    os.mkdir(sub)
+    with Server({"/big.bin": throttled(real, '"t1"', 1_000_000)}) as srv:
+        args = ["get", "-q", "-x", "1", "-d", sub, srv.url("/big.bin")]
+        killed_download(haul, args, 1.5)
+        part = os.path.join(sub, "big.bin.part")
+        size = os.path.getsize(part) if os.path.isfile(part) else 0
+        os.unlink(part)
+        write_file(part, b"B" * size)  # another file at the partial's name
+        r3 = run_haul(haul, *args)
+    got = read(os.path.join(sub, "big.bin")) if os.path.isfile(os.path.join(sub, "big.bin")) else None
+    if got is not None and got != real:
+        return True, f"a record bound to nothing checked its partial: planted bytes saved as big.bin; {r3}"
+    return False, (f"first run ({r1}) saved {after1}; after second ({r2}): {sorted(os.listdir(root))};"
+                   f" replaced partial: {r3}")
 
 
 def check2(haul, root):
     """CR LF inside the record's etag must not reach the request headers."""
-    total, have = 3_000_000, 1_000_000
+    total = 3_000_000
     data = content("f.bin", total)
-    with Server({"/f.bin": static(data, '"v1"')}) as srv:
+    with Server({"/f.bin": throttled(data, '"v1"', 1_000_000)}) as srv:
         url = srv.url("/f.bin")
-        plant(root, "f.bin", data[:have], record(url, '"v1"\r\nX-Injected: yes', total, have))
-        r = run_haul(haul, "get", "-q", "-x", "1", "-o", os.path.join(root, "f.bin"), url)
+        args = ["get", "-q", "-x", "1", "-o", os.path.join(root, "f.bin"), url]
+        killed_download(haul, args, 1.5)  # haul's own record, bound to its partial
+        edit_record(os.path.join(root, "f.bin.haul"), lambda rec: rec.update(etag='"v1"\r\nX-Injected: yes'))
+        srv.httpd.log.clear()
+        r = run_haul(haul, *args)
         reqs = srv.requests()
     hits = [q for q in reqs if any(k.lower() == "x-injected" or "x-injected" in v.lower()
                                    for k, v in q["headers"])]
     if hits:
         first = f"{hits[0]['method']} {hits[0]['path']}"
         return True, f"X-Injected header seen in {len(hits)} request(s), e.g. {first}; {r}"
-    why = "record refused (exit 5)" if r.rc == 5 else f"no X-Injected header in {len(reqs)} request(s)"
+    why = "record refused (exit 5)" if r.rc == 5 else f"no X-Injected header in {len(reqs)} request(s) of the rerun"
     return False, f"{why}; {r}"
 
 
 def check3(haul, root):
     """`-o big.iso` for a different URL must not destroy big.iso's partial download."""
-    big, small, have = content("big.iso", 3_000_000), content("small.bin", 3000), 1_500_000
-    with Server({"/big.iso": static(big, '"b1"'), "/small.bin": static(small, '"s1"')}) as srv:
-        plant(root, "big.iso", big[:have], record(srv.url("/big.iso"), '"b1"', len(big), have))
+    big, small = content("big.iso", 3_000_000), content("small.bin", 3000)
+    with Server({"/big.iso": throttled(big, '"b1"', 1_000_000), "/small.bin": static(small, '"s1"')}) as srv:
+        killed_download(haul, ["get", "-q", "-x", "1", "-o", os.path.join(root, "big.iso"), srv.url("/big.iso")], 1.5)
+        part, out = os.path.join(root, "big.iso.part"), os.path.join(root, "big.iso")
+        before = read(part) if os.path.isfile(part) else None
         r = run_haul(haul, "get", "-q", "-o", os.path.join(root, "big.iso"), srv.url("/small.bin"))
-    part, out = os.path.join(root, "big.iso.part"), os.path.join(root, "big.iso")
-    part_intact = os.path.isfile(part) and read(part) == big[:have]
+    part_intact = before is not None and os.path.isfile(part) and read(part) == before
     holds_small = os.path.isfile(out) and read(out) == small
     if r.rc == 0 and (not part_intact or holds_small):
         what = "big.iso.part gone/altered" if not part_intact else "big.iso.part kept"
@@ -253,8 +317,9 @@ def check4(haul, root):
         h.close_connection = True  # drop the connection mid-body
 
     with Server({"/claim.bin": claim}) as srv:
-        r = run_haul(haul, "get", "-q", "-x", "4", "-d", root, srv.url("/claim.bin"),
-                     "--retries", "1", "--retry-delay", "0.05")
+        for _ in range(3):  # a rerun resumes the partial, already sparse at the claimed total
+            r = run_haul(haul, "get", "-q", "-x", "4", "-d", root, srv.url("/claim.bin"),
+                         "--retries", "1", "--retry-delay", "0.05")
         nreq = len(srv.requests("/claim.bin"))
     part = os.path.join(root, "claim.bin.part")
     if not os.path.exists(part):
@@ -264,7 +329,7 @@ def check4(haul, root):
     # Allowed: the bytes the server sent (1000 per request) plus the 64 MiB haul reserves ahead of
     # them, plus what the file system allocates around writes at four places (up to 2 MiB each).
     allowed = nreq * len(chunk) + 64 * MiB + 8 * MiB
-    desc = f"claim.bin.part allocates {alloc / MiB:.1f} MiB (size {st.st_size}) after {nreq} requests; {r}"
+    desc = f"claim.bin.part allocates {alloc / MiB:.1f} MiB (size {st.st_size}) after 3 runs, {nreq} requests; {r}"
     return alloc > allowed, desc
 
 
@@ -371,33 +436,11 @@ def check6(haul, root):
 
 
 def check7(haul, root):
-    """After kill -9, a rerun re-fetches at most max(256 KiB, 0.25 s of transfer) (plus the
-    chunk each connection may be writing), on one connection and on four, also in the first second."""
+    """After kill -9, a rerun re-fetches at most max(256 KiB, 0.25 s of transfer) (plus the one
+    chunk being written), on one connection and on four, also in the first second."""
     total, rate = 16 * MiB, 4_000_000
     data = content("waste.bin", total)
-    view = memoryview(data)
-    sent = []  # (start, bytes sent) per GET
-
-    def throttled(per_connection):
-        def route(h, send_body):
-            rng = parse_range(h.headers.get("Range"), total)
-            s, e = rng if isinstance(rng, tuple) else (0, total - 1)
-            status = 206 if isinstance(rng, tuple) else 200
-            head = [("ETag", '"w1"'), ("Last-Modified", LAST_MODIFIED), ("Accept-Ranges", "bytes"),
-                    ("Content-Type", "application/octet-stream"), ("Content-Length", e - s + 1)]
-            if status == 206:
-                head.append(("Content-Range", f"bytes {s}-{e}/{total}"))
-            send_head(h, status, head)
-            if not send_body:
-                return
-            entry = [s, 0]
-            sent.append(entry)
-            step = 64 * 1024
-            for i in range(s, e + 1, step):
-                h.wfile.write(view[i:min(i + step, e + 1)])
-                entry[1] += min(step, e + 1 - i)
-                threading.Event().wait(step / per_connection)
-        return route
+    sent = []  # [start, bytes sent] per GET
 
     def correct_blocks(part):
         """Byte intervals of the partial that hold the file's bytes (4 KiB blocks)."""
@@ -417,12 +460,12 @@ def check7(haul, root):
 
     worst, notes = [], []
     for connections in (1, 4):
-        bound = max(256 * 1024, rate // 4) + connections * 512 * 1024
+        bound = max(256 * 1024, rate // 4) + 512 * 1024  # plus the one chunk being written
         figures = []
-        for delay in (0.4, 1.2):
+        for delay in (0.7, 1.6):
             d = os.path.join(root, f"x{connections}-{delay}")
             os.mkdir(d)
-            with Server({"/waste.bin": throttled(rate // connections)}) as srv:
+            with Server({"/waste.bin": throttled(data, '"w1"', rate // connections, sent)}) as srv:
                 args = ["get", "-q", "-x", str(connections), "-d", d, srv.url("/waste.bin")]
                 env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
                 p = subprocess.Popen([haul, *args], env=env, stdin=subprocess.DEVNULL,
