@@ -196,19 +196,42 @@ long long haul_fs_type(const char *path) {
 #endif
 }
 
+/* lstat/fstat: no birth time or mount (kernels or sandboxes without statx). */
+static int haul_status_without_statx(int fd, const char *path, haul_file_status *out) {
+    struct stat st;
+    int r = path ? lstat(path, &st) : fstat(fd, &st);
+    if (r != 0) return errno;
+    out->device = (uint64_t)st.st_dev;
+    out->inode = (uint64_t)st.st_ino;
+    out->links = (uint64_t)st.st_nlink;
+    out->size = (int64_t)st.st_size;
+    out->blocks = (int64_t)st.st_blocks;
+    out->mode = (uint32_t)st.st_mode;
+    out->uid = (uint32_t)st.st_uid;
+    out->has_birth = 0;
+    out->birth_seconds = 0;
+    out->birth_nanoseconds = 0;
+    out->has_mount = 0;
+    out->mount = 0;
+    return 0;
+}
+
 int haul_status(int fd, const char *path, haul_file_status *out) {
 #if defined(__linux__) && defined(STATX_BTIME)
     struct statx st;
-    unsigned mask = STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_UID | STATX_INO | STATX_SIZE | STATX_BTIME;
+    unsigned mask =
+        STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_UID | STATX_INO | STATX_SIZE | STATX_BLOCKS | STATX_BTIME;
 #ifdef STATX_MNT_ID
     mask |= STATX_MNT_ID;
 #endif
     int r = path ? statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, mask, &st) : statx(fd, "", AT_EMPTY_PATH, mask, &st);
+    if (r != 0 && (errno == ENOSYS || errno == EPERM)) return haul_status_without_statx(fd, path, out);
     if (r != 0) return errno;
     out->device = (uint64_t)makedev(st.stx_dev_major, st.stx_dev_minor);
     out->inode = st.stx_ino;
     out->links = st.stx_nlink;
     out->size = (int64_t)st.stx_size;
+    out->blocks = (int64_t)st.stx_blocks;
     out->mode = st.stx_mode;
     out->uid = st.stx_uid;
     out->has_birth = (st.stx_mask & STATX_BTIME) != 0;
@@ -223,21 +246,7 @@ int haul_status(int fd, const char *path, haul_file_status *out) {
 #endif
     return 0;
 #else
-    struct stat st;
-    int r = path ? lstat(path, &st) : fstat(fd, &st);
-    if (r != 0) return errno;
-    out->device = (uint64_t)st.st_dev;
-    out->inode = (uint64_t)st.st_ino;
-    out->links = (uint64_t)st.st_nlink;
-    out->size = (int64_t)st.st_size;
-    out->mode = (uint32_t)st.st_mode;
-    out->uid = (uint32_t)st.st_uid;
-    out->has_birth = 0;
-    out->birth_seconds = 0;
-    out->birth_nanoseconds = 0;
-    out->has_mount = 0;
-    out->mount = 0;
-    return 0;
+    return haul_status_without_statx(fd, path, out);
 #endif
 }
 

@@ -314,14 +314,16 @@ extension HaulSession {
     }
 
     /// Creates a suspended task that continues from resume data (from this process or an earlier
-    /// one). If the partial file is gone or shorter than the data says, it starts over.
+    /// one). If the partial file is gone it starts over; a `.part` that is not the one the data
+    /// was made from (replaced, copied, another program's) fails the task with
+    /// ``HaulError/Code/destinationExists``, as without resume data.
     public func downloadTask(
         withResumeData resumeData: ResumeData, options: DownloadOptions = DownloadOptions()
     )
         -> DownloadTask
     {
-        // The record on disk says what the resume data says (it may have been removed, or the data
-        // comes from a copy of the partial file): the caller vouches for the partial.
+        // Writes the record again if it was removed and the partial is still the one the data
+        // was made from; otherwise the download judges what it finds.
         PartialFile(destination: Sys.lexicallyNormalized(resumeData.destination.path)).adopt(resumeData.record)
         var options = options
         options.resume = true

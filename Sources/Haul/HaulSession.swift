@@ -312,14 +312,13 @@ public final class HaulSession: Sendable {
             // no partial file under the final name. The temporary's name is random (a fixed one
             // could be a file a server named), and only a copy made here is removed.
             let copy = target + ".haul-move-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-            var copied = false
             do {
                 try FileManager.default.copyItem(atPath: from.path, toPath: copy)
-                copied = true
                 try Sys.rename(copy, target)
                 try FileManager.default.removeItem(atPath: from.path)
             } catch {
-                if copied { try? Sys.unlink(copy) }
+                // copyItem refuses a name that exists: any other failure left the copy it made.
+                if (error as? CocoaError)?.code != .fileWriteFileExists { try? Sys.unlink(copy) }
                 throw HaulError(.fileSystem, "cannot move \(from.path) to \(target): \(error)", path: target)
             }
         }

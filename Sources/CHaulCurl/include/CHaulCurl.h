@@ -132,6 +132,8 @@ typedef struct {
     uint64_t inode;
     uint64_t links;
     int64_t size;
+    /// 512-byte blocks allocated to it.
+    int64_t blocks;
     uint32_t mode;
     uint32_t uid;
     int has_birth;

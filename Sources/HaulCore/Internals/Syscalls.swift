@@ -293,6 +293,8 @@ package enum Sys {
         /// The mount it was reached through, where the kernel tells (a new id at each mount: a
         /// disk pulled and plugged in again is another mount).
         package var mount: UInt64? = nil
+        /// Bytes of disk allocated to it (512-byte blocks).
+        package var allocated: Int64 = 0
     }
 
     /// The status of what is at `path` itself (a symbolic link is not followed); nil when
@@ -319,7 +321,8 @@ package enum Sys {
             device: s.device, inode: s.inode, size: s.size, isRegular: (mode_t(s.mode) & S_IFMT) == S_IFREG,
             links: s.links,
             birth: s.has_birth != 0 ? s.birth_seconds &* 1_000_000_000 &+ Int64(s.birth_nanoseconds) : nil,
-            isOwnAndPrivate: s.uid == geteuid() && (s.mode & 0o022) == 0, mount: s.has_mount != 0 ? s.mount : nil)
+            isOwnAndPrivate: s.uid == geteuid() && (s.mode & 0o022) == 0, mount: s.has_mount != 0 ? s.mount : nil,
+            allocated: s.blocks &* 512)
     }
 
     /// Removes a file; a missing file is not an error.

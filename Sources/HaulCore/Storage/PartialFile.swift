@@ -41,16 +41,14 @@ package final class PartialFile: @unchecked Sendable {
 
     package init(destination: String) {
         self.destination = destination
-        recordLock = Self.recordLocks.withLock { locks in
-            if let lock = locks[destination] { return lock }
-            let lock = NSLock()
-            locks[destination] = lock
-            return lock
-        }
+        var hasher = Hasher()
+        hasher.combine(Sys.lexicallyNormalized(destination))
+        recordLock = Self.recordLocks[Int(UInt(bitPattern: hasher.finalize()) % UInt(Self.recordLocks.count))]
     }
 
-    /// The record locks of every destination this process has written (a lock each, kept).
-    private static let recordLocks = Locked<[String: NSLock]>([:])
+    /// Record locks, one chosen by the destination's normalized path: every object of one
+    /// destination takes the same one (two destinations may share one; no code holds two).
+    private static let recordLocks = (0..<64).map { _ in NSLock() }
 
     /// Whether the file at the partial's name is still `bound`: not removed (a discard or
     /// commit, by this object or another) or replaced (a restart's new partial).
@@ -213,7 +211,7 @@ package final class PartialFile: @unchecked Sendable {
         guard let fd = try? Sys.open(partPath, O_RDONLY | O_NOFOLLOW) else { return }
         defer { Sys.close(fd) }
         guard (try? Sys.fsync(fd)) != nil else { return }  // the record claims synced bytes only
-        try? Sys.writeFileAtomically(recordPath, record.encoded())
+        recordLock.withLock { try? Sys.writeFileAtomically(recordPath, record.encoded()) }
     }
 
     /// Makes the side files ready for a download of `url`: the record to resume from (nil: start
@@ -280,6 +278,8 @@ package final class PartialFile: @unchecked Sendable {
                     "\(partPath) appeared, and haul did not write it; use --overwrite to replace it",
                     path: destination)
             }
+            recordLock.lock()
+            defer { recordLock.unlock() }
             try? Sys.unlink(partPath)
             do { fd = try Sys.open(partPath, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o644) } catch {
                 throw .fileSystem(error, "create", path: partPath)
@@ -342,12 +342,9 @@ package final class PartialFile: @unchecked Sendable {
             if size != total { try Sys.ftruncate(fd, total) }
             try reserving(ahead: gaps)
         } catch {
-            // An empty partial holds nothing to resume: not left behind (a full disk, a size
-            // the file system cannot take).
-            if (try? Sys.fileSize(partPath)) == 0 {
-                close()
-                try? Sys.unlink(partPath)
-            }
+            // A fresh partial holds nothing to resume: not left behind (a full disk, a size the
+            // file system cannot take), nor without a record.
+            if completed.isEmpty { discard() }
             throw .fileSystem(error, "reserve space for", path: partPath)
         }
     }
@@ -421,9 +418,14 @@ package final class PartialFile: @unchecked Sendable {
 
     private func reserving(ahead gaps: [ByteRange]) throws(Errno) {
         guard fd >= 0, !gaps.isEmpty else { return }
+        // What is allocated already counts (earlier reservations at gap starts since passed,
+        // or split): never more than the bytes written plus ``reservedAhead`` in all.
+        let status = try Sys.status(fd: fd)
+        let written = status.size - gaps.reduce(0) { $0 + $1.count }
+        var left = min(Self.reservedAhead, written + Self.reservedAhead - status.allocated)
+        guard left > 0 else { return }
         // An even share for each gap (at least 1 MiB, for the first gaps, when there are many).
-        let share = max(1 << 20, Self.reservedAhead / Int64(gaps.count))
-        var left = Self.reservedAhead
+        let share = max(1 << 20, left / Int64(gaps.count))
         for gap in gaps where left > 0 {
             let length = min(gap.count, share, left)
             try Sys.reserve(fd, offset: gap.start, length: length)
@@ -490,13 +492,15 @@ package final class PartialFile: @unchecked Sendable {
 
     /// Removes the partial and its record.
     package func discard() {
+        close()
+        // Under the record lock: a note or checkpoint that checked the partial is still there
+        // finishes its write first, and none begins between the two removals.
         recordLock.withLock {
             lastCheckpointed = nil
             lastNoted = []
+            try? Sys.unlink(partPath)
+            try? Sys.unlink(recordPath)
         }
-        close()
-        try? Sys.unlink(partPath)
-        try? Sys.unlink(recordPath)
         boundIdentity = nil
         RecordIndex.shared.removed(destination: destination)
         noted = false
