@@ -188,7 +188,7 @@ struct RecordTrustTests {
     @Test func aNoteIsDueOnlyWithBothItsBytesAndItsTime() {
         let policy = NotePolicy()
         #expect(!policy.isDue(bytesSince: 10 << 20, secondsSince: 0.1), "fast: waits for the interval")
-        #expect(policy.isDue(bytesSince: 10 << 20, secondsSince: 0.2))
+        #expect(policy.isDue(bytesSince: 10 << 20, secondsSince: 0.15))
         #expect(!policy.isDue(bytesSince: 100 << 10, secondsSince: 5), "slow: waits for 256 KiB")
         #expect(policy.isDue(bytesSince: 256 << 10, secondsSince: 5))
     }
