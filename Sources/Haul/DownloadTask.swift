@@ -215,12 +215,11 @@ public final class DownloadTask: Sendable {
     /// The record of this task's URL bound to the partial at `destination` (as the download
     /// itself would judge it), with only what was synced: resume data may outlive the boot.
     private func ownRecord(at destination: String) -> ResumeRecord? {
-        guard case .partial(let record)? = try? PartialFile(destination: destination).inspect(),
-            record.url == ResumeRecord.redacted(url),
-            let bytes = try? Sys.readSmallFile(destination + ResumeRecord.fileExtension, followingLinks: false),
-            let stored = ResumeRecord.decode(bytes), stored.partial == record.partial
-        else { return nil }
-        return stored.trusted(onBoot: nil)
+        let partial = PartialFile(destination: destination)
+        guard case .partial(let record)? = try? partial.inspect(), record.url == ResumeRecord.redacted(url) else {
+            return nil
+        }
+        return partial.storedRecord?.trusted(onBoot: nil)
     }
 
     private func run(generation: Int) async {

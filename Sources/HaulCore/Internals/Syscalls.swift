@@ -297,9 +297,8 @@ package enum Sys {
         package var allocated: Int64 = 0
     }
 
-    /// The status of what is at `path` itself (a symbolic link is not followed); nil when
-    /// nothing is there.
-    /// One statx: identity, kind, owner and birth time of one inode.
+    /// The status of what is at `path` itself (a symbolic link is not followed), from one statx
+    /// (identity, kind, owner and birth time of one inode); nil when nothing is there.
     package static func status(_ path: String) throws(Errno) -> FileStatus? {
         do { return try fileStatus(fd: -1, path: path) } catch  where error == .noSuchFile { return nil }
     }
@@ -458,15 +457,15 @@ package enum Sys {
         let flags = O_RDONLY | O_NONBLOCK | (followingLinks ? 0 : O_NOFOLLOW)
         do { fd = try open(path, flags) } catch  where error == .noSuchFile { return nil }
         defer { close(fd) }
-        var st = stat()
-        if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) != S_IFREG {
-            if (st.st_mode & S_IFMT) == S_IFDIR { throw Errno(EISDIR) }
+        let status = try self.status(fd: fd)
+        if !status.isRegular {
+            var st = stat()
+            if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR { throw Errno(EISDIR) }
             return nil  // a FIFO, device or socket holds no such file
         }
-        let status = try self.status(fd: fd)
         // The size, or a page for files that report none (/proc), and one byte more: a full
         // buffer grows (up to one byte past the limit, which says the file is too large).
-        var capacity = min(limit, max(Int(st.st_size), 4095)) + 1
+        var capacity = min(limit, max(Int(status.size), 4095)) + 1
         var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 8)
         defer { buffer.deallocate() }
         var filled = 0

@@ -50,6 +50,10 @@ package final class PartialFile: @unchecked Sendable {
     /// destination takes the same one (two destinations may share one; no code holds two).
     private static let recordLocks = (0..<64).map { _ in NSLock() }
 
+    /// The record on disk as this object last saw it, synced and written ranges apart: read by
+    /// ``inspect()`` when it found the partial bound to it, or written by a checkpoint since.
+    package var storedRecord: ResumeRecord? { recordLock.withLock { lastCheckpointed } }
+
     /// Whether the file at the partial's name is still `bound`: not removed (a discard or
     /// commit, by this object or another) or replaced (a restart's new partial).
     private func stillAt(_ bound: ResumeRecord.FileIdentity?) -> Bool {
