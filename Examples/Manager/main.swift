@@ -11,7 +11,7 @@ guard args.count >= 3 else {
 var configuration = DownloadManager.Configuration()
 configuration.maxConcurrentDownloads = 2
 configuration.persistence = .ephemeral
-let manager = DownloadManager(configuration: configuration)
+let manager = try DownloadManager(configuration: configuration)
 for raw in args.dropFirst(2) {
     guard let url = URL(string: raw) else { continue }
     manager.add(

@@ -136,7 +136,8 @@ struct DemoWays {
         var configuration = DownloadManager.Configuration()
         configuration.maxConcurrentDownloads = 2
         configuration.persistence = .ephemeral
-        let manager = DownloadManager(configuration: configuration)
+        // Ephemeral: no list to hold, so nothing here can fail.
+        guard let manager = try? DownloadManager(configuration: configuration) else { return .internalError }
         let each = max(1, size / 8)
         print("DownloadManager: 8 files of \(Output.bytes(Int64(each))), 2 at a time, 8 MiB/s per connection")
         for i in 1...8 {

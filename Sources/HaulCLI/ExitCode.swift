@@ -19,7 +19,7 @@ enum ExitCode: Int32 {
             .networkUnavailable:
             self = .network
         case .httpStatus: self = .http
-        case .fileSystem, .diskFull, .destinationExists, .destinationInUse: self = .fileSystem
+        case .fileSystem, .diskFull, .destinationExists, .destinationInUse, .listInUse: self = .fileSystem
         case .checksumMismatch, .serverChangedFile: self = .integrity
         case .tlsFailure: self = .tls
         case .cancelled: self = .interrupted

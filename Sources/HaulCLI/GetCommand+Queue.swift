@@ -53,8 +53,12 @@ extension GetCommand {
         configuration.network = urls.contains(where: DownloadManager.needsNetwork) ? network : nil
         configuration.waitsForConnectivity = waitsForNetwork
         configuration.allowsCellularAccess = allowsCellular
-        let manager = DownloadManager(configuration: configuration)
         let output = self.output
+        let manager: DownloadManager
+        do { manager = try DownloadManager(configuration: configuration) } catch {
+            output.error(error.message)
+            return ExitCode(error)
+        }
         let codes = Locked<[ExitCode]>([])
         var ids: [UUID: Int] = [:]
         for (index, url) in urls.enumerated() {

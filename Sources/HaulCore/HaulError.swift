@@ -17,7 +17,7 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
             case invalidURL, httpStatus, network, timeout, tooManyRedirects, fileSystem, diskFull
             case checksumMismatch, cancelled, serverChangedFile, destinationExists, tlsFailure
             case incompleteBody, invalidResponse, responseTooLarge, usage, unreachableHost, networkUnavailable
-            case destinationInUse
+            case destinationInUse, listInUse
         }
         let base: Base
 
@@ -46,6 +46,9 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
         /// Another download is writing the same file (the same URL twice, two URLs whose names
         /// coincide, another haul process); nothing was touched.
         public static let destinationInUse = Code(base: .destinationInUse)
+        /// Another ``DownloadManager`` (in this process or another) holds the download list of the
+        /// same identifier; nothing was read or written.
+        public static let listInUse = Code(base: .listInUse)
         /// The TLS handshake failed (untrusted certificate, wrong host name, protocol error).
         public static let tlsFailure = Code(base: .tlsFailure)
         /// The connection ended before the announced length arrived, more often than retries allow.

@@ -58,7 +58,7 @@ struct ActivityTests {
         defer { cleanUp(server, dir) }
         var c = DownloadManager.Configuration()
         c.persistence = .ephemeral
-        let manager = DownloadManager(configuration: c)
+        let manager = try DownloadManager(configuration: c)
         for n in 0..<3 { manager.add(server.url("/m\(n).bin?size=500000&rate=400000"), to: .directory(dir.url)) }
         #expect(await eventually(timeout: 10) { manager.activity.activeTransfers == 2 }, "two per host")
         await manager.waitUntilIdle()

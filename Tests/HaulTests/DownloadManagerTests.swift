@@ -26,16 +26,21 @@ struct DownloadManagerTests {
         return c
     }
 
-    /// ``configuration(_:)`` keeping its list in `state` (`.default` persistence).
+    /// ``configuration(_:)`` keeping its list in `state` (`.default` persistence) under the
+    /// identifier `tests`.
     func persistent(
         in state: TemporaryDirectory, _ adjust: (inout DownloadManager.Configuration) -> Void = { _ in }
     ) -> DownloadManager.Configuration {
         configuration {
             $0.persistence = .default
             $0.stateDirectory = state.url
+            $0.identifier = "tests"
             adjust(&$0)
         }
     }
+
+    /// Where ``persistent(in:_:)`` keeps the list.
+    func listFile(_ state: TemporaryDirectory) -> String { state.file("managers/tests.json") }
 
     /// Caps of 0 (or below) ran nothing, and `waitUntilIdle()` never returned; they mean 1 now.
     /// Rates of 0 (or below) held every byte; they mean no limit now, as `--limit-rate 0` does in
@@ -44,7 +49,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(
+        let manager = try DownloadManager(
             configuration: configuration {
                 $0.maxConcurrentDownloads = 0
                 $0.maxDownloadsPerHost = -1
@@ -67,7 +72,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 2 })
+        let manager = try DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 2 })
         let completions = Box(0)
         for i in 0..<6 {
             manager.add(
@@ -89,7 +94,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration())
+        let manager = try DownloadManager(configuration: configuration())
         let ids = (0..<50).map { i in manager.add(server.url("/id\(i).bin?size=10"), to: .directory(dir.url)) }
         await manager.waitUntilIdle()
         #expect(Set(ids).count == 50)
@@ -104,7 +109,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(
+        let manager = try DownloadManager(
             configuration: configuration {
                 $0.maxConcurrentDownloads = 4
                 $0.maxDownloadsPerHost = 1
@@ -129,7 +134,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 1 })
+        let manager = try DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 1 })
         manager.add(server.url("/first?size=200000&rate=1000000"), to: .directory(dir.url))
         manager.add(server.url("/low?size=1000"), to: .directory(dir.url), priority: 0)
         manager.add(server.url("/high?size=1000"), to: .directory(dir.url), priority: 5)
@@ -141,7 +146,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration())
+        let manager = try DownloadManager(configuration: configuration())
         // The first answers stall after 1 MB, so the pause and the cancel always find them
         // unfinished (at 2 MB/s a whole ThreadSanitizer run once let both finish first).
         let keep = manager.add(server.url("/keep?size=4000000&stall=1000000&stalls=1"), to: .directory(dir.url))
@@ -165,7 +170,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration())
+        let manager = try DownloadManager(configuration: configuration())
         let id = manager.add(server.url("/again?size=3000000&rate=1500000"), to: .directory(dir.url))
         #expect(await received(manager, id))
         for _ in 0..<3 {
@@ -186,7 +191,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration())
+        let manager = try DownloadManager(configuration: configuration())
         let id = manager.add(server.url("/gone?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url))
         #expect(await received(manager, id))
         manager.pause(id)
@@ -202,7 +207,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration())
+        let manager = try DownloadManager(configuration: configuration())
         let id = manager.add(server.url("/over?size=3000000&rate=3000000"), to: .directory(dir.url))
         #expect(await received(manager, id))
         manager.pause(id)
@@ -223,7 +228,7 @@ struct DownloadManagerTests {
         defer { cleanUp(server, dir) }
         let hold = SyncHold([dir.file("whole.bin.part")])
         defer { hold.remove() }
-        let manager = DownloadManager(configuration: configuration())
+        let manager = try DownloadManager(configuration: configuration())
         let outcomes = Box<[Bool]>([])
         let id = manager.add(
             server.url("/whole.bin?size=200000"), to: .directory(dir.url),
@@ -249,7 +254,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 2 })
+        let manager = try DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 2 })
         let calls = Box(0)
         manager.add(
             server.url("/missing?status=404"), to: .directory(dir.url),
@@ -268,7 +273,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration())
+        let manager = try DownloadManager(configuration: configuration())
         let outcome = Box<HaulError?>(nil)
         let id = manager.add(
             server.url("/told?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url),
@@ -283,7 +288,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration())
+        let manager = try DownloadManager(configuration: configuration())
         let id = manager.add(server.url("/held?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url))
         #expect(await received(manager, id))
         manager.pause(id)
@@ -300,7 +305,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 1 })
+        let manager = try DownloadManager(configuration: configuration { $0.maxConcurrentDownloads = 1 })
         let running = manager.add(server.url("/sd1?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url))
         let queued = manager.add(server.url("/sd2?size=1000"), to: .directory(dir.url))
         #expect(await received(manager, running))
@@ -329,14 +334,14 @@ struct DownloadManagerTests {
         let state = try TemporaryDirectory()
         defer { cleanUp(server, dir, state) }
         let persistent = persistent(in: state)
-        let first = DownloadManager(configuration: persistent)
+        let first = try DownloadManager(configuration: persistent)
         let id = first.add(
             server.url("/p1.bin?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url), priority: 3)
         #expect(await received(first, id))
         await first.shutdown()
-        #expect(FileManager.default.fileExists(atPath: state.file("downloads.json")))
+        #expect(FileManager.default.fileExists(atPath: listFile(state)))
 
-        let second = DownloadManager(configuration: persistent)
+        let second = try DownloadManager(configuration: persistent)
         #expect(second.item(id)?.priority == 3)
         await second.waitUntilIdle()
         #expect(second.item(id)?.state == .completed)
@@ -357,7 +362,7 @@ struct DownloadManagerTests {
         let dir = try TemporaryDirectory()
         let state = try TemporaryDirectory()
         defer { cleanUp(server, dir, state) }
-        let manager = DownloadManager(
+        let manager = try DownloadManager(
             configuration: persistent(in: state) {
                 $0.maxConcurrentDownloads = 16
                 $0.maxDownloadsPerHost = 16
@@ -373,7 +378,7 @@ struct DownloadManagerTests {
         #expect(manager.listSnapshots < count, "\(manager.listSnapshots) lists built")
         #expect(manager.stateFileWrites < count / 3, "\(manager.stateFileWrites) writes")
         // The end state is in the file when waitUntilIdle() returns, and reaches subscribers.
-        let saved = try String(contentsOfFile: state.file("downloads.json"), encoding: .utf8)
+        let saved = try String(contentsOfFile: listFile(state), encoding: .utf8)
         #expect(saved.components(separatedBy: "\"completed\"").count - 1 == count)
         #expect(
             await eventually(timeout: 10) {
@@ -390,13 +395,13 @@ struct DownloadManagerTests {
         let dir = try TemporaryDirectory()
         let state = try TemporaryDirectory()
         defer { cleanUp(server, dir, state) }
-        let persistent = persistent(in: state)
-        let first = DownloadManager(configuration: persistent)
+        let persistent = persistent(in: state) { $0.keepsFinishedItems = 10_000 }  // all 9,000 stay
+        let first = try DownloadManager(configuration: persistent)
         first.add(server.url("/big-list.bin?size=100"), to: .directory(dir.url))
         await first.waitUntilIdle()
         await first.shutdown()
         // The saved item, repeated with other ids and long URLs: 9,000 items of about 2 KB.
-        let file = state.file("downloads.json")
+        let file = listFile(state)
         var stored = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
         let item = try #require((stored["items"] as? [[String: Any]])?.first)
@@ -411,13 +416,13 @@ struct DownloadManagerTests {
         let data = try JSONSerialization.data(withJSONObject: stored)
         #expect(data.count > 16 << 20)
         try data.write(to: URL(fileURLWithPath: file))
-        let second = DownloadManager(configuration: persistent)
+        let second = try DownloadManager(configuration: persistent)
         #expect(second.items.count == 9000)
         #expect(second.items.allSatisfy { $0.state == .completed })
         await second.shutdown()
     }
 
-    /// A list the manager cannot read is kept aside as `downloads.json.unreadable`; the next
+    /// A list the manager cannot read is kept aside as `<identifier>.json.unreadable`; the next
     /// save replaced it.
     @Test func anUnreadableStateFileIsKeptAside() async throws {
         let server = try TestServer()
@@ -425,15 +430,16 @@ struct DownloadManagerTests {
         let state = try TemporaryDirectory()
         defer { cleanUp(server, dir, state) }
         let garbage = Data("{\"version\": 1, \"items\": [ damaged".utf8)
-        #expect(FileManager.default.createFile(atPath: state.file("downloads.json"), contents: garbage))
-        let manager = DownloadManager(
+        try FileManager.default.createDirectory(atPath: state.file("managers"), withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: listFile(state), contents: garbage))
+        let manager = try DownloadManager(
             configuration: persistent(in: state))
         #expect(manager.items.isEmpty)
         manager.add(server.url("/after.bin?size=100"), to: .directory(dir.url))
         await manager.waitUntilIdle()
         await manager.shutdown()
-        #expect(FileManager.default.contents(atPath: state.file("downloads.json.unreadable")) == garbage)
-        let saved = try String(contentsOfFile: state.file("downloads.json"), encoding: .utf8)
+        #expect(FileManager.default.contents(atPath: listFile(state) + ".unreadable") == garbage)
+        let saved = try String(contentsOfFile: listFile(state), encoding: .utf8)
         #expect(saved.contains("after.bin"))
     }
 
@@ -447,7 +453,7 @@ struct DownloadManagerTests {
         #expect(
             FileManager.default.createFile(atPath: dir.file("done.bin"), contents: Data(TestContent.bytes(count: 5000)))
         )
-        let manager = DownloadManager(configuration: configuration())
+        let manager = try DownloadManager(configuration: configuration())
         let outcome = Locked<Result<DownloadResult, HaulError>?>(nil)
         manager.add(server.url("/done.bin?size=5000"), to: .directory(dir.url), completion: { outcome.set($0) })
         await manager.waitUntilIdle()
@@ -462,7 +468,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration())
+        let manager = try DownloadManager(configuration: configuration())
         let seen = Locked<[String]>([])
         manager.add(
             server.url("/ev.bin?size=2000000&drop=500000&drops=1"), to: .directory(dir.url),
@@ -482,7 +488,7 @@ struct DownloadManagerTests {
         let dir = try TemporaryDirectory()
         let state = try TemporaryDirectory()
         defer { cleanUp(server, dir, state) }
-        let manager = DownloadManager(configuration: configuration { $0.stateDirectory = state.url })
+        let manager = try DownloadManager(configuration: configuration { $0.stateDirectory = state.url })
         manager.add(server.url("/e?size=100"), to: .directory(dir.url))
         await manager.waitUntilIdle()
         #expect(manager.stateFile == nil)
@@ -496,7 +502,7 @@ struct DownloadManagerTests {
         defer { cleanUp(server, dir) }
         var c = configuration()
         c.destination = { url in .file(dir.url.appendingPathComponent("via-closure-" + url.lastPathComponent)) }
-        let names = await withDownloadManager(configuration: c) { manager -> [String] in
+        let names = try await withDownloadManager(configuration: c) { manager -> [String] in
             manager.add(server.url("/x.bin?size=100"))
             await manager.waitUntilIdle()
             return manager.items.compactMap { $0.fileURL?.lastPathComponent }
@@ -509,7 +515,7 @@ struct DownloadManagerTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let manager = DownloadManager(configuration: configuration())
+        let manager = try DownloadManager(configuration: configuration())
         let watcher = Task { () -> Bool in
             for await list in manager.updates where list.first?.state == .completed { return true }
             return false

@@ -39,13 +39,13 @@ struct NetworkPolicyTests {
     /// An ephemeral manager that watches `network`.
     func manager(
         _ network: FakeNetwork, _ adjust: (inout DownloadManager.Configuration) -> Void = { _ in }
-    ) -> DownloadManager {
+    ) throws -> DownloadManager {
         var c = DownloadManager.Configuration()
         c.persistence = .ephemeral
         c.network = network
         c.appliesNetworkPolicyToLoopback = true  // the test server is on 127.0.0.1
         adjust(&c)
-        return DownloadManager(configuration: c)
+        return try DownloadManager(configuration: c)
     }
     @Test func downloadsWaitWhileOfflineAndContinueFromTheirBytes() async throws {
         // The first answer stalls after 1 MB: a throttled one can be all there before the network
@@ -56,7 +56,7 @@ struct NetworkPolicyTests {
         defer { cleanUp(server, dir) }
         let network = FakeNetwork()
         network.send(.wifi)
-        let manager = manager(network)
+        let manager = try manager(network)
         let id = manager.add(server.url("/net.bin?size=4000000&stall=1000000&stalls=1"), to: .directory(dir.url))
         #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) > 300_000 })
         network.send(nil)
@@ -78,7 +78,7 @@ struct NetworkPolicyTests {
         defer { cleanUp(server, dir) }
         let network = FakeNetwork()
         network.send(.wifi)
-        let manager = manager(network)
+        let manager = try manager(network)
         let id = manager.add(server.url("/flip.bin?size=3000000&rate=1500000"), to: .directory(dir.url))
         #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) > 300_000 })
         for _ in 0..<3 {
@@ -106,7 +106,7 @@ struct NetworkPolicyTests {
         defer { hold.remove() }
         let network = FakeNetwork()
         network.send(.wifi)
-        let manager = manager(network) { $0.waitsForConnectivity = false }
+        let manager = try manager(network) { $0.waitsForConnectivity = false }
         let id = manager.add(server.url("/back.bin?size=3000000&stall=1000000&stalls=1"), to: .directory(dir.url))
         #expect(await eventually(timeout: 10) { (manager.item(id)?.progress?.completedBytes ?? 0) > 300_000 })
         network.send(nil)
@@ -129,7 +129,7 @@ struct NetworkPolicyTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let network = FakeNetwork()
-        let manager = manager(network) { $0.allowsCellularAccess = false }
+        let manager = try manager(network) { $0.allowsCellularAccess = false }
         network.send(.cellular)
         try await Task.sleep(nanoseconds: 100_000_000)
         manager.add(server.url("/cell.bin?size=1000"), to: .directory(dir.url))
@@ -145,7 +145,7 @@ struct NetworkPolicyTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let network = FakeNetwork()
-        let manager = manager(network) {
+        let manager = try manager(network) {
             $0.waitsForConnectivity = false
             $0.maxConcurrentDownloads = 1  // the second one stays queued
         }
@@ -179,7 +179,7 @@ struct NetworkPolicyTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let network = FakeNetwork()
-        let manager = manager(network) { $0.appliesNetworkPolicyToLoopback = false }
+        let manager = try manager(network) { $0.appliesNetworkPolicyToLoopback = false }
         network.send(nil)
         try await Task.sleep(nanoseconds: 100_000_000)
         let id = manager.add(server.url("/local.bin?size=5000"), to: .directory(dir.url))
@@ -195,7 +195,7 @@ struct NetworkPolicyTests {
         let network = FakeNetwork()
         network.send(.wifi)
         // No retries: the dropped connection reaches the manager as a failure at once.
-        let manager = manager(network) { $0.session.retry.maxRetries = 0 }
+        let manager = try manager(network) { $0.session.retry.maxRetries = 0 }
         let other = manager.add(server.url("/other.bin?size=4000000&rate=1000000"), to: .directory(dir.url))
         network.changeQuietly(nil)  // the path is gone, and the source has not said so yet
         let id = manager.add(server.url("/dies.bin?size=3000000&drop=1000000&drops=1"), to: .directory(dir.url))
