@@ -150,7 +150,7 @@ extension HaulSession {
     ) async throws(HaulError)
         -> (Data, HTTPResponse)
     {
-        var failures = 0
+        var budget = RetryBudget(retryPolicy)
         while true {
             // A body the stream continues after drops has had its retries when it fails.
             var retriedWithin = false
@@ -168,9 +168,8 @@ extension HaulSession {
                 where [.network, .timeout].contains(error.code) && !retriedWithin
                 && !error.message.hasPrefix("cannot resolve")
             {
-                failures += 1
-                let policy = retryPolicy
-                guard case .retry(let delay) = policy.decide(failures: failures, retryAfter: nil) else { throw error }
+                // Each try starts from the first byte: no progress carries over.
+                let (_, delay) = try budget.failed(error)
                 do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
                     throw HaulError(.cancelled, "cancelled")
                 }
@@ -302,7 +301,7 @@ final class ResumingBody: @unchecked Sendable {
     /// Bytes still to drop from an answer that started again from byte 0 (the same version, from
     /// a server that ignores ranges).
     private var skip: Int64 = 0
-    private var failures = 0
+    private var budget: RetryBudget
     private var ended = false
     private let shared: Locked<(body: BodyStream, cancelled: Bool, wake: OneShot<Void>?)>
 
@@ -312,6 +311,7 @@ final class ResumingBody: @unchecked Sendable {
         self.request = request
         self.window = window
         self.url = url
+        budget = RetryBudget(session.retryPolicy)
         shared = Locked((body, false, nil))
         let h = first.headers
         let etag = h.strongETag
@@ -357,7 +357,7 @@ final class ResumingBody: @unchecked Sendable {
                     if chunk.isEmpty { continue }
                 }
                 delivered += Int64(chunk.count)
-                failures = 0
+                budget.progressed(Int64(chunk.count))
                 machine?.advance(to: delivered)
                 return chunk
             } catch {
@@ -374,8 +374,7 @@ final class ResumingBody: @unchecked Sendable {
     private func continueAfter(_ failure: HaulError) async throws(HaulError) {
         var last = failure
         while true {
-            failures += 1
-            try await pause(session.retryPolicy.delay(after: last, failures: failures))
+            try await pause(budget.failed(last).delay)
             do throws(HaulError) {
                 try await reopen()
                 return

@@ -23,15 +23,18 @@ extension DownloadManager {
         public var persistence = Persistence.default
         /// Names the list a persisted manager keeps (as a background `URLSessionConfiguration`'s
         /// identifier does): managers with the same identifier continue each other's list, one
-        /// at a time; another identifier is another list. Default: the program's name. 1 to 128
-        /// bytes, any bytes (they are encoded into the file's name).
+        /// at a time (a second at once, in this process or another, is refused with
+        /// ``HaulError/Code/listInUse``, so two copies of one program need identifiers of their
+        /// own); another identifier is another list. Default: the program's name. Any bytes, at
+        /// most 200 once encoded for the file's name (bytes other than `A-Z a-z 0-9 - _ .`
+        /// take three).
         public var identifier = ProcessInfo.processInfo.processName
         /// Where the lists are kept: default `$XDG_STATE_HOME/haul` (else `~/.local/state/haul`);
         /// each in `managers/<identifier>.json`.
         public var stateDirectory: URL?
         /// Finished (completed or failed) items kept in the list, in memory and on disk; past it
         /// the oldest leave first. ``DownloadManager/remove(_:)`` takes one out sooner.
-        public var keepsFinishedItems = 1000
+        public var maxFinishedItems = 1000
         /// The session settings every download uses.
         public var session = HaulConfiguration()
         /// Watches the network when set (e.g. a ``NetworkMonitor``): downloads stop, keeping their

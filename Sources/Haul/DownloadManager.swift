@@ -22,13 +22,11 @@ import HaulCore
 /// leaving that lock, and `ListPublisher` publishes the list and writes the state file.
 public final class DownloadManager: Sendable {
     typealias Queue = QueueStateMachine<DownloadTask>
-    private typealias Completion = @Sendable (Result<DownloadResult, HaulError>) -> Void
 
-    /// The closures an item was added with.
+    /// The closures an item was added with, but its completion (the queue keeps that one).
     private struct Handlers {
         var progress: (@Sendable (TransferProgress) -> Void)?
         var events: (@Sendable (DownloadEvent) -> Void)?
-        var completion: Completion?
     }
 
     /// The manager's settings.
@@ -38,6 +36,9 @@ public final class DownloadManager: Sendable {
     private let session: HaulSession
     let queue: Locked<Queue>
     private let handlers = Locked<[UUID: Handlers]>([:])
+    /// Held while a task is told to run or to stop after reading whether it should (one at a
+    /// time: two threads doing so in turn could leave a task stopped that its item runs).
+    private let steering = Locked(0)
     private let publisher: ListPublisher
     let watcher = Locked<Task<Void, Never>?>(nil)
 
@@ -63,7 +64,7 @@ public final class DownloadManager: Sendable {
                 policy: Queue.Policy(
                     maxRunning: configuration.maxConcurrentDownloads, maxPerHost: configuration.maxDownloadsPerHost,
                     waitsForConnectivity: configuration.waitsForConnectivity,
-                    keepsFinished: configuration.keepsFinishedItems)))
+                    maxFinished: configuration.maxFinishedItems)))
         self.queue = queue
         publisher = ListPublisher(file: file) { withItems in
             queue.withLock { q in (q.isIdle, withItems ? q.items.values.sorted { $0.sequence < $1.sequence } : []) }
@@ -73,7 +74,13 @@ public final class DownloadManager: Sendable {
         if let network = configuration.network { watch(network) }
     }
 
-    deinit { watcher.withLock { $0?.cancel() } }
+    /// A manager let go without ``shutdown()`` stops its transfers (keeping their bytes; their
+    /// records are written as they end), writes its list and gives it up.
+    deinit {
+        watcher.withLock { $0?.cancel() }
+        for task in queue.withLock({ $0.shutdown() }) { task.suspend() }
+        publisher.changed(persist: true, force: true)
+    }
 
     /// The state file, when persisting: `managers/<identifier>.json` in the state directory.
     public var stateFile: URL? { publisher.file?.url }
@@ -100,9 +107,8 @@ public final class DownloadManager: Sendable {
         let id = UUID.random()
         let origin = url.originKey
         let needsNetwork = Self.needsNetwork(url, configuration)
-        // In place before the item is: a full queue without a network fails it at once.
-        if progress != nil || events != nil || completion != nil {
-            handlers.withLock { $0[id] = Handlers(progress: progress, events: events, completion: completion) }
+        if progress != nil || events != nil {
+            handlers.withLock { $0[id] = Handlers(progress: progress, events: events) }
         }
         perform(
             queue.withLock { q in
@@ -110,7 +116,7 @@ public final class DownloadManager: Sendable {
                     Item(
                         id: id, url: url, target: target, priority: priority, state: .queued,
                         sequence: q.nextSequence(), origin: origin, needsNetwork: needsNetwork),
-                    options: options)
+                    options: options, completion: completion)
             })
         publisher.changed(persist: true)
         return id
@@ -190,6 +196,7 @@ public final class DownloadManager: Sendable {
 
     /// Stops running downloads, keeping their bytes and (when persisting) their place in the
     /// list, and gives the list up: a later manager with the same identifier continues them.
+    /// Returns once every transfer has ended and the list is written.
     public func shutdown() async {
         let tasks = queue.withLock { $0.shutdown() }
         watcher.withLock { $0?.cancel() }
@@ -219,20 +226,14 @@ public final class DownloadManager: Sendable {
                     guard let self, let task else { return }
                     self.handle(event, for: id, from: task)
                 }
-                if queue.withLock({ $0.created(task, for: id) }) { start(task, for: id) }
-            case .resume(let id, let task):
-                start(task, for: id)
-            case .suspend(let task):
-                task.suspend()
+                if queue.withLock({ $0.created(task, for: id) }) { steer(task, for: id) }
+            case .resume(let id, let task), .suspend(let id, let task):
+                steer(task, for: id)
             case .cancel(let task):
                 task.cancel()
             case .cancelKeepingBytes(let task):
                 Task { _ = await task.cancelProducingResumeData() }
-            case .deliver(let id, let outcome):
-                let completion = handlers.withLock { h -> Completion? in
-                    defer { h[id]?.completion = nil }
-                    return h[id]?.completion
-                }
+            case .deliver(_, let outcome, let completion):
                 completion?(outcome)
                 delivered += 1
             case .forget(let id):
@@ -242,11 +243,13 @@ public final class DownloadManager: Sendable {
         if delivered > 0 { queue.withLock { $0.delivered(delivered) } }
     }
 
-    /// Resumes `task`; if a pause or a lost network took it off its item while the queue's lock
-    /// was not held (its suspend came before this resume and did nothing), suspends it again.
-    private func start(_ task: DownloadTask, for id: UUID) {
-        task.resume()
-        if !queue.withLock({ $0.isCurrent(task, for: id) }) { task.suspend() }
+    /// Runs `task` if it is its item's current task now, else stops it, keeping its bytes: what
+    /// the queue says at the moment of asking, whichever of a pause, a resume or a lost network
+    /// came last (their actions are carried out on their callers' threads, in any order).
+    private func steer(_ task: DownloadTask, for id: UUID) {
+        steering.withLock { _ in
+            if queue.withLock({ $0.isCurrent(task, for: id) }) { task.resume() } else { task.suspend() }
+        }
     }
 
     /// An event of `task`; the item's only while that is its current task (a task that was

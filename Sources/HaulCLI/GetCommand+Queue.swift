@@ -47,6 +47,8 @@ extension GetCommand {
         configuration.maxConcurrentDownloads = jobs
         configuration.maxDownloadsPerHost = jobs
         configuration.persistence = .ephemeral
+        // Every item stays to the end: the total line counts them.
+        configuration.maxFinishedItems = max(configuration.maxFinishedItems, urls.count)
         configuration.session = self.configuration
         // Only watched when some URL needs it: downloads from this machine are never held, so a
         // run of loopback URLs opens no netlink socket and reads no network state.

@@ -395,7 +395,7 @@ struct DownloadManagerTests {
         let dir = try TemporaryDirectory()
         let state = try TemporaryDirectory()
         defer { cleanUp(server, dir, state) }
-        let persistent = persistent(in: state) { $0.keepsFinishedItems = 10_000 }  // all 9,000 stay
+        let persistent = persistent(in: state) { $0.maxFinishedItems = 10_000 }  // all 9,000 stay
         let first = try DownloadManager(configuration: persistent)
         first.add(server.url("/big-list.bin?size=100"), to: .directory(dir.url))
         await first.waitUntilIdle()

@@ -70,9 +70,45 @@ struct ManagerListTests {
         await manager.shutdown()
         let empty = #expect(throws: HaulError.self) { try DownloadManager(configuration: configuration(state, "")) }
         #expect(empty?.code == .usage)
-        let long = String(repeating: "é", count: 65)  // 130 bytes
-        #expect(throws: HaulError.self) { try DownloadManager(configuration: configuration(state, long)) }
+        // 200 bytes once encoded is the longest: the file's name and its `.unreadable` and
+        // `.tmp` siblings stay under NAME_MAX.
+        let longest = try DownloadManager(configuration: configuration(state, String(repeating: "a", count: 200)))
+        await longest.shutdown()
+        let accents = String(repeating: "é", count: 34)  // 68 bytes, 204 once encoded
+        let long = #expect(throws: HaulError.self) { try DownloadManager(configuration: configuration(state, accents)) }
+        #expect(long?.code == .usage)
+        #expect(long?.message.contains("this one has 68 bytes") == true, "\(long?.message ?? "")")
     }
+
+    /// Another process holding the list (here python3 with a POSIX lock on the same byte, which
+    /// the kernel weighs against haul's open-file-description lock) is refused; once it is killed
+    /// with -9 the list is free, with nothing stale left to clean.
+    @Test(.enabled(if: ManagerListTests.hasPython, "needs python3"))
+    func aListHeldByAnotherProcessIsRefusedAndFreedWhenItIsKilled() async throws {
+        let state = try TemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: state.url) }
+        try FileManager.default.createDirectory(atPath: state.file("managers"), withIntermediateDirectories: true)
+        let script = """
+            import fcntl, os, sys, time
+            fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            print("locked", flush=True)
+            time.sleep(120)
+            """
+        let holder = try ChildProcess("python3", ["-c", script, state.file("managers/app.lock")])
+        defer { holder.killGroup() }
+        #expect(await eventually(timeout: 30) { String(decoding: holder.stdout, as: UTF8.self).contains("locked") })
+        let refused = #expect(throws: HaulError.self) {
+            try DownloadManager(configuration: configuration(state, "app"))
+        }
+        #expect(refused?.code == .listInUse)
+        holder.signal(SIGKILL)
+        _ = await holder.finish(timeout: 30)
+        let manager = try DownloadManager(configuration: configuration(state, "app"))
+        await manager.shutdown()
+    }
+
+    static let hasPython = (try? ChildProcess("python3", ["-c", "pass"])) != nil
 
     @Test func aFinishedItemCanBeRemovedAndLeavesTheStateFile() async throws {
         let server = try TestServer()
@@ -103,7 +139,7 @@ struct ManagerListTests {
         defer { cleanUp(server, dir, state) }
         let manager = try DownloadManager(
             configuration: configuration(state, "app") {
-                $0.keepsFinishedItems = 2
+                $0.maxFinishedItems = 2
                 $0.maxConcurrentDownloads = 1
             })
         for i in 1...4 { manager.add(server.url("/k\(i).bin?size=100"), to: .directory(dir.url)) }

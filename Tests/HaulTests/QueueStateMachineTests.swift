@@ -39,8 +39,8 @@ struct QueueStateMachineTests {
                 case .suspend: return .suspend
                 case .cancel: return .cancel
                 case .cancelKeepingBytes: return .cancelKeepingBytes
-                case .deliver(let id, .success): return .success(name(id))
-                case .deliver(let id, .failure(let e)): return .failure(name(id), e.code)
+                case .deliver(let id, .success, _): return .success(name(id))
+                case .deliver(let id, .failure(let e), _): return .failure(name(id), e.code)
                 case .forget(let id): return .forget(name(id))
                 }
             }
@@ -211,7 +211,7 @@ struct QueueStateMachineTests {
     }
 
     @Test func theOldestFinishedItemsLeaveTheListPastTheBound() {
-        var h = Harness(Queue.Policy(maxRunning: 1, keepsFinished: 2))
+        var h = Harness(Queue.Policy(maxRunning: 1, maxFinished: 2))
         for name in ["1", "2", "3", "4"] { _ = h.add(name) }
         #expect(h.complete("1") == [.success("1"), .create("2")])
         #expect(h.fail("2", HaulError(.httpStatus, "404")) == [.failure("2", .httpStatus), .create("3")])
@@ -249,6 +249,22 @@ struct QueueStateMachineTests {
         #expect(!h.queue.isIdle, "the cancels have not ended")
         h.queue.shutdownEnded()
         #expect(h.queue.isIdle)
+    }
+
+    /// A task made while the shutdown ran is not taken (nobody would stop it).
+    @Test func aTaskMadeDuringTheShutdownIsNotTaken() {
+        var h = Harness()
+        let id = UUID()
+        h.ids["x"] = id
+        let url = URL(string: "http://a/x")!
+        let actions = h.queue.add(
+            Queue.Item(
+                id: id, url: url, target: .directory(URL(fileURLWithPath: "/tmp")), priority: 0, state: .queued,
+                sequence: 1, origin: url.originKey, needsNetwork: true))
+        #expect(h.steps(actions) == [.create("x")])
+        #expect(h.queue.shutdown().isEmpty)
+        let taken = h.queue.created(FakeTask(), for: id)
+        #expect(!taken)
     }
 
     @Test func reloadedItemsThatWereRunningAreQueuedAgain() {

@@ -32,11 +32,13 @@ final class ManagerStateFile: Sendable {
     /// Takes the list of `identifier` in `directory`.
     /// - Throws: ``HaulError/Code/usage`` for an identifier that names no file,
     ///   ``HaulError/Code/listInUse`` while another manager holds it, a file system error when
-    ///   the directory cannot be made or the lock file opened.
+    ///   the directory cannot be made, or the lock file opened or locked.
     init(directory: URL, identifier: String) throws(HaulError) {
         guard let name = Self.fileName(identifier) else {
             throw HaulError(
-                .usage, "a download manager's identifier must be 1 to 128 bytes (got \(identifier.utf8.count))")
+                .usage,
+                "a download manager's identifier must be 1 to \(Self.longestName) bytes once encoded for a file "
+                    + "name (each byte but A-Z a-z 0-9 - _ . takes three); this one has \(identifier.utf8.count) bytes")
         }
         let managers = directory.appendingPathComponent("managers").path
         let lockPath = managers + "/" + name + ".lock"
@@ -47,7 +49,12 @@ final class ManagerStateFile: Sendable {
         } catch {
             throw HaulError.fileSystem(error, "open the download list lock", path: lockPath)
         }
-        guard Sys.lockByte(fd, at: 0) else {
+        let locked: Bool
+        do throws(Errno) { locked = try Sys.lockByteOrThrow(fd, at: 0) } catch {
+            Sys.close(fd)
+            throw HaulError.fileSystem(error, "lock", path: lockPath)
+        }
+        guard locked else {
             Sys.close(fd)
             throw HaulError(
                 .listInUse, "the download list \"\(identifier)\" is in use by another manager (\(lockPath))",
@@ -72,12 +79,15 @@ final class ManagerStateFile: Sendable {
     /// How many times the file was written (tests).
     var writeCount: Int { writes.get() }
 
+    /// The longest encoded name: with `.json.unreadable` after it, still under NAME_MAX (255).
+    static let longestName = 200
+
     /// An identifier as a file name: bytes `A-Z a-z 0-9 - _ .` as they are (a first `.` is
     /// encoded), every other byte as `%XX`, so two identifiers never share a file and none
-    /// names a path elsewhere. Nil when empty or over 128 bytes.
+    /// names a path elsewhere. Nil when empty or longer than ``longestName`` once encoded.
     static func fileName(_ identifier: String) -> String? {
         let bytes = Array(identifier.utf8)
-        guard !bytes.isEmpty, bytes.count <= 128 else { return nil }
+        guard !bytes.isEmpty, bytes.count <= longestName else { return nil }
         var name = ""
         for (i, b) in bytes.enumerated() {
             let plain =
@@ -85,7 +95,7 @@ final class ManagerStateFile: Sendable {
                 || b == 0x5F || (b == 0x2E && i > 0)
             name += plain ? String(UnicodeScalar(b)) : String(format: "%%%02X", b)
         }
-        return name
+        return name.utf8.count <= longestName ? name : nil
     }
 
     /// Writes `items` (credentials removed from their URLs), replacing the file atomically.
@@ -112,7 +122,7 @@ final class ManagerStateFile: Sendable {
     func load(needsNetwork: (URL) -> Bool) -> [DownloadManager.Item] {
         // 1 GiB: some three million downloads.
         let bytes: [UInt8]?
-        do { bytes = try Sys.readSmallFile(url.path, limit: 1 << 30) } catch { bytes = [] }
+        do { bytes = try Sys.readSmallFile(url.path, limit: 1 << 30, followingLinks: false) } catch { bytes = [] }
         guard let bytes else { return [] }  // no list yet
         guard let stored = try? JSONDecoder().decode(Stored.self, from: Data(bytes)), stored.version == 1 else {
             try? Sys.rename(url.path, url.path + ".unreadable")

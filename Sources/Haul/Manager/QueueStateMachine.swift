@@ -10,6 +10,7 @@ import HaulCore
 struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
     typealias Item = DownloadManager.Item
     typealias Outcome = Result<DownloadResult, HaulError>
+    typealias Completion = @Sendable (Outcome) -> Void
 
     /// The caps and rules the queue follows (from ``DownloadManager/Configuration``).
     struct Policy: Sendable {
@@ -17,7 +18,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
         var maxPerHost = 2
         var waitsForConnectivity = true
         /// Finished (completed or failed) items kept in the list; the oldest leave first.
-        var keepsFinished = 1000
+        var maxFinished = 1000
     }
 
     enum Action {
@@ -25,13 +26,17 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
         case create(UUID, URL, DownloadManager.Target, DownloadOptions)
         case resume(UUID, Handle)
         /// Stop the transfer keeping its bytes; the item continues later with the same task.
-        case suspend(Handle)
+        /// (`resume` and `suspend` are carried out as "run it if it is the item's current task,
+        /// else stop it", so that two of them carried out in the wrong order still end right.)
+        case suspend(UUID, Handle)
         /// Cancel and remove the partial file.
         case cancel(Handle)
         /// Cancel keeping the bytes (the network went away and the manager does not wait).
         case cancelKeepingBytes(Handle)
-        /// Call the item's completion handler, then report it with ``delivered(_:)``.
-        case deliver(UUID, Outcome)
+        /// Call the item's completion handler (taken out of the queue with the state change, so
+        /// that a `remove` or `forget` right after cannot lose it), then report it with
+        /// ``delivered(_:)``.
+        case deliver(UUID, Outcome, Completion?)
         /// The item left the list (``DownloadManager/remove(_:)``, or the bound on finished items).
         case forget(UUID)
     }
@@ -66,6 +71,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
     private var running: [UUID: Slot] = [:]
     private var stopped: [UUID: Stopped] = [:]
     private var options: [UUID: DownloadOptions] = [:]
+    private var completions: [UUID: Completion] = [:]
     // Kept in step with the items so that scheduling never scans or sorts the whole list.
     private(set) var counts: [Item.State: Int] = [:]
     private var runningByHost: [String: Int] = [:]
@@ -98,11 +104,12 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
     // MARK: - Events from the caller
 
     /// A new item (queued), or one reloaded from the state file (any state).
-    mutating func add(_ item: Item, options: DownloadOptions? = nil) -> [Action] {
+    mutating func add(_ item: Item, options: DownloadOptions? = nil, completion: Completion? = nil) -> [Action] {
         var item = item
         item.state = [.running, .waitingForNetwork].contains(item.state) ? .queued : item.state
         sequence = max(sequence, item.sequence)
         if let options { self.options[item.id] = options }
+        if let completion { completions[item.id] = completion }
         items[item.id] = item
         counts[item.state, default: 0] += 1
         if item.state == .queued { enqueue(item.id) }
@@ -122,7 +129,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
         var actions: [Action] = []
         if let task = running.removeValue(forKey: id)?.handle {
             stopped[id] = .suspended(task)
-            actions.append(.suspend(task))
+            actions.append(.suspend(id, task))
         }
         return actions + schedule()
     }
@@ -181,7 +188,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
                 set(item.id, .waitingForNetwork)
                 if let task {
                     stopped[item.id] = .suspended(task)
-                    actions.append(.suspend(task))
+                    actions.append(.suspend(item.id, task))
                 }
             } else {
                 actions.append(fail(item.id, Self.noPath(path)))
@@ -213,7 +220,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
     /// The task a `.create` action asked for; true when the item still wants it (the caller
     /// resumes it), false when a pause, a cancel or a lost network came first.
     mutating func created(_ task: Handle, for id: UUID) -> Bool {
-        guard case .creating = running[id], items[id]?.state == .running else { return false }
+        guard !shutDown, case .creating = running[id], items[id]?.state == .running else { return false }
         running[id] = .task(task)
         return true
     }
@@ -349,7 +356,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
         set(id, .failed)
         items[id]!.error = error
         delivering += 1
-        return .deliver(id, .failure(error))
+        return .deliver(id, .failure(error), completions.removeValue(forKey: id))
     }
 
     /// Marks `id` completed with its file at `url`; the delivery of its result: the task's
@@ -358,24 +365,35 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
         set(id, .completed)
         items[id]!.fileURL = url
         delivering += 1
+        let completion = completions.removeValue(forKey: id)
         if var done {
             done.fileURL = url
-            return .deliver(id, .success(done))
+            return .deliver(id, .success(done), completion)
         }
         let bytes = items[id]!.progress?.completedBytes ?? 0
-        return .deliver(id, .success(DownloadResult(fileURL: url, bytes: bytes, alreadyComplete: false)))
+        return .deliver(id, .success(DownloadResult(fileURL: url, bytes: bytes, alreadyComplete: false)), completion)
     }
 
     private mutating func noteFinished(_ id: UUID) {
         stamp += 1
         items[id]!.finishStamp = stamp
         finishOrder.append((id, stamp))
+        // Entries go stale when an item is resumed or removed; past twice the finished items
+        // (and a few hundred), only the live ones are kept.
+        let finished = counts[.completed, default: 0] + counts[.failed, default: 0]
+        if finishOrder.count - finishStart > 2 * finished + 256 {
+            finishOrder = finishOrder[finishStart...].filter { entry in
+                items[entry.id].map { $0.finishStamp == entry.stamp && ($0.state == .completed || $0.state == .failed) }
+                    ?? false
+            }
+            finishStart = 0
+        }
     }
 
-    /// Drops the oldest finished items past ``Policy/keepsFinished``.
+    /// Drops the oldest finished items past ``Policy/maxFinished``.
     private mutating func forgetOldFinished() -> [Action] {
         var actions: [Action] = []
-        while counts[.completed, default: 0] + counts[.failed, default: 0] > max(0, policy.keepsFinished),
+        while counts[.completed, default: 0] + counts[.failed, default: 0] > max(0, policy.maxFinished),
             finishStart < finishOrder.count
         {
             let (id, stamp) = finishOrder[finishStart]
@@ -397,6 +415,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
         guard let item = items.removeValue(forKey: id) else { return }
         counts[item.state, default: 0] -= 1
         options[id] = nil
+        completions[id] = nil
     }
 
     static func noPath(_ path: NetworkPath) -> HaulError {

@@ -123,7 +123,7 @@ package final class FileDownloader: Sendable {
         if let destination {
             (machine, existingSize) = try prepare(destination)
         }
-        var failures = priorFailures
+        var budget = RetryBudget(options.retry, failures: priorFailures)
         var restarts = 0
         var everReceived = false
         // The most bytes the partial has held: only an attempt that gets past it made progress
@@ -165,12 +165,11 @@ package final class FileDownloader: Sendable {
             }
             let reached = attempt.partial?.writtenBytes ?? 0
             if reached > furthest {
+                budget.progressed(reached - furthest)
                 furthest = reached
-                failures = 0  // progress refills the retry budget
             }
-            failures += 1
-            let delay = try options.retry.delay(after: failure, failures: failures)
-            onEvent(.retrying(attempt: failures, error: failure, delay: delay))
+            let (number, delay) = try budget.failed(failure)
+            onEvent(.retrying(attempt: number, error: failure, delay: delay))
             do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
                 throw cancelledError(destination)
             }

@@ -436,7 +436,8 @@ private final class SegmentedRun: @unchecked Sendable {
     let segments: SegmentOptions
     private struct State {
         var planner: SegmentPlanner
-        var failures = 0
+        /// The download's retries, shared by its connections (each range's bytes refill it).
+        var budget: RetryBudget
         /// Running fetches by serial, for the slow-connection watchdog.
         var fetches: [Int: SegmentFetch] = [:]
         var nextFetch = 0
@@ -471,7 +472,8 @@ private final class SegmentedRun: @unchecked Sendable {
         self.options = options
         self.transport = transport
         self.onEvent = onEvent
-        state = Locked(State(planner: planner, location: (probe.finalURL, probe.headers)))
+        state = Locked(
+            State(planner: planner, budget: RetryBudget(options.retry), location: (probe.finalURL, probe.headers)))
         reporter = ProgressReporter(interval: options.progressInterval) { onEvent(.progress($0)) }
     }
 
@@ -663,6 +665,7 @@ private final class SegmentedRun: @unchecked Sendable {
             switch result {
             case .success:
                 slowStreak = 0
+                state.withLock { $0.budget.progressed(fetch.wrote) }
                 continue
             case .failure(let error) where fetch.replaced:
                 // Replaced at once on a new connection; a range slow on every try fails.
@@ -683,16 +686,13 @@ private final class SegmentedRun: @unchecked Sendable {
                 if !fetch.flowing, state.withLock({ $0.fetches.values.contains { $0.flowing } }) {
                     return .success(())
                 }
-                let failures = state.withLock { s -> Int in
-                    s.failures = fetch.wrote > 0 ? 1 : s.failures + 1
-                    return s.failures
+                let retry = state.withLock { s -> Result<(attempt: Int, delay: Double), HaulError> in
+                    s.budget.progressed(fetch.wrote)
+                    do throws(HaulError) { return .success(try s.budget.failed(error)) } catch {
+                        return .failure(error)
+                    }
                 }
-                let delay: Double
-                do throws(HaulError) {
-                    delay = try options.retry.delay(after: error, failures: failures)
-                } catch {
-                    return .failure(error)
-                }
+                guard case .success(let (failures, delay)) = retry else { return retry.map { _ in () } }
                 onEvent(.retrying(attempt: failures, error: error, delay: delay))
                 try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))
             case .failure(let error):

@@ -240,7 +240,7 @@ package final class Uploader: Sendable {
         ProgressClock.shared.add(reporter)
         defer { ProgressClock.shared.remove(reporter) }
         body.onProgress = { sent in reporter.update(sent, total: total) }
-        var failures = 0
+        var budget = RetryBudget(options.retry)
         while true {
             try body.rewind()
             reporter.begin(at: 0, total: total)
@@ -282,10 +282,8 @@ package final class Uploader: Sendable {
                     // Standard input, a FIFO or a caller's stream: the bytes read are gone.
                     throw HaulError(error.code, "\(error.message); not retried: a stream cannot be sent again")
                 }
-                failures += 1
-                guard case .retry(let delay) = options.retry.decide(failures: failures, retryAfter: nil) else {
-                    throw error
-                }
+                // Each try sends the body again from its first byte: no progress carries over.
+                let (failures, delay) = try budget.failed(error)
                 onEvent(.retrying(attempt: failures, error: error, delay: delay))
                 do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
                     throw HaulError(.cancelled, "cancelled")

@@ -246,6 +246,16 @@ package enum Sys {
         return result != EAGAIN && result != EACCES
     }
 
+    /// ``lockByte(_:at:)`` failing closed: false when another open file description holds it,
+    /// and any other error thrown (a lock whose only job is to keep two holders apart must not
+    /// count an error, such as ENOLCK on a file system without locks, as taken).
+    package static func lockByteOrThrow(_ fd: Int32, at offset: Int64) throws(Errno) -> Bool {
+        let result = haul_lock_byte(fd, offset, 1)
+        if result == 0 { return true }
+        if result == EAGAIN || result == EACCES { return false }
+        throw Errno(result)
+    }
+
     /// Drops the lock ``lockByte(_:at:)`` took.
     package static func unlockByte(_ fd: Int32, at offset: Int64) { _ = haul_lock_byte(fd, offset, 0) }
 

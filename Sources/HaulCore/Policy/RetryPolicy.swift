@@ -56,3 +56,38 @@ package struct RetryPolicy: Sendable, Equatable {
         return .retry(after: exponential / 2 + exponential / 2 * random)
     }
 }
+
+/// One transfer's retries: the failures in a row, and the bytes that arrived (or were sent)
+/// since the last failure. Attempts that bring at least ``refillBytes`` between two failures
+/// refill the budget, so a transfer that keeps making progress keeps going; attempts that bring
+/// less count as failures in a row, so a server that drops every connection after a few bytes
+/// cannot keep a transfer retrying once per connection for ever. Every retry loop (one
+/// connection, ranges, streams, uploads) spends from one of these.
+package struct RetryBudget: Sendable {
+    /// The progress between two failures that refills the budget.
+    package static let refillBytes: Int64 = 64 << 10
+
+    package let policy: RetryPolicy
+    /// Failures in a row so far (the attempt number of the last retry).
+    package private(set) var failures = 0
+    private var gained: Int64 = 0
+
+    /// A budget with `failures` tries already spent (a probe that got a busy answer and waited).
+    package init(_ policy: RetryPolicy, failures: Int = 0) {
+        self.policy = policy
+        self.failures = failures
+    }
+
+    /// `bytes` arrived (or were sent) since the last failure.
+    package mutating func progressed(_ bytes: Int64) { gained += max(0, bytes) }
+
+    /// A transient failure: the retry's number and the wait before it (the server's Retry-After,
+    /// else backoff with jitter).
+    /// - Throws: `error` (explained when a too-long Retry-After is the reason) to give up with.
+    package mutating func failed(_ error: HaulError) throws(HaulError) -> (attempt: Int, delay: Double) {
+        if gained >= Self.refillBytes { failures = 0 }
+        gained = 0
+        failures += 1
+        return (failures, try policy.delay(after: error, failures: failures))
+    }
+}
