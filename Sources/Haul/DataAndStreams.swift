@@ -286,6 +286,7 @@ extension HaulSession {
 /// The body behind a ``ByteStream``: one answer's bytes, continued after a drop by a `Range` +
 /// `If-Range` request whose answer the download engine's ``ResumeStateMachine`` judges. Read by
 /// one consumer at a time; ``cancel()`` may come from anywhere.
+/// Unchecked Sendable: its vars are the one consumer's; ``cancel()`` touches only `shared`, locked.
 final class ResumingBody: @unchecked Sendable {
     private let session: HaulSession
     private let request: HaulRequest

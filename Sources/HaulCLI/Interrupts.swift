@@ -14,6 +14,7 @@ import Foundation
 /// SIGHUP (a closed terminal, a dropped ssh session) killed the process before, with up to a
 /// second of written bytes not yet in the record. A SIGHUP ignored when haul started (`nohup`)
 /// stays ignored: the user asked for the download to outlive the terminal.
+/// Unchecked Sendable: `sources` is filled in `init`; the other vars are touched only under `lock`.
 final class Interrupts: @unchecked Sendable {
     private let lock = NSLock()
     private var handlers: [Int: @Sendable () -> Void] = [:]

@@ -9,7 +9,7 @@ import Foundation
 /// A port on 127.0.0.1 that refuses connections: a socket bound to it without `listen()`, so no
 /// other test can take the port while this one expects "connection refused" (a server that was
 /// merely shut down frees its port for the next server to bind).
-public final class RefusingPort: @unchecked Sendable {
+public final class RefusingPort: Sendable {
     private let fd: Int32
     /// The port.
     public let port: Int

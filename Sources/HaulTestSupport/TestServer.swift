@@ -52,7 +52,7 @@ public struct RecordedRequest: Sendable {
 ///
 /// Stateful behaviours (`change`, `drops`, `status` sequences) count requests per target
 /// (path and query), so each test uses its own path.
-public final class TestServer: @unchecked Sendable {
+public final class TestServer: Sendable {
     /// The port the server listens on.
     public let port: Int
     /// The address the server is bound to.

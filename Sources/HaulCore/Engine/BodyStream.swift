@@ -3,7 +3,7 @@ import Foundation
 /// A response body as a bounded queue between a transport and one consumer, with real flow
 /// control: when more than `window` bytes wait unread, the transport is paused (curl stops
 /// reading the socket) until the consumer has drained half of them.
-package final class BodyStream: TransportHandler, @unchecked Sendable {
+package final class BodyStream: TransportHandler, Sendable {
     private struct State {
         var response: TransportResponse?
         var responseWaiter: CheckedContinuation<Result<TransportResponse, TransportError>, Never>?

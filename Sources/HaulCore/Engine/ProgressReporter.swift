@@ -102,7 +102,9 @@ package final class ProgressClock: Sendable {
     /// The process's clock.
     package static let shared = ProgressClock(period: 0.25)
 
-    private struct State {
+    /// Unchecked Sendable: `DispatchSourceTimer` is not marked Sendable on Linux, though
+    /// libdispatch sources may be used from any thread; this one is touched only under the lock.
+    private struct State: @unchecked Sendable {
         var reporters: [ObjectIdentifier: ProgressReporter] = [:]
         var timer: DispatchSourceTimer?
     }

@@ -361,6 +361,8 @@ package final class SegmentedDownloader: Sendable {
 
 /// The probe's handler: keeps the body of a small, complete answer; holds a larger file's
 /// first range (paused after the head) for a connection to adopt; otherwise stops after the head.
+/// Unchecked Sendable: its vars are written on the transport's thread before the head (or the
+/// end) is signalled through `head`, and read by the prober after it.
 final class ProbeFetch: TransportHandler, @unchecked Sendable {
     let limit: Int
     var response: TransportResponse?
@@ -422,7 +424,7 @@ final class ProbeFetch: TransportHandler, @unchecked Sendable {
 }
 
 /// One segmented transfer: the workers, the shared plan and the checkpoints.
-private final class SegmentedRun: @unchecked Sendable {
+private final class SegmentedRun: Sendable {
     /// The URL the download was asked for; the ranges go where its redirects ended
     /// (``location``).
     let origin: URL
@@ -763,6 +765,8 @@ private final class SegmentedRun: @unchecked Sendable {
 }
 
 /// One range request: validates the 206 and writes its bytes at their offsets.
+/// Unchecked Sendable: its vars are the transport thread's while the request runs and its
+/// worker's after `finished()`; what the watchdog and the other connections read is locked.
 private final class SegmentFetch: TransportHandler, @unchecked Sendable {
     let run: SegmentedRun
     let segment: SegmentPlanner.Segment

@@ -8,6 +8,8 @@ import Foundation
 
 /// A request body made of segments read in order: bytes in memory, or whole files read from
 /// disk in the transport's buffer-sized pieces (a 4 GiB upload needs no 4 GiB of memory).
+/// Unchecked Sendable: read by one thread at a time (the transport's, or the rewind between
+/// tries); `failure` is read after the transfer has ended.
 package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
     package enum Segment: Sendable {
         case bytes([UInt8])
@@ -25,6 +27,7 @@ package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
     }
 
     /// Wraps a one-shot source of bytes (an `InputStream`, say).
+    /// Unchecked Sendable: read, and `started` set, by its body's one reading thread.
     package final class StreamReader: @unchecked Sendable {
         private let read: (UnsafeMutableRawBufferPointer) -> Int
         /// Names the source in errors.
@@ -59,7 +62,7 @@ package final class SegmentedBody: RequestBodySource, @unchecked Sendable {
 
     /// A device, FIFO or standard input, opened at the first read (a FIFO's writer may come
     /// later), read to its end once, and closed at the end or when dropped. Read by one thread
-    /// at a time (the transport's), as the body is.
+    /// at a time (the transport's), as the body is; hence unchecked Sendable.
     private final class SpecialFileReader: @unchecked Sendable {
         let path: String
         private var fd: Int32 = -1
@@ -294,6 +297,7 @@ package final class Uploader: Sendable {
 }
 
 /// Keeps a response and the first `limit` bytes of its body.
+/// Unchecked Sendable: written on the transport's thread while the transfer runs, read after it ended.
 private final class ResponseCollector: TransportHandler, @unchecked Sendable {
     let limit: Int
     var response: TransportResponse?

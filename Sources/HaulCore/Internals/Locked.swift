@@ -9,7 +9,8 @@
 /// Used instead of `Synchronization.Mutex` because on Linux that one is built on raw futex calls
 /// that ThreadSanitizer cannot see, so every access it protects is reported as a race
 /// (`swift test --sanitize=thread`); pthread mutexes are understood by TSan.
-package final class Locked<Value>: @unchecked Sendable {
+/// Unchecked Sendable: every access to `value` holds the mutex.
+package final class Locked<Value: Sendable>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 

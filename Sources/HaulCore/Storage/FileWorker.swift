@@ -46,7 +46,7 @@ package final class FileWorker: Sendable {
     }
 
     /// Work for one of the two threads, and whether that thread is draining it.
-    private struct Queue<Item> {
+    private struct Queue<Item: Sendable>: Sendable {
         var items: [Item] = []
         var draining = false
 
@@ -71,12 +71,12 @@ package final class FileWorker: Sendable {
     }
 
     private let state = Locked(State())
-    /// The syncer's queue is a serial one of its own (``Sys/blockingQueue(_:)``): a sync that
+    /// The syncer's queue is a serial one of its own (``Sys/ownBlockingQueue(_:)``): a sync that
     /// waits for a slow disk must not hold one of the threads Swift's tasks run on. The worker
     /// (creates, writes, renames: page-cache work) stays on the global queue, whose thread is
     /// often the one that just queued the job: on a serial queue of its own a thousand small
     /// files took 10-25% longer on tmpfs, with twice the context switches.
-    private let syncerQueue = Sys.blockingQueue("haul.file-syncer")
+    private let syncerQueue = Sys.ownBlockingQueue("haul.file-syncer")
     /// Files synced so far in groups of more than one (for tests and benchmarks).
     private let grouped = Locked(0)
 

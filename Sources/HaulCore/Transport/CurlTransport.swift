@@ -9,6 +9,7 @@ import Synchronization
 /// `curl_multi_wakeup`. Body bytes go straight from curl's receive buffer to the handler (which
 /// pwrite()s them), with real flow control: a handler that returns `.pause` makes the callback
 /// return `CURL_WRITEFUNC_PAUSE`, and `resume()` calls `curl_easy_pause(CONT)`.
+/// Unchecked Sendable: `active` is the curl thread's alone; other threads use the command queue.
 package final class CurlTransport: HTTPTransport, @unchecked Sendable {
     /// The process-wide instance, or the reason libcurl could not be loaded.
     package static let shared: Result<CurlTransport, TransportError> = {
@@ -500,10 +501,4 @@ private let curlReadCallback: haul_curl_data_cb = { ptr, size, count, userdata i
 private let curlHeaderCallback: haul_curl_data_cb = { ptr, size, count, userdata in
     let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
     return transfer.onHeaderLine(UnsafeRawBufferPointer(start: ptr, count: size * count))
-}
-
-/// Haul's version, for the User-Agent and `haul --version`.
-package enum HaulVersion {
-    package static let string = "0.1.0"
-    package static let userAgent = "haul/\(string)"
 }

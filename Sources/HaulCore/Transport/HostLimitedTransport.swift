@@ -49,7 +49,7 @@ package final class HostLimitedTransport: HTTPTransport {
 }
 
 /// A transfer that may wait for a slot before it reaches the real transport.
-private final class QueuedTransfer: TransportTask, @unchecked Sendable {
+private final class QueuedTransfer: TransportTask, Sendable {
     private struct State {
         var task: (any TransportTask)?
         var request: TransportRequest?

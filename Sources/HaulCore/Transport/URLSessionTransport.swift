@@ -92,7 +92,7 @@ package final class URLSessionTransport: HTTPTransport, Sendable {
 }
 
 /// One URLSession transfer. Delegate callbacks arrive serially on the session's queue.
-private final class URLSessionTransfer: TransportTask, @unchecked Sendable {
+private final class URLSessionTransfer: TransportTask, Sendable {
     let task: URLSessionDataTask
     let handler: any TransportHandler
     let url: URL
