@@ -10,9 +10,8 @@ import Foundation
 /// honest: data is written, fsync()ed, and only then does an atomically replaced record claim it
 /// as synced; in between, notes claim what was written, for a rerun in the same boot only.
 ///
-/// Unchecked `Sendable`: it passes between the threads of one download, which use it one at a
-/// time (positional writes of several ranges at distinct offsets aside); the owner opens,
-/// checkpoints and commits it once the writers have stopped.
+/// Unchecked `Sendable`: the threads of one download use it one at a time (positional writes at
+/// distinct offsets aside); the owner opens, checkpoints and commits it when no writer runs.
 package final class PartialFile: @unchecked Sendable {
     package let destination: String
     package var partPath: String { destination + ".part" }
@@ -62,85 +61,6 @@ package final class PartialFile: @unchecked Sendable {
     }
 
     deinit { close() }
-
-    /// Creates `directory` and its missing parents; a failure is a ``HaulError`` naming it.
-    package static func createDirectory(_ directory: String) throws(HaulError) {
-        do { try Sys.makeDirectories(directory) } catch {
-            throw .fileSystem(error, "create directory", path: directory)
-        }
-    }
-
-    /// Makes sure the directory of a named destination is there, before any request: creates it
-    /// (and its parents) when `creating`, else fails naming it.
-    /// A destination whose name ends like a side file (``SafeFileName/isSideFileName(_:)``) is
-    /// refused: its partial and record would be another download's.
-    package static func prepareDirectory(of destination: String, creating: Bool) throws(HaulError) {
-        let name = destination.split(separator: "/").last.map(String.init) ?? destination
-        if SafeFileName.isSideFileName(name) {
-            throw HaulError(
-                .usage,
-                "\(destination): a name ending in .part, .haul or .haul.tmp is a download's side file; choose another",
-                path: destination)
-        }
-        // Its record's temporary, the longest side-file name, must fit a 255-byte file name.
-        let longest = SafeFileName.sideFileSuffixes.map(\.utf8.count).max() ?? 0
-        if name.utf8.count + longest > 255 {
-            throw HaulError(
-                .usage, "\(destination): the name is longer than \(255 - longest) bytes (its side files would not fit)",
-                path: destination)
-        }
-        let parent = Sys.parentDirectory(of: destination)
-        if creating {
-            try createDirectory(parent)
-        } else if !Sys.isDirectory(parent) {
-            throw HaulError(.fileSystem, "directory \(parent) does not exist", errno: ENOENT, path: parent)
-        }
-    }
-
-    /// Refuses a destination that is a directory, a device, a FIFO or a socket, `overwrite` or
-    /// not: the final rename cannot replace a directory (it would fail after the whole transfer)
-    /// and must not replace a device node with a regular file. Returns the size of the regular
-    /// file there, if any (the one look a download takes at its destination before the commit).
-    /// A symbolic link to nothing holds the name: refused unless `overwrite` (then the rename
-    /// replaces the link; its target is never created).
-    @discardableResult
-    package static func checkDestination(_ destination: String, overwrite: Bool) throws(HaulError) -> Int64? {
-        let kind: Sys.FileKind?
-        do { kind = try Sys.fileKind(destination) } catch { throw .fileSystem(error, "inspect", path: destination) }
-        switch kind {
-        case nil: return nil
-        case .danglingLink:
-            if overwrite { return nil }
-            throw HaulError(
-                .destinationExists,
-                "\(destination) exists (a symbolic link to a missing file); use --overwrite to replace it",
-                path: destination)
-        case .regular(let size): return size
-        case .directory:
-            throw HaulError(.fileSystem, "\(destination) is a directory", errno: EISDIR, path: destination)
-        case .other:
-            throw HaulError(
-                .fileSystem, "\(destination) is not a regular file (a device, FIFO or socket)", errno: EEXIST,
-                path: destination)
-        }
-    }
-
-    /// What is at the side-file names, as far as haul can vouch for it.
-    package enum Leftover: Equatable, Sendable {
-        /// No partial and no record.
-        case nothing
-        /// A partial with the record it was written with (bound by device and inode).
-        case partial(ResumeRecord)
-        /// A record bound to the file now at the destination: a crash came between the rename
-        /// into place and the record's removal.
-        case staleRecord
-        /// Haul's own partial that cannot be resumed (shorter than its record says, or a
-        /// validator that could not be sent back): to restart.
-        case damaged
-        /// Files haul cannot prove it wrote: never deleted, truncated or trusted without
-        /// `--overwrite`. The reason names the file.
-        case foreign(String)
-    }
 
     /// Looks at the partial, its record and the destination without changing anything.
     package func inspect() throws(HaulError) -> Leftover {
@@ -408,10 +328,6 @@ package final class PartialFile: @unchecked Sendable {
         durableBytes = record.contiguousBytes
     }
 
-    /// How much disk space a segmented partial reserves past what is written, in all
-    /// (``reserve(ahead:)``).
-    package static let reservedAhead: Int64 = 64 << 20
-
     /// Reserves disk space at the start of each of `gaps` (the parts still to be written, where
     /// connections write next), ``reservedAhead`` in all, as the bytes arrive: what is allocated
     /// stays within the bytes received plus that. Best effort: a full disk shows up at the next
@@ -474,9 +390,6 @@ package final class PartialFile: @unchecked Sendable {
 
     /// ``Sys/flushesRenamedFiles(_:)`` for the partial's directory, asked once.
     private lazy var flushesRenames = Sys.flushesRenamedFiles(Sys.parentDirectory(of: partPath))
-
-    /// Bytes given back by ``releaseTail(_:)`` after a full disk: room for the record.
-    package static let diskFullHeadroom: Int64 = 256 * 1024
 
     /// Drops up to `bytes` from the end of what was written (never below the durable bytes),
     /// freeing space on a full disk. Best effort.
@@ -569,32 +482,9 @@ package final class PartialFile: @unchecked Sendable {
         RecordIndex.shared.removed(destination: destination)
     }
 
-    /// A file at `path` with the server's size and no record is taken as the download already
-    /// done; with an expected SHA-256 (hex, any case) only if it matches, checked on a Dispatch
-    /// worker. A mismatch throws ``HaulError/Code/checksumMismatch`` and leaves the file alone:
-    /// it was there before, not ours to delete.
-    package static func confirmComplete(
-        _ path: String, bytes: Int64, sha256: String?
-    ) async throws(HaulError) -> DownloadOutcome {
-        if let expected = sha256?.lowercased() {
-            let actual = try await Sys.offload { () throws(HaulError) -> String in
-                do throws(Errno) { return try SHA256.hexDigest(ofFile: path) } catch {
-                    throw .fileSystem(error, "read", path: path)
-                }
-            }
-            guard actual == expected else {
-                throw HaulError(
-                    .checksumMismatch,
-                    "\(path) exists with the server's size, but its SHA-256 is \(actual), expected \(expected);"
-                        + " use --overwrite to replace it", path: path)
-            }
-        }
-        return DownloadOutcome(path: path, bytes: bytes, alreadyComplete: true)
-    }
-
     /// Checks the finished partial against an expected SHA-256 (hex, any case); a mismatch
     /// deletes it (and its record) and throws ``HaulError/Code/checksumMismatch``.
-    private func verify(sha256 expected: String) throws(HaulError) {
+    func verify(sha256 expected: String) throws(HaulError) {
         let expected = expected.lowercased()
         // The file stays open: the commit that follows must still sync it.
         let actual: String

@@ -1,0 +1,96 @@
+import Foundation
+import Haul
+import HaulCore
+
+/// Sizes, checksums and aria2-style input lists, as `haul get` reads them.
+extension GetCommand {
+    /// `1500`, `64K`, `2M`, `1G` (binary multiples, like curl and aria2); nil for anything else,
+    /// a count of 2^63 bytes or more included (`1e300G` trapped converting to Int64: a crash).
+    static func byteCount(_ raw: String) -> Int64? {
+        let multipliers: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        let upper = raw.uppercased()
+        if let last = upper.last, let m = multipliers[last] {
+            guard let n = Double(upper.dropLast()), n > 0, n * Double(m) < 0x1p63 else { return nil }
+            return Int64(n * Double(m))
+        }
+        return Int64(upper)
+    }
+
+    /// `sha-256=HEX` (or `sha256=`, any case) as lower-case hex; nil when malformed.
+    static func sha256(_ raw: String) -> String? {
+        let parts = raw.split(separator: "=", maxSplits: 1)
+        guard parts.count == 2, ["sha-256", "sha256"].contains(parts[0].lowercased()), parts[1].count == 64,
+            parts[1].allSatisfy(\.isHexDigit)
+        else { return nil }
+        return parts[1].lowercased()
+    }
+
+    /// Options an input list gives one URL.
+    struct ListOptions: Hashable {
+        var out: String?
+        var dir: String?
+        var sha256: String?
+    }
+
+    /// What makes two listed downloads the same one.
+    struct ListKey: Hashable {
+        var url: String
+        var options: ListOptions
+    }
+
+    /// One URL of the command line or of an input list.
+    struct ListEntry {
+        var raw: String
+        var options = ListOptions()
+    }
+
+    /// Reads an aria2-style list: a URL per line, options for it on the following indented
+    /// lines (` out=NAME`, ` dir=DIR`, ` checksum=sha-256=HEX`); `#` starts a comment.
+    static func readList(_ path: String) throws(UsageError) -> [ListEntry] {
+        // `-i -` reads standard input, as wget and aria2 do.
+        let contents =
+            path == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: path)
+        guard var data = contents else { throw UsageError("cannot read -i \(path)") }
+        // A byte order mark (Notepad's UTF-8) is no part of the first URL.
+        if data.starts(with: [0xEF, 0xBB, 0xBF]) { data.removeFirst(3) }
+        var entries: [ListEntry] = []
+        // isNewline, not "\n": a CRLF pair is one Character in Swift, so a list saved on Windows
+        // was one long line before.
+        let lines = String(decoding: data, as: UTF8.self).split(
+            omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+        for (number, line) in lines.enumerated() {
+            let trimmed = line.trimmingASCIIWhitespace()
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            if line.first == " " || line.first == "\t" {
+                guard !entries.isEmpty, let eq = trimmed.firstIndex(of: "=") else {
+                    throw UsageError("\(path):\(number + 1): expected ' out=NAME' or ' dir=DIR' after a URL")
+                }
+                let key = trimmed[..<eq]
+                let value = String(trimmed[trimmed.index(after: eq)...])
+                switch key {
+                case "out":
+                    // A list may come from elsewhere: its names stay inside their directory
+                    // (dir= chooses another one openly).
+                    let parts = value.split(separator: "/", omittingEmptySubsequences: false)
+                    guard !value.isEmpty, !value.hasPrefix("/"), !parts.contains(".."), parts.last?.isEmpty == false
+                    else {
+                        throw UsageError(
+                            "\(path):\(number + 1): out=\(value) is not a file name inside the directory (use dir=)")
+                    }
+                    entries[entries.count - 1].options.out = value
+                case "dir": entries[entries.count - 1].options.dir = value
+                case "checksum":
+                    guard let hex = Self.sha256(value) else {
+                        throw UsageError("\(path):\(number + 1): checksum= expects sha-256=<64 hex digits>")
+                    }
+                    entries[entries.count - 1].options.sha256 = hex
+                default:
+                    throw UsageError("\(path):\(number + 1): unknown option '\(key)' (out, dir or checksum)")
+                }
+            } else {
+                entries.append(ListEntry(raw: trimmed))
+            }
+        }
+        return entries
+    }
+}

@@ -1,0 +1,219 @@
+import Foundation
+
+/// One request chain: receives the response and body on the transport's thread. Its state is
+/// mutated only there while the transfer runs, and read by the engine after `finished()`
+/// returns, which orders the accesses; hence `@unchecked Sendable`.
+final class Attempt: TransportHandler, @unchecked Sendable {
+    let downloader: FileDownloader
+    var machine: ResumeStateMachine
+    var destination: String?
+    /// The size of a file at the destination when the download was prepared (nil: none).
+    var existingSize: Int64?
+    var partial: PartialFile?
+    var action: ResumeStateMachine.Action?
+    var failure: HaulError?
+    var existingComplete: DownloadOutcome?
+    var receivedBytes: Int64 = 0
+    /// Leading body bytes still to compare with the partial instead of writing them.
+    private var toCompare: Int64 = 0
+    var connectRefused = false
+    /// The destination turned out to hold a partial of this URL: ask again with Range.
+    var askAgain = false
+    private var lastCheckpoint = monotonicSeconds()
+    /// When, and at how many bytes written, the record last claimed them (checkpoint or note).
+    private var lastNote: (at: Double, bytes: Int64) = (monotonicSeconds(), 0)
+    /// The periodic checkpoint running on a Dispatch worker, if any (at most one), and the
+    /// error of the last one. Off the transport's thread: its fsync on a slow disk held every
+    /// transfer of the process, this one's cancel included (tested).
+    private let inFlight = Locked<(done: OneShot<Void>?, error: HaulError?)>((nil, nil))
+
+    init(downloader: FileDownloader, machine: ResumeStateMachine, destination: String?, existingSize: Int64?) {
+        self.downloader = downloader
+        self.machine = machine
+        self.destination = destination
+        self.existingSize = existingSize
+    }
+
+    func transportDidReceive(response: TransportResponse) -> Bool {
+        let action = machine.responseReceived(status: response.status, headers: response.headers, url: response.url)
+        self.action = action
+        guard case .write(let offset, let discard, let validators) = action else { return false }
+        // A 206 for a partial without a validator starts before the resume offset: its first
+        // bytes are compared with the disk, not written.
+        toCompare = response.status == 206 ? machine.overlapBytes : 0
+        if discard {
+            downloader.emit(.restarted(reason: "server sent the whole file (HTTP 200) instead of the range asked for"))
+        }
+        do {
+            return try begin(offset: offset, validators: validators, response: response)
+        } catch {
+            failure = error
+            return false
+        }
+    }
+
+    private func begin(
+        offset: Int64, validators: ResumeStateMachine.Validators, response: TransportResponse
+    )
+        throws(HaulError) -> Bool
+    {
+        let options = downloader.options
+        if destination == nil, case .directory(let dir) = downloader.target {
+            let name = SafeFileName.suggestedName(
+                contentDisposition: response.headers["Content-Disposition"], url: downloader.url)
+            let dest = dir + "/" + name
+            destination = dest
+            (machine, existingSize) = try downloader.prepare(dest)
+            if machine.resumeOffset > 0 {
+                // A partial of this URL exists under the suggested name: ask again with Range.
+                askAgain = true
+                self.action = nil
+                return false
+            }
+        }
+        guard let destination else { return false }
+        if machine.record == nil, !options.overwrite, let size = existingSize {
+            if let total = validators.totalLength, total == size, offset == 0 {
+                existingComplete = DownloadOutcome(path: destination, bytes: size, alreadyComplete: true)
+                action = nil
+                return false
+            }
+            throw .destinationExists(destination, size: size, serverSize: validators.totalLength)
+        }
+        let file = partial ?? PartialFile(destination: destination)
+        partial = file
+        let previous = machine.record
+        try file.open(at: offset)
+        machine.accept(offset: offset, validators: validators, url: downloader.url, finalURL: response.url)
+        downloader.reporter.begin(at: offset, total: machine.record?.totalLength)
+        if let previous, !previous.claimsTheSame(as: machine.record) || previous.partial != file.boundIdentity {
+            // The record on disk describes other bytes now (a restart from zero, or another
+            // version): replace it before writing anything.
+            try checkpoint()
+        } else if previous != nil {
+            // A resume of the same version from where the record ends: the record stays true
+            // while bytes are added after it, so no sync holds up the transfer's thread here.
+            lastCheckpoint = monotonicSeconds()
+        } else if let record = stampedRecord(file) {
+            // A fresh download's record is written before its first byte: a partial without one
+            // is never trusted (a kill before an asynchronous first record left a partial the
+            // next run refused). It claims no bytes, so nothing is synced: a small write here.
+            try file.checkpoint(record, syncingData: false)
+            lastCheckpoint = monotonicSeconds()
+        }
+        downloader.emit(
+            .started(
+                status: response.status, url: response.url, destination: destination, offset: offset,
+                totalBytes: validators.totalLength))
+        return true
+    }
+
+    func transportDidReceive(body: UnsafeRawBufferPointer) -> BodyDisposition {
+        guard let partial else { return .abort }
+        var body = body
+        if toCompare > 0 {
+            let n = Int(min(Int64(body.count), toCompare))
+            let same: Bool
+            do {
+                same = try partial.holds(
+                    UnsafeRawBufferPointer(rebasing: body[0..<n]), at: partial.writtenBytes - toCompare)
+            } catch {
+                failure = error
+                return .abort
+            }
+            guard same else {
+                action = .restart(
+                    reason:
+                        "file changed on the server: the bytes before \(partial.writtenBytes) differ from the partial"
+                        + " (the server sends no ETag or Last-Modified to ask with)")
+                return .abort
+            }
+            toCompare -= Int64(n)
+            body = UnsafeRawBufferPointer(rebasing: body[n...])
+            if body.isEmpty { return .proceed }
+        }
+        do {
+            try partial.write(body)
+        } catch {
+            failure = error
+            return .abort
+        }
+        receivedBytes += Int64(body.count)
+        let now = monotonicSeconds()
+        if let error = inFlight.withLock({ $0.error }) {
+            failure = error
+            return .abort
+        }
+        if now - lastCheckpoint >= downloader.options.checkpointInterval {
+            checkpointInBackground(partial)
+        } else if downloader.options.notes.isDue(
+            bytesSince: partial.writtenBytes - lastNote.bytes, secondsSince: now - lastNote.at)
+        {
+            partial.note(written: [ByteRange(0, partial.writtenBytes)])
+            lastNote = (now, partial.writtenBytes)
+        }
+        downloader.reporter.update(partial.writtenBytes, total: machine.record?.totalLength, at: now)
+        return .proceed
+    }
+
+    private func checkpoint() throws(HaulError) {
+        guard let partial, let record = stampedRecord(partial) else { return }
+        try partial.checkpoint(record)
+        lastCheckpoint = monotonicSeconds()
+    }
+
+    /// The record claiming what `partial` holds so far, stamped with the time.
+    private func stampedRecord(_ partial: PartialFile) -> ResumeRecord? {
+        machine.advance(to: partial.writtenBytes)
+        guard var record = machine.record else { return nil }
+        record.updatedAt = ISO8601DateFormatter().string(from: Date())
+        return record
+    }
+
+    /// Starts a checkpoint of what is written so far on a Dispatch worker, unless one runs. The
+    /// record claims the bytes written before the fsync starts, so it never claims more than
+    /// the disk holds; the transfer goes on writing meanwhile.
+    private func checkpointInBackground(_ partial: PartialFile, syncingData: Bool = true) {
+        lastCheckpoint = monotonicSeconds()
+        guard let record = stampedRecord(partial) else { return }
+        let syncingData = syncingData || record.ranges.contains { $0.count > 0 }
+        let done = OneShot<Void>()
+        guard
+            inFlight.withLock({ s -> Bool in
+                guard s.done == nil else { return false }
+                s.done = done
+                return true
+            })
+        else { return }
+        Sys.blockingQueue().async { [inFlight] in
+            var failed: HaulError?
+            do throws(HaulError) { try partial.checkpoint(record, syncingData: syncingData) } catch { failed = error }
+            inFlight.withLock { s in
+                s.done = nil
+                if let failed, s.error == nil { s.error = failed }
+            }
+            done.fulfill(())
+        }
+    }
+
+    /// Waits for the checkpoint in flight, if any; a failed one becomes the attempt's failure.
+    func checkpointsSettled() async {
+        if let done = inFlight.withLock({ $0.done }) { await done.value() }
+        if failure == nil, let error = inFlight.withLock({ $0.error }) { failure = error }
+    }
+
+    /// Best effort: make the record claim what was written before a failure or cancel.
+    /// Checkpoints what the attempt wrote before it failed with `error`, and closes the partial.
+    /// Not after a checksum mismatch: that deleted the partial and its record (the checkpoint
+    /// wrote the record again, left beside no partial).
+    func finishWithCheckpoint(after error: HaulError) {
+        guard let partial, machine.record != nil, error.code != .checksumMismatch else { return }
+        if failure?.code == .diskFull {
+            // The record needs a block of its own: give back the partial's last bytes so that
+            // the checkpoint can claim the rest instead of failing for want of space.
+            partial.releaseTail(PartialFile.diskFullHeadroom)
+        }
+        try? checkpoint()
+        partial.close()
+    }
+}

@@ -1,0 +1,288 @@
+import CHaulCurl
+import Foundation
+import Synchronization
+
+/// One transfer on the curl thread. Its mutable state is touched only by that thread (the
+/// atomics aside), which is why it can be `@unchecked Sendable`.
+final class CurlTransfer: TransportTask, @unchecked Sendable {
+    let request: TransportRequest
+    let handler: any TransportHandler
+    unowned let transport: CurlTransport
+    let done = OneShot<Result<Void, TransportError>>()
+    let cancelRequested = Atomic<Bool>(false)
+
+    var easy: UnsafeMutableRawPointer?
+    private var headerList: OpaquePointer?
+    private var errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
+    private var status = 0
+    private var headers = HTTPHeaders()
+    private var responseDelivered = false
+    private var aborted = false
+    /// Why the answer cannot be used, when its headers broke HTTP (the transfer was aborted).
+    private var invalidResponse: String?
+    var paused = false
+    private var bodyBytes: Int64 = 0
+    /// Rate limiting: token buckets that may go into debt by one chunk; while in debt the
+    /// transfer is paused (no socket reads) until `paceUntil`.
+    var paceUntil: Double?
+    /// When this transfer began waiting for a budget, kept while it waits without getting any:
+    /// when waits end together the longest-waiting transfer goes first, so a shared budget is
+    /// taken in turns.
+    var waitingSince: Double?
+    /// When the last byte of the answer arrived, or the transfer last went on after a pause;
+    /// nil before the first. See ``CurlTransport/expireStalled(at:)``.
+    var lastActivity: Double?
+    private lazy var own: RateBudget? = request.maxReceiveRate.map { RateBudget(bytesPerSecond: $0) }
+
+    /// When this transfer counts as stalled if no byte comes: nil before its answer begins,
+    /// while it is paused, with no idle timeout, or for an upload (the socket's buffers hold
+    /// seconds of a body a server reads slowly, with no read of ours meanwhile: that is no
+    /// stall, and curl's own check, which counts the bytes sent, stays in charge there).
+    var stallDeadline: Double? {
+        guard let lastActivity, !paused, paceUntil == nil, request.body == nil, request.idleTimeout > 0,
+            request.idleTimeout.isFinite
+        else { return nil }
+        return lastActivity + request.idleTimeout
+    }
+
+    init(request: TransportRequest, handler: any TransportHandler, transport: CurlTransport) {
+        self.request = request
+        self.handler = handler
+        self.transport = transport
+        errorBuffer.initialize(repeating: 0, count: 256)
+    }
+
+    deinit { errorBuffer.deallocate() }
+
+    func pause() { transport.pause(self) }
+    func resume() { transport.resume(self) }
+    func cancel() {
+        cancelRequested.store(true, ordering: .releasing)
+        transport.cancel(self)
+    }
+    func finished() async -> Result<Void, TransportError> { await done.value() }
+    func onFinish(_ body: @escaping @Sendable (Result<Void, TransportError>) -> Void) { done.whenFulfilled(body) }
+    func complete(_ r: Result<Void, TransportError>) { done.fulfill(r) }
+
+    func makeEasyHandle() -> Result<UnsafeMutableRawPointer, TransportError> {
+        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            return .failure(TransportError(.invalidURL, "unsupported URL scheme"))
+        }
+        guard let h = haul_easy_init() else { return .failure(TransportError(.other, "curl_easy_init failed")) }
+        easy = h
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        var ok = true
+        func set(_ option: Int32, _ value: Int) { ok = ok && haul_easy_setopt_long(h, option, value) == 0 }
+        func set(_ option: Int32, _ value: String) { ok = ok && haul_easy_setopt_ptr(h, option, value) == 0 }
+        set(Int32(HAUL_CURLOPT_URL), request.url.absoluteString)
+        set(Int32(HAUL_CURLOPT_PROTOCOLS_STR), "http,https")
+        set(Int32(HAUL_CURLOPT_NOSIGNAL), 1)
+        set(Int32(HAUL_CURLOPT_FOLLOWLOCATION), 0)
+        set(Int32(HAUL_CURLOPT_BUFFERSIZE), CurlTransport.bufferSize)
+        set(Int32(HAUL_CURLOPT_TCP_KEEPALIVE), 1)
+        // 0 means curl's default (300 s): what a timeout of 0 always gave, and now a negative or
+        // NaN one too.
+        set(Int32(HAUL_CURLOPT_CONNECTTIMEOUT_MS), Seconds.milliseconds(request.connectTimeout))
+        // Stall detection before the answer's first byte (curl averages over its last 5 s, so it
+        // fires up to 5 s late); once bytes flow, ``CurlTransport/expireStalled(at:)`` is exact.
+        set(Int32(HAUL_CURLOPT_LOW_SPEED_LIMIT), 1)
+        set(Int32(HAUL_CURLOPT_LOW_SPEED_TIME), Seconds.wholeUp(request.idleTimeout))
+        set(Int32(HAUL_CURLOPT_SSL_VERIFYPEER), 1)
+        set(Int32(HAUL_CURLOPT_SSL_VERIFYHOST), 2)
+        if let ca = request.caFile { set(Int32(HAUL_CURLOPT_CAINFO), ca) }
+        set(Int32(HAUL_CURLOPT_USERAGENT), HaulVersion.userAgent)
+        if request.decodeContent {
+            set(Int32(HAUL_CURLOPT_ACCEPT_ENCODING), "")
+        } else {
+            set(Int32(HAUL_CURLOPT_HTTP_CONTENT_DECODING), 0)
+        }
+        switch request.method {
+        case "GET": break
+        case "HEAD": set(Int32(HAUL_CURLOPT_NOBODY), 1)
+        default: set(Int32(HAUL_CURLOPT_CUSTOMREQUEST), request.method)
+        }
+        var headers = request.headers
+        if let body = request.body {
+            ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_READFUNCTION), curlReadCallback) == 0
+            ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_READDATA), me) == 0
+            if request.method == "PUT" {
+                set(Int32(HAUL_CURLOPT_UPLOAD), 1)
+                if let length = body.length {
+                    ok = ok && haul_easy_setopt_off(h, Int32(HAUL_CURLOPT_INFILESIZE_LARGE), length) == 0
+                }
+            } else {
+                set(Int32(HAUL_CURLOPT_POST), 1)
+                if let length = body.length {
+                    ok = ok && haul_easy_setopt_off(h, Int32(HAUL_CURLOPT_POSTFIELDSIZE_LARGE), length) == 0
+                } else {
+                    headers.replace("Transfer-Encoding", "chunked")
+                }
+            }
+            // No "Expect: 100-continue" round trip (servers that do not answer it cost a second).
+            headers.replace("Expect", "")
+        }
+        if !request.decodeContent && !headers.contains("Accept-Encoding") {
+            // No Accept-Encoding would mean "any coding is fine" (RFC 9110 12.5.3).
+            headers.add("Accept-Encoding", "identity")
+        }
+        for (name, value) in headers {
+            // A header with CR, LF or NUL could smuggle a second header or request; dropping it
+            // could drop an If-Range (and splice two versions): the request is refused.
+            guard HTTPHeaders.isToken(name), HTTPHeaders.isSendable(value) else {
+                cleanup()
+                return .failure(
+                    TransportError(.invalidURL, "a request header cannot be sent (a line break or NUL in it)"))
+            }
+            // "Name:" removes a header curl would add; "Name;" sends it empty.
+            let line = value.isEmpty ? (name == "Expect" ? "Expect:" : "\(name);") : "\(name): \(value)"
+            headerList = haul_slist_append(headerList, line)
+        }
+        if let headerList {
+            ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_HTTPHEADER), UnsafeRawPointer(headerList)) == 0
+        }
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_ERRORBUFFER), errorBuffer) == 0
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_PRIVATE), me) == 0
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_WRITEDATA), me) == 0
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_HEADERDATA), me) == 0
+        ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_WRITEFUNCTION), curlWriteCallback) == 0
+        ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_HEADERFUNCTION), curlHeaderCallback) == 0
+        guard ok else {
+            cleanup()
+            return .failure(
+                TransportError(.invalidURL, "libcurl refused the request"))
+        }
+        return .success(h)
+    }
+
+    func cleanup() {
+        if let easy { haul_easy_cleanup(easy) }
+        easy = nil
+        if let headerList { haul_slist_free_all(headerList) }
+        headerList = nil
+    }
+
+    func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
+        lastActivity = monotonicSeconds()
+        // Parsed as bytes, on the one thread that runs every transfer: as Strings (decoded, then
+        // trimmed, searched and split by Character) the head of a small file cost its transfer
+        // as much as libcurl's own work.
+        let isStatusLine = line.starts(with: Self.httpPrefix)
+        let (start, end) = Self.trimmed(line, 0, line.count)
+        if isStatusLine {
+            // `HTTP/1.1 206 Partial Content`: the number after the first space.
+            var i = start
+            while i < end && line[i] != 0x20 { i += 1 }
+            while i < end && line[i] == 0x20 { i += 1 }
+            var code = 0
+            var digits = 0
+            while i < end, line[i] >= 0x30, line[i] <= 0x39, digits < 4 {
+                code = code * 10 + Int(line[i] - 0x30)
+                digits += 1
+                i += 1
+            }
+            status = digits > 0 && digits < 4 && (i == end || line[i] == 0x20) ? code : 0
+            headers = HTTPHeaders()
+        } else if start == end {
+            if status >= 200 && !responseDelivered {
+                if !deliverResponse() { return 0 }
+            }
+        } else if let colon = line[start..<end].firstIndex(of: 0x3A) {
+            let name = Self.trimmed(line, start, colon)
+            let value = Self.trimmed(line, colon + 1, end)
+            headers.add(Self.text(line, name.0, name.1), Self.text(line, value.0, value.1))
+        }
+        return line.count
+    }
+
+    private static let httpPrefix = Array("HTTP/".utf8)
+
+    /// `start..<end` of `line` without the spaces, tabs, CRs and LFs around it.
+    private static func trimmed(_ line: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> (Int, Int) {
+        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
+        var (start, end) = (start, end)
+        while start < end && isSpace(line[start]) { start += 1 }
+        while end > start && isSpace(line[end - 1]) { end -= 1 }
+        return (start, end)
+    }
+
+    /// The text of `line[start..<end]`: UTF-8, else ISO-8859-1 (RFC 9110 5.5: field values were
+    /// Latin-1 text, and RFC 6266's filename= still is): a name sent as `caf\xE9` became
+    /// "caf\u{FFFD}". Nearly every field is ASCII, decoded without a second look.
+    private static func text(_ line: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> String {
+        let bytes = UnsafeRawBufferPointer(rebasing: line[start..<end])
+        if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
+        return String(validating: bytes, as: UTF8.self)
+            ?? String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
+    }
+
+    private func deliverResponse() -> Bool {
+        responseDelivered = true
+        if !headers.contains("Transfer-Encoding"), let problem = headers.contentLengthProblem {
+            invalidResponse = problem
+            return false
+        }
+        let response = TransportResponse(status: status, headers: headers, url: request.url)
+        if !handler.transportDidReceive(response: response) {
+            aborted = true
+            return false
+        }
+        return true
+    }
+
+    func onRead(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
+        guard let body = request.body else { return 0 }
+        do {
+            return try body.read(into: buffer)
+        } catch {
+            aborted = true
+            return Int(HAUL_CURL_READFUNC_ABORT)
+        }
+    }
+
+    func onBody(_ data: UnsafeRawBufferPointer) -> Int {
+        if !responseDelivered && !deliverResponse() { return 0 }
+        if let wait = RateBudget.take(data.count, from: own, request.sharedRate) {
+            let now = monotonicSeconds()
+            paceUntil = now + wait
+            if waitingSince == nil { waitingSince = now }
+            return Int(HAUL_CURL_WRITEFUNC_PAUSE)  // delivered again when unpaused
+        }
+        waitingSince = nil
+        switch handler.transportDidReceive(body: data) {
+        case .proceed:
+            bodyBytes += Int64(data.count)
+            lastActivity = monotonicSeconds()  // after the handler: a slow write is not the server's
+            return data.count
+        case .pause:
+            paused = true
+            return Int(HAUL_CURL_WRITEFUNC_PAUSE)
+        case .abort:
+            aborted = true
+            return 0
+        }
+    }
+
+    func result(code: Int32) -> Result<Void, TransportError> {
+        let detail = String(cString: errorBuffer)
+        let message = detail.isEmpty ? String(cString: haul_easy_strerror(code)) : detail
+        if let invalidResponse { return .failure(TransportError(.invalidResponse, invalidResponse)) }
+        if aborted { return .failure(TransportError(.aborted, "aborted by the handler")) }
+        switch code {
+        case 0:
+            if !responseDelivered { return .failure(TransportError(.connectionLost, "empty reply from server")) }
+            return .success(())
+        case 1, 3: return .failure(TransportError(.invalidURL, message))
+        case 6, 5: return .failure(TransportError(.resolve, message))
+        case 7: return .failure(TransportError(.connect, message))
+        case 28:
+            let stalled = responseDelivered || message.contains("too slow")
+            return .failure(TransportError(stalled ? .idleTimeout : .connectTimeout, message))
+        case 18, 52, 55, 56, 16, 92, 61: return .failure(TransportError(.connectionLost, message))
+        case 8: return .failure(TransportError(.invalidResponse, message))  // CURLE_WEIRD_SERVER_REPLY
+        case 35, 51, 53, 54, 58, 59, 60, 64, 66, 77, 80, 82, 83, 90, 91:
+            return .failure(TransportError(.tls, message))
+        case 23, 42: return .failure(TransportError(.aborted, message))
+        default: return .failure(TransportError(.other, "\(message) (curl \(code))"))
+        }
+    }
+}

@@ -1,0 +1,300 @@
+import Foundation
+import HaulCore
+
+/// The routes: what each query option makes the server answer.
+extension TestServer {
+    /// Serves one request; returns whether the connection stays open.
+    func respond(_ fd: Int32, _ r: RecordedRequest, hit: Int, beforeLastWrite: () -> Void) -> Bool {
+        let q = r.query
+        func int(_ k: String) -> Int? { q[k].flatMap { Int($0) } }
+        func flag(_ k: String) -> Bool { q[k] == "1" || q[k] == "true" }
+
+        // busy=N: at most N requests of this path answered at once (a server's per-client
+        // connection limit); one more gets 503. Each stops counting just before its last bytes.
+        var counting = false
+        let leave = {
+            guard counting else { return }
+            counting = false
+            self.state.withLock { $0.busyPaths[r.path, default: 0] -= 1 }
+        }
+        defer { leave() }
+        if let limit = int("busy") {
+            let admitted = state.withLock { s -> Bool in
+                guard s.busyPaths[r.path, default: 0] < limit else { return false }
+                s.busyPaths[r.path, default: 0] += 1
+                return true
+            }
+            guard admitted else {
+                return send(fd, status: 503, headers: [("Content-Length", "0")], body: [])
+            }
+            counting = true
+        }
+        func lastWrite() {
+            if let n = int("hold") { holdUntil(inFlight: n) }
+            leave()
+            beforeLastWrite()
+        }
+
+        if let delay = q["delay"].flatMap(Double.init) { Thread.sleep(forTimeInterval: delay) }
+
+        // Status sequences: status=503,503,200 (the last repeats).
+        if let seq = q["status"]?.split(separator: ",").compactMap({ Int($0) }), !seq.isEmpty {
+            let status = seq[min(hit, seq.count - 1)]
+            if status != 200 {
+                var h = [("Content-Length", "0")]
+                if let ra = q["retryAfter"] { h.append(("Retry-After", ra)) }
+                if status == 416 { h.append(("Content-Range", "bytes */\(int("size") ?? 1024)")) }
+                return send(fd, status: status, headers: h, body: [])
+            }
+        }
+        // signed=S: like a storage service's pre-signed link. The target without `sig=` redirects
+        // to itself with a new `sig=`; that URL is refused (403) from S seconds after its first
+        // request on (counted from its first use, not its signing, so that a slow test machine
+        // does not see a link expire before it is used).
+        if let lifetime = q["signed"].flatMap(Double.init) {
+            guard let sig = q["sig"] else {
+                let sig = UUID().uuidString
+                let location = r.target + (r.target.contains("?") ? "&" : "?") + "sig=\(sig)"
+                return send(fd, status: 302, headers: [("Location", location), ("Content-Length", "0")], body: [])
+            }
+            let now = Date()
+            let first = state.withLock { s in
+                if s.signedFirstUse[sig] == nil { s.signedFirstUse[sig] = now }
+                return s.signedFirstUse[sig]!
+            }
+            if now.timeIntervalSince(first) > lifetime {
+                let body = Array("Request has expired".utf8)
+                return send(fd, status: 403, headers: [("Content-Length", "\(body.count)")], body: body)
+            }
+        }
+        // Redirects.
+        if let to = q["to"] {
+            return send(fd, status: 302, headers: [("Location", to), ("Content-Length", "0")], body: [])
+        }
+        if flag("loop") {
+            return send(fd, status: 302, headers: [("Location", r.target), ("Content-Length", "0")], body: [])
+        }
+        if let count = int("redirect"), count > 0 {
+            let next = r.target.replacingOccurrences(of: "redirect=\(count)", with: "redirect=\(count - 1)")
+            let status = [301, 302, 303, 307, 308][count % 5]
+            return send(fd, status: status, headers: [("Location", next), ("Content-Length", "0")], body: [])
+        }
+
+        // The representation.
+        let seed = int("seed") ?? 1
+        let version: Int
+        switch q["change"] {
+        case "1": version = hit >= 1 ? 1 : 0
+        case "always": version = hit
+        default: version = 0
+        }
+        let size = int("size") ?? 1024
+        // `body=TEXT`: the answer is TEXT's bytes (a hostile server's file of its choosing).
+        var gzipped: [UInt8]? = q["body"].map { Array($0.utf8) }
+        if flag("gzip") { gzipped = TestContent.gzip(TestContent.bytes(seed: seed, version: version, count: size)) }
+        let actualSize = gzipped?.count ?? size
+        let claimed = actualSize + (int("lie") ?? 0)
+        let etag = q["etag"] == "0" ? nil : (flag("weak") ? "W/" : "") + "\"s\(seed)-v\(version)-\(size)\""
+        let lastModified =
+            q["lm"] == "0"
+            ? nil : HTTPDate.format(Date(timeIntervalSince1970: 1_767_225_600 + Double(version) * 3600))
+
+        var headers: [(String, String)] = []
+        if let etag { headers.append(("ETag", etag)) }
+        if let lastModified { headers.append(("Last-Modified", lastModified)) }
+        if flag("gzip") { headers.append(("Content-Encoding", "gzip")) }
+        if let cd = contentDisposition(q["cd"]) { headers.append(("Content-Disposition", cd)) }
+
+        // Range, honoured unless ranges=0; If-Range compared strongly unless ifrange=0.
+        var start = 0
+        var stop = claimed  // one past the last byte to send
+        var partial = false
+        // ranges=0: never honour Range; norange=K: stop honouring it from the K-th request on.
+        let rangesOn = q["ranges"] != "0" && !(int("norange").map { hit >= $0 } ?? false)
+        if rangesOn { headers.append(("Accept-Ranges", "bytes")) }
+        if rangesOn, let range = r.range, let (first, end) = parseRange(range, size: claimed) {
+            var honour = true
+            if let ifRange = r.ifRange, q["ifrange"] != "0" {
+                honour = ifRange.hasPrefix("W/") ? false : (ifRange == etag || ifRange == lastModified)
+            }
+            if honour {
+                if first >= claimed {
+                    return send(
+                        fd, status: 416,
+                        headers: headers + [("Content-Range", "bytes */\(claimed)"), ("Content-Length", "0")],
+                        body: [])
+                }
+                start = first
+                stop = min(end ?? claimed, claimed)
+                partial = true
+            }
+        }
+        let chunked = flag("chunked")
+        if partial { headers.append(("Content-Range", "bytes \(start)-\(stop - 1)/\(claimed)")) }
+        // etag206=0: a 206 without the ETag its 200 carries (it cannot confirm the version).
+        if partial && q["etag206"] == "0" { headers.removeAll { $0.0 == "ETag" } }
+        if !chunked {
+            // length=V: that literal value instead of the true length (`-5`, `abc`).
+            headers.append(("Content-Length", q["length"] ?? String(stop - start)))
+            // length2=N: a second Content-Length that disagrees (framing no client can trust).
+            if let second = int("length2") { headers.append(("Content-Length", String(second))) }
+        } else {
+            headers.append(("Transfer-Encoding", "chunked"))
+        }
+        let status = partial ? 206 : 200
+        guard writeHead(fd, status: status, headers: headers, latin1: q["cd"] == "latin1") else { return false }
+        if r.method == "HEAD" { return true }
+
+        // The body, with faults.
+        let dropAfter: Int? = {
+            guard let n = int("drop") else { return nil }
+            if let drops = int("drops"), hit >= drops { return nil }
+            return n
+        }()
+        let stallAfter: Int? = {
+            guard let n = int("stall") else { return nil }
+            if let stalls = int("stalls"), hit >= stalls { return nil }
+            return n
+        }()
+        // `slowat=OFFSET&slowrate=B`: a range starting exactly at OFFSET drips at B bytes/s (one
+        // slow connection among fast ones; a replacement asks from a later offset).
+        let rate = (partial && int("slowat") == start ? int("slowrate") : nil) ?? int("rate")
+        var offset = start
+        var sent = 0
+        let chunkSize = rate.map { max(1, min(65_536, $0 / 20)) } ?? 65_536
+        var chunk = [UInt8](repeating: 0, count: chunkSize)
+        let began = Date()
+        let last = min(actualSize, stop)
+        while offset < last {
+            var n = min(chunkSize, last - offset)
+            if let d = dropAfter { n = min(n, d - sent) }
+            if let s = stallAfter { n = min(n, s - sent) }
+            if n <= 0 { break }
+            if let gz = gzipped {
+                chunk.withUnsafeMutableBytes { dst in
+                    gz.withUnsafeBytes { dst.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: n) }
+                }
+            } else {
+                chunk.withUnsafeMutableBytes {
+                    TestContent.fill(
+                        UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), seed: seed, version: version, offset: offset
+                    )
+                }
+            }
+            if offset + n >= last && !chunked && stop <= actualSize { lastWrite() }
+            let ok = chunked ? writeChunk(fd, chunk, n) : writeAll(fd, chunk, n)
+            if !ok {
+                state.withLock { $0.cut[r.path, default: 0] += 1 }
+                return false
+            }
+            offset += n
+            sent += n
+            state.withLock { $0.sent[r.path, default: 0] += n }
+            if let rate {
+                // burst=B: the first B bytes of each answer at once (nginx's limit_rate gives a
+                // request its first 2 MiB so), then `rate`.
+                let due = Double(max(0, sent - (int("burst") ?? 0))) / Double(rate)
+                let elapsed = Date().timeIntervalSince(began)
+                if due > elapsed { Thread.sleep(forTimeInterval: due - elapsed) }
+            }
+        }
+        if let d = dropAfter, sent >= d, offset < last { return false }  // drop: close mid-body
+        if let s = stallAfter, sent >= s, offset < last {
+            stall(fd)
+            return false
+        }
+        if stop > actualSize { return false }  // lied about the length: close early
+        if chunked { return writeAll(fd, Array("0\r\n\r\n".utf8), 5) }
+        return true
+    }
+
+    func contentDisposition(_ kind: String?) -> String? {
+        switch kind {
+        case "benign": return "attachment; filename=\"report.pdf\""
+        case "quoted": return "attachment; filename=\"my \\\"quoted\\\" file.txt\""
+        case "rfc5987": return "attachment; filename=\"fallback.txt\"; filename*=UTF-8''na%C3%AFve%20caf%C3%A9.txt"
+        case "traversal": return "attachment; filename=\"../../evil.txt\""
+        case "absolute": return "attachment; filename=\"/etc/evil.txt\""
+        case "slashes": return "attachment; filename=\"a/b\\\\c/inner.txt\""
+        case "nul": return "attachment; filename*=UTF-8''nul%00name%0A.txt"
+        case "long": return "attachment; filename=\"\(String(repeating: "x", count: 300)).txt\""
+        case "dots": return "attachment; filename=\"..\""
+        // Sent in ISO-8859-1 (`é` as the byte E9), as RFC 6266's filename= is and older servers do.
+        case "latin1": return "attachment; filename=\"caf\u{E9} cr\u{E8}me.txt\""
+        case nil: return nil
+        default: return "attachment; filename=\"\(kind!)\""
+        }
+    }
+
+    /// `bytes=a-b`, `bytes=a-` or `bytes=-n`: the first byte and, when given, one past the last.
+    func parseRange(_ value: String, size: Int) -> (first: Int, end: Int?)? {
+        guard value.hasPrefix("bytes="), !value.contains(",") else { return nil }
+        let spec = value.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+        guard spec.count == 2 else { return nil }
+        if spec[0].isEmpty, let suffix = Int(spec[1]) { return (max(0, size - suffix), nil) }
+        guard let first = Int(spec[0]) else { return nil }
+        if spec[1].isEmpty { return (first, nil) }
+        guard let last = Int(spec[1]), last >= first else { return nil }
+        return (first, last + 1)
+    }
+
+    func stall(_ fd: Int32) {
+        // Headers and part of the body are out; now send nothing, for at most 60 s, until the
+        // client gives up or the server stops.
+        let deadline = Date().addingTimeInterval(60)
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        var scratch = [UInt8](repeating: 0, count: 1024)
+        while Date() < deadline, !state.withLock({ $0.stopped }) {
+            if poll(&pfd, 1, 100) > 0 {
+                if recv(fd, &scratch, scratch.count, 0) <= 0 { return }
+            }
+        }
+    }
+
+    func send(_ fd: Int32, status: Int, headers: [(String, String)], body: [UInt8]) -> Bool {
+        writeHead(fd, status: status, headers: headers) && (body.isEmpty || writeAll(fd, body, body.count))
+    }
+
+    /// `latin1`: the head in ISO-8859-1 (one byte per character up to U+00FF), not UTF-8.
+    func writeHead(_ fd: Int32, status: Int, headers: [(String, String)], latin1: Bool = false) -> Bool {
+        var head = "HTTP/1.1 \(status) \(reason(status))\r\n"
+        for (k, v) in headers { head += "\(k): \(v)\r\n" }
+        head += "\r\n"
+        let bytes = latin1 ? head.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) } : Array(head.utf8)
+        return writeAll(fd, bytes, bytes.count)
+    }
+
+    func writeChunk(_ fd: Int32, _ data: [UInt8], _ count: Int) -> Bool {
+        let size = Array((String(count, radix: 16) + "\r\n").utf8)
+        return writeAll(fd, size, size.count) && writeAll(fd, data, count) && writeAll(fd, [13, 10], 2)
+    }
+
+    func writeAll(_ fd: Int32, _ data: [UInt8], _ count: Int) -> Bool {
+        var done = 0
+        while done < count {
+            let n = data.withUnsafeBytes { sendBytes(fd, $0.baseAddress! + done, count - done) }
+            if n <= 0 {
+                if n < 0 && errno == EINTR { continue }
+                return false
+            }
+            done += n
+        }
+        return true
+    }
+
+    func reason(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 206: "Partial Content"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 303: "See Other"
+        case 307: "Temporary Redirect"
+        case 308: "Permanent Redirect"
+        case 404: "Not Found"
+        case 416: "Range Not Satisfiable"
+        case 503: "Service Unavailable"
+        default: "Status"
+        }
+    }
+}
