@@ -62,13 +62,22 @@ struct QueueStateMachineTests {
         mutating func add(
             _ name: String, host: String = "a", priority: Int = 0, needsNetwork: Bool = true
         ) -> [Step] {
+            let item = item(
+                name, host: host, priority: priority, sequence: queue.nextSequence(), needsNetwork: needsNetwork)
+            return run(queue.add(item, options: DownloadOptions()))
+        }
+
+        /// An item named `name` (its id noted), not yet added.
+        mutating func item(
+            _ name: String, host: String = "a", priority: Int = 0, state: Queue.Item.State = .queued, sequence: Int,
+            needsNetwork: Bool = true
+        ) -> Queue.Item {
             let id = UUID()
             ids[name] = id
             let url = URL(string: "http://\(host)/\(name)")!
-            let item = Queue.Item(
-                id: id, url: url, target: .directory(URL(fileURLWithPath: "/tmp")), priority: priority,
-                state: .queued, sequence: queue.nextSequence(), origin: url.originKey, needsNetwork: needsNetwork)
-            return run(queue.add(item, options: DownloadOptions()))
+            return Queue.Item(
+                id: id, url: url, target: .directory(URL(fileURLWithPath: "/tmp")), priority: priority, state: state,
+                sequence: sequence, origin: url.originKey, needsNetwork: needsNetwork)
         }
 
         mutating func complete(_ name: String) -> [Step] {
@@ -116,13 +125,9 @@ struct QueueStateMachineTests {
 
     @Test func aPauseBeforeTheTaskComesBackDropsIt() {
         var h = Harness()
-        let id = UUID()
-        h.ids["x"] = id
-        let url = URL(string: "http://a/x")!
-        let actions = h.queue.add(
-            Queue.Item(
-                id: id, url: url, target: .directory(URL(fileURLWithPath: "/tmp")), priority: 0, state: .queued,
-                sequence: 1, origin: url.originKey, needsNetwork: true))
+        let item = h.item("x", state: .queued, sequence: 1)
+        let id = item.id
+        let actions = h.queue.add(item)
         #expect(h.steps(actions) == [.create("x")])
         #expect(h.queue.pause(id).isEmpty)
         let wanted = h.queue.created(FakeTask(), for: id)
@@ -254,13 +259,9 @@ struct QueueStateMachineTests {
     /// A task made while the shutdown ran is not taken (nobody would stop it).
     @Test func aTaskMadeDuringTheShutdownIsNotTaken() {
         var h = Harness()
-        let id = UUID()
-        h.ids["x"] = id
-        let url = URL(string: "http://a/x")!
-        let actions = h.queue.add(
-            Queue.Item(
-                id: id, url: url, target: .directory(URL(fileURLWithPath: "/tmp")), priority: 0, state: .queued,
-                sequence: 1, origin: url.originKey, needsNetwork: true))
+        let item = h.item("x", state: .queued, sequence: 1)
+        let id = item.id
+        let actions = h.queue.add(item)
         #expect(h.steps(actions) == [.create("x")])
         #expect(h.queue.shutdown().isEmpty)
         let taken = h.queue.created(FakeTask(), for: id)
@@ -269,13 +270,7 @@ struct QueueStateMachineTests {
 
     @Test func reloadedItemsThatWereRunningAreQueuedAgain() {
         var h = Harness()
-        let id = UUID()
-        h.ids["x"] = id
-        let url = URL(string: "http://a/x")!
-        let actions = h.queue.add(
-            Queue.Item(
-                id: id, url: url, target: .directory(URL(fileURLWithPath: "/tmp")), priority: 0, state: .running,
-                sequence: 7, origin: url.originKey, needsNetwork: true))
+        let actions = h.queue.add(h.item("x", state: .running, sequence: 7))
         #expect(h.steps(actions) == [.create("x")])
         #expect(h.queue.nextSequence() == 8, "new items come after the reloaded ones")
     }
