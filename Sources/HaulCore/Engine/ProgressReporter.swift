@@ -24,13 +24,19 @@ package final class ProgressReporter: Sendable {
     private let reporting = Locked(0)
     private let interval: Double
     private let report: @Sendable (TransferProgress) -> Void
+    /// Monotonic seconds now (tests pass their own).
+    private let clock: @Sendable () -> Double
 
     /// Seconds without bytes after which the clock reports.
     private var quietInterval: Double { max(interval, 1) }
 
-    /// A reporter that calls `report` with each report.
-    package init(interval: Double, report: @escaping @Sendable (TransferProgress) -> Void) {
+    /// A reporter that calls `report` with each report; `clock` tells the time of each.
+    package init(
+        interval: Double, clock: @escaping @Sendable () -> Double = { monotonicSeconds() },
+        report: @escaping @Sendable (TransferProgress) -> Void
+    ) {
         self.interval = interval
+        self.clock = clock
         self.report = report
     }
 
@@ -44,7 +50,8 @@ package final class ProgressReporter: Sendable {
     }
 
     /// `bytes` are done; reports when `interval` has passed since the last report.
-    package func update(_ bytes: Int64, total: Int64?, at now: Double = monotonicSeconds()) {
+    package func update(_ bytes: Int64, total: Int64?, at time: Double? = nil) {
+        let now = time ?? clock()
         let due = state.withLock { s -> Bool in
             s.bytes = max(s.bytes, bytes)  // a late caller of several threads never moves it back
             s.total = total
@@ -79,7 +86,7 @@ package final class ProgressReporter: Sendable {
     /// reporting lock: another thread may have reported meanwhile).
     private func make(minimumGap: Double, requireActive: Bool = false) {
         reporting.withLock { made in
-            let now = monotonicSeconds()
+            let now = clock()
             let progress = state.withLock { s -> TransferProgress? in
                 guard now - s.last >= minimumGap, !requireActive || s.active else { return nil }
                 s.last = now
