@@ -256,7 +256,7 @@ extension HaulSession {
 
     /// The configuration's headers with `extra` on top (sorted, so requests are reproducible). A
     /// header that cannot be sent as given (a name that is no token, a line break in a value) is
-    /// a ``HaulError/Code/usage`` error before any request; the transport used to drop it silently.
+    /// a ``HaulError/Code/usage`` error before any request, never dropped silently.
     func headers(adding extra: [String: String]) throws(HaulError) -> HTTPHeaders {
         var headers = HTTPHeaders()
         for (name, value) in configuration.additionalHeaders.sorted(by: { $0.key < $1.key }) {

@@ -63,7 +63,7 @@ public struct DownloadOptions: Sendable, Equatable {
     /// no limit, as `--limit-rate 0` in curl and aria2).
     /// A token bucket per transfer pauses it (no socket reads) while over budget; nothing
     /// busy-waits. Needs the curl transport: with the URLSession one the download fails with
-    /// ``HaulError/Code/usage`` (it was ignored).
+    /// ``HaulError/Code/usage``.
     public var maxBytesPerSecond: Int64?
     /// Before connecting, resolve the host and check that the system has a route to it; a host
     /// without one fails at once with ``HaulError/Code/unreachableHost`` (no connect timeout, no
@@ -167,7 +167,7 @@ public final class HaulSession: Sendable {
 
     /// What `configuration` asks of the URLSession transport that it cannot do, if anything: it
     /// takes no extra certificate authorities, and its transfers cannot be paced (it reads the
-    /// socket whatever its task is told). Either setting used to be ignored.
+    /// socket whatever its task is told). A transfer with either fails rather than run without it.
     static func unsupportedByURLSession(_ configuration: HaulConfiguration) -> String? {
         if configuration.trustedCertificatesFile != nil {
             return "trustedCertificatesFile needs the curl transport (URLSession cannot be given extra certificates)"
@@ -292,7 +292,7 @@ public final class HaulSession: Sendable {
 
     static func move(_ from: URL, to: URL, options: DestinationOptions) throws(HaulError) {
         let target = Sys.lexicallyNormalized(to.path)
-        // Kept where it is: with .removePreviousFile the download itself was removed as the
+        // Kept where it is: with .removePreviousFile the download itself would be removed as the
         // previous file, and then could not be moved.
         if target == Sys.lexicallyNormalized(from.path) { return }
         let parent = Sys.parentDirectory(of: target)

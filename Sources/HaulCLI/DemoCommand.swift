@@ -40,7 +40,7 @@ struct DemoCommand {
         }
         self.way = way
         let mib = try v.integer("--size", min: 1) ?? way.defaultMiB
-        // A size in MiB past 2^43 trapped multiplying to bytes (exit 132).
+        // A size in MiB past 2^43 would trap multiplying to bytes.
         guard mib <= 65536 else { throw UsageError("--size is at most 65536 (MiB), got \(mib)") }
         size = mib * 1_048_576
         dir = v.last("--dir")

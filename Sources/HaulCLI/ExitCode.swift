@@ -36,7 +36,8 @@ struct UsageError: Error {
 
 extension HaulError {
     /// Task.value loses typed throws; every error from a download task is a HaulError, but for
-    /// a cancelled sleep (Ctrl-C while `-o -` paces its reading said "CancellationError()", exit 3).
+    /// a cancelled sleep (Ctrl-C while `-o -` paces its reading): that one becomes `.cancelled`,
+    /// not a network error that says "CancellationError()".
     static func from(_ error: any Error) -> HaulError {
         if error is CancellationError { return HaulError(.cancelled, "cancelled") }
         return error as? HaulError ?? HaulError(.network, "\(error)")

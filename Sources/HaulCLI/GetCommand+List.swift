@@ -5,7 +5,7 @@ import HaulCore
 /// Sizes, checksums and aria2-style input lists, as `haul get` reads them.
 extension GetCommand {
     /// `1500`, `64K`, `2M`, `1G` (binary multiples, like curl and aria2); nil for anything else,
-    /// a count of 2^63 bytes or more included (`1e300G` trapped converting to Int64: a crash).
+    /// a count of 2^63 bytes or more included (`1e300G` would trap converting to Int64).
     static func byteCount(_ raw: String) -> Int64? {
         let multipliers: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
         let upper = raw.uppercased()
@@ -55,7 +55,7 @@ extension GetCommand {
         if data.starts(with: [0xEF, 0xBB, 0xBF]) { data.removeFirst(3) }
         var entries: [ListEntry] = []
         // isNewline, not "\n": a CRLF pair is one Character in Swift, so a list saved on Windows
-        // was one long line before.
+        // would be one long line.
         let lines = String(decoding: data, as: UTF8.self).split(
             omittingEmptySubsequences: false, whereSeparator: \.isNewline)
         for (number, line) in lines.enumerated() {

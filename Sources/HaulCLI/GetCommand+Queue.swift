@@ -4,7 +4,7 @@ import HaulCore
 
 extension GetCommand {
     /// What a download of a `-j` run says while it runs, with its number: the start, retries and
-    /// restarts, as one download says them (they went unreported), and progress in JSON.
+    /// restarts, as one download says them, and progress in JSON.
     static func report(_ event: DownloadEvent, of number: Int, url: URL, output: Output) {
         // Only the notes name the download: built when one is written, not for every event.
         var name: String { "#\(number) \(url.lastPathComponent)" }
@@ -149,8 +149,8 @@ extension GetCommand {
                 // On a terminal the total line leads with the spinner (turning only while
                 // transfers are on the wire); plain lines have none.
                 let aggregate = manager.aggregateProgress
-                // "active" read as downloads, while it counts connections (3 downloads of
-                // -x 2: "6 active").
+                // "connections", not "active", which would read as downloads (3 downloads of
+                // -x 2: "6 connections").
                 let connections = active == 1 ? "1 connection" : "\(active) connections"
                 var total = Output.progressLine(
                     aggregate, name: "total (\(done)/\(numbers.count) done, \(connections))",

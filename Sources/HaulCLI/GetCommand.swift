@@ -149,7 +149,7 @@ struct GetCommand {
         if let file = v.last("--output") {
             guard !file.isEmpty else { throw UsageError("-o needs a file name ('-' for standard output)") }
             if file.hasSuffix("/") {
-                // A directory's name: saving a file under it ("out/new/" gave a file "new") is
+                // A directory's name: saving a file under it (a file "new" for "out/new/") is
                 // not what was asked.
                 var dir = file
                 while dir.count > 1 && dir.hasSuffix("/") { dir.removeLast() }

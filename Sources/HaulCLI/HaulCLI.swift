@@ -38,10 +38,9 @@ struct HaulCLI {
 
     /// glibc's defaults hand freed heap memory back to the system once 1 MiB is free at the top
     /// of an arena, and a thousand small downloads free and take again a 512 KiB receive buffer
-    /// each (libcurl's, per transfer): the pages were returned and faulted in again every time
-    /// (12,000 page faults for 4,000 files of 16 KiB, 3,700 with these settings). Buffers under
-    /// 1 MiB now come from the heap, and up to 8 MiB stays for reuse. Set by the command, not the
-    /// library: an application's allocator is its own business.
+    /// each (libcurl's, per transfer): the pages would be returned and faulted in again every
+    /// time. Buffers under 1 MiB come from the heap instead, and up to 8 MiB stays for reuse. Set
+    /// by the command, not the library: an application's allocator is its own business.
     static func keepFreedMemoryForReuse() { Sys.keepFreedMemory(below: 1 << 20, upTo: 8 << 20) }
 
     static func run(_ args: [String]) async -> ExitCode {

@@ -11,8 +11,8 @@ import Foundation
 /// stop (they checkpoint their partial files); a second one exits at once with 130. The first
 /// stays in force: a handler registered after it (the next download of a list) runs at once.
 ///
-/// SIGHUP (a closed terminal, a dropped ssh session) killed the process before, with up to a
-/// second of written bytes not yet in the record. A SIGHUP ignored when haul started (`nohup`)
+/// SIGHUP (a closed terminal, a dropped ssh session) would otherwise kill the process with up to
+/// a second of written bytes not yet in the record. A SIGHUP ignored when haul started (`nohup`)
 /// stays ignored: the user asked for the download to outlive the terminal.
 /// Unchecked Sendable: `sources` is filled in `init`; the other vars are touched only under `lock`.
 final class Interrupts: @unchecked Sendable {

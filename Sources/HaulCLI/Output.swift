@@ -237,8 +237,8 @@ final class Output: Sendable {
     }
 
     /// A `-j` block (a line per download, the total last) that fits in `rows` less one: the
-    /// cursor cannot go up past the top of the screen, so a taller block scrolled and was drawn
-    /// again lower each time. The downloads that do not fit are counted on one line.
+    /// cursor cannot go up past the top of the screen, so a taller block would scroll and be
+    /// drawn again lower each time. The downloads that do not fit are counted on one line.
     static func fittedBlock(_ lines: [String], rows: Int) -> [String] {
         let room = max(2, rows - 1)
         guard lines.count > room else { return lines }

@@ -106,7 +106,7 @@ struct UploadCommand {
         let name = String(spec[..<eq])
         let value = String(spec[spec.index(after: eq)...])
         if (value.hasPrefix("@") || value.hasPrefix("<")) && value.dropFirst().prefix(while: { $0 != ";" }).isEmpty {
-            // `a=@` named the current directory ("… is a directory"), `a=<` read "" ("cannot read ").
+            // Else `a=@` would name the current directory ("… is a directory") and `a=<` read "".
             throw UsageError("-F '\(spec)' names no file")
         }
         if value.hasPrefix("@") {

@@ -10,13 +10,13 @@ import HaulCore
 /// `waitpid(WNOHANG)` on that thread. Every wait is bounded and none blocks Swift's
 /// cooperative threads.
 ///
-/// Why not Foundation's `Process` (what the tests used before): on Linux it learns of an exit
-/// through one shared thread that blocks in `waitpid`, its pipes are not close-on-exec (a child
-/// spawned at the same moment by another test can inherit the write end of this one's pipe, and
-/// a read to the end of the output then lasts as long as that other child), and its
-/// `waitUntilExit` runs a run loop. A CI run once hung until its time limit (90 minutes) with
-/// every test waiting on a child; here the pipes are close-on-exec, the child closes every other
-/// descriptor, and `finish(timeout:)` gives up after a bounded time instead of waiting forever.
+/// Why not Foundation's `Process`: on Linux it learns of an exit through one shared thread that
+/// blocks in `waitpid`, its pipes are not close-on-exec (a child spawned at the same moment by
+/// another test can inherit the write end of this one's pipe, and a read to the end of the output
+/// then lasts as long as that other child), and its `waitUntilExit` runs a run loop: a test run
+/// can hang until its time limit with every test waiting on a child. Here the pipes are
+/// close-on-exec, the child closes every other descriptor, and `finish(timeout:)` gives up after
+/// a bounded time instead of waiting forever.
 public final class ChildProcess: Sendable {
     /// The child's pid (also its process group id).
     public let pid: pid_t

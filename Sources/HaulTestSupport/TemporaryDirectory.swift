@@ -5,8 +5,8 @@ import HaulCore
 /// case when the process exits (set `HAUL_KEEP_TEST_DIRS=1` to keep them for a look).
 ///
 /// Most of the tests that make one never call `remove()` (a struct has no deinit, and a class's
-/// would run after its last use, which Swift may place before the test is done with the path):
-/// /tmp on the development machine held 1123 leftover `haul-test-` directories.
+/// would run after its last use, which Swift may place before the test is done with the path),
+/// so without the removal at exit /tmp would fill with leftover `haul-test-` directories.
 public struct TemporaryDirectory: Sendable {
     /// Its path.
     public let path: String

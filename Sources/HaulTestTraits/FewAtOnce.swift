@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 
 /// At most a few test cases run at once, however many Swift Testing would start: on two busy
-/// cores, all of them at once (a few hundred servers, curl threads and `haul` processes) starved
+/// cores, all of them at once (a few hundred servers, curl threads and `haul` processes) starve
 /// each of them for tens of seconds, past any bound a test could keep. Applied to every suite,
 /// so `swift test` itself keeps the limit (no runner flag or environment needed). The width is
 /// twice the active cores, at least 2; `HAUL_TEST_WIDTH=N` sets it.

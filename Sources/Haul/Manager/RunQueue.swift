@@ -19,8 +19,8 @@ extension UUID {
 }
 
 /// The manager's queued downloads in run order. Starts take them mostly from the front, which
-/// moves a start index instead of the rest of the array: `remove(at: 0)` per start made a list
-/// of n downloads cost n²/2 element moves (1.6% of a 20,000-file run's CPU, growing with n).
+/// moves a start index instead of the rest of the array: `remove(at: 0)` per start would make a
+/// list of n downloads cost n²/2 element moves.
 struct RunQueue {
     private var ids: [UUID] = []
     /// The first queued item's index; the slots before it are spent.

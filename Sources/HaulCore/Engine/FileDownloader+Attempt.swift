@@ -23,8 +23,8 @@ final class Attempt: TransportHandler, @unchecked Sendable {
     /// When, and at how many bytes written, the record last claimed them (checkpoint or note).
     private var lastNote: (at: Double, bytes: Int64) = (monotonicSeconds(), 0)
     /// The periodic checkpoint running on a Dispatch worker, if any (at most one), and the
-    /// error of the last one. Off the transport's thread: its fsync on a slow disk held every
-    /// transfer of the process, this one's cancel included (tested).
+    /// error of the last one. Off the transport's thread: its fsync on a slow disk would hold
+    /// every transfer of the process, this one's cancel included (tested).
     private let inFlight = Locked<(done: OneShot<Void>?, error: HaulError?)>((nil, nil))
 
     init(downloader: FileDownloader, machine: ResumeStateMachine, destination: String?, existingSize: Int64?) {
@@ -96,8 +96,8 @@ final class Attempt: TransportHandler, @unchecked Sendable {
             lastCheckpoint = monotonicSeconds()
         } else if let record = stampedRecord(file) {
             // A fresh download's record is written before its first byte: a partial without one
-            // is never trusted (a kill before an asynchronous first record left a partial the
-            // next run refused). It claims no bytes, so nothing is synced: a small write here.
+            // is never trusted (a kill before an asynchronous first record would leave a partial
+            // the next run refuses). It claims no bytes, so nothing is synced: a small write here.
             try file.checkpoint(record, syncingData: false)
             lastCheckpoint = monotonicSeconds()
         }
@@ -204,8 +204,8 @@ final class Attempt: TransportHandler, @unchecked Sendable {
 
     /// Best effort: make the record claim what was written before a failure or cancel.
     /// Checkpoints what the attempt wrote before it failed with `error`, and closes the partial.
-    /// Not after a checksum mismatch: that deleted the partial and its record (the checkpoint
-    /// wrote the record again, left beside no partial).
+    /// Not after a checksum mismatch: that deletes the partial and its record (a checkpoint
+    /// would write the record again, beside no partial).
     func finishWithCheckpoint(after error: HaulError) {
         guard let partial, machine.record != nil, error.code != .checksumMismatch else { return }
         if failure?.code == .diskFull {

@@ -211,8 +211,6 @@ package final class SegmentedDownloader: Sendable {
     /// answer and that one request is the whole download.
     /// When a partial download of this file is there to resume (`resuming`), its first range is
     /// probably written already: then the probe asks for one byte, so nothing is fetched twice.
-    /// (Into a directory this was known only for a partial under the name the answer gave, after
-    /// the probe had asked for 2 MiB.)
     private func probeLimit(resuming: Bool) -> Int {
         resuming ? 1 : Int(min(2 * segmentOptions.minSplit, 8 << 20))
     }

@@ -80,8 +80,8 @@ final class SegmentedRun: Sendable {
             return
         }
         let fetch = SegmentFetch(run: self, segment: segment)
-        // Before its bytes flow: the transport's thread reads it (ThreadSanitizer saw the write
-        // in perform(adopting:) race with the first bytes).
+        // Before its bytes flow: the transport's thread reads it (written in perform(adopting:),
+        // it races with the first bytes, as ThreadSanitizer reports).
         fetch.requestedEnd = end
         probe.adopt(fetch)
         state.withLock { $0.adopted = (fetch, task, end) }
@@ -160,10 +160,10 @@ final class SegmentedRun: Sendable {
     /// (``SegmentPlanner/hedge(_:)``) when a new request is expected to bring it in at most half
     /// the time: the speed of ranges that ended lately, from their answer to their last byte, is
     /// at least twice the running range's own so far. The first to write the last byte
-    /// completes the range and the other stops. A stalled or slowed connection no longer holds
+    /// completes the range and the other stops. A stalled or slowed connection does not hold
     /// up the end; and a server that gives each request an allowance at once (nginx's
     /// `limit_rate` sends a request's first 2 MiB at once, then 2 MiB every 0.5 s; the halves
-    /// stolen at the end came in within milliseconds) hands a new request the rest at once,
+    /// stolen at the end come in within milliseconds) hands a new request the rest at once,
     /// where the running one would wait for its next burst. Where connections run alike (a
     /// steady per-connection cap, a fast link) new requests are no faster and nothing is asked
     /// twice. Not under a rate limit: a paced connection is slow on purpose, and the duplicate
@@ -260,8 +260,8 @@ final class SegmentedRun: Sendable {
                 // Turned away before its range began (a 503 or 429, a refused or reset
                 // connection) while other connections fetch: the server admits fewer connections
                 // than asked for (many mirrors allow two per client). This one ends; its range
-                // goes back to the plan for the connections let in. Before, its retries used up
-                // the download's budget in a second and failed the download.
+                // goes back to the plan for the connections let in. Retrying it would use up the
+                // download's budget in a second and fail the download.
                 if !fetch.flowing, state.withLock({ $0.fetches.values.contains { $0.flowing } }) {
                     return .success(())
                 }

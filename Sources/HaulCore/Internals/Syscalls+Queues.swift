@@ -16,7 +16,7 @@ extension Sys {
     /// queue of its own for each job, which Dispatch runs on a thread it adds for it (threads are
     /// reused; queues cost a small object each). Not the global concurrent queue: on Linux its
     /// threads are the ones Swift's tasks run on, and work that blocks there leaves none for
-    /// them (eight held syncs stopped every task until released; tested). Not a fixed pool:
+    /// them (eight held syncs stop every task until released; tested). Not a fixed pool:
     /// eight downloads' checkpoints on a slow disk would wait behind each other (the same test
     /// holds eight at once). At most one checkpoint per download is in flight.
     package static func blockingQueue() -> DispatchQueue { DispatchQueue(label: "haul.blocking") }

@@ -363,8 +363,8 @@ package enum Sys {
     }
 
     /// Reads a small file whole (resume records); nil when it does not exist. A file over
-    /// `limit` bytes throws EFBIG (it was cut at the limit, which no decoder could read). The
-    /// buffer is the file's size, not the limit (1 MiB was allocated for every record read).
+    /// `limit` bytes throws EFBIG (cut at the limit, no decoder could read it). The buffer is the
+    /// file's size, not the limit, which would allocate 1 MiB for every record read.
     /// `followingLinks` false: a symbolic link at `path` fails (ELOOP) instead of being read.
     package static func readSmallFile(
         _ path: String, limit: Int = 1 << 20, followingLinks: Bool = true
@@ -462,8 +462,8 @@ package enum Sys {
 
     /// The name of a directory entry, in place. An entry holds only as many bytes of `d_name` as
     /// its name needs (`d_reclen`), not the field's declared 256: reading the field as a value
-    /// copies all 256 and can run off the end of the buffer `readdir` filled (haul crashed so
-    /// listing a directory of a few thousand files).
+    /// copies all 256 and can run off the end of the buffer `readdir` filled (a crash, listing a
+    /// directory of a few thousand files).
     package static func entryName(_ entry: UnsafePointer<dirent>) -> UnsafePointer<CChar> {
         let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19
         return (UnsafeRawPointer(entry) + offset).assumingMemoryBound(to: CChar.self)

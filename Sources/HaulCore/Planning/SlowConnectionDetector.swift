@@ -33,9 +33,8 @@ package struct SlowConnectionDetector: Sendable {
 
     /// A fetch ended after writing `bytes` in `seconds` since its answer: its speed stays a
     /// reference for two windows (a fast range can end between two samples). A range that ended
-    /// almost at once counts at the speed of 50 ms (a lower bound, not a division by ~0): before,
-    /// it did not count at all, and a connection stalled beside such ranges waited out the idle
-    /// timeout.
+    /// almost at once counts at the speed of 50 ms (a lower bound, not a division by ~0): were it
+    /// not counted, a connection stalled beside such ranges would wait out the idle timeout.
     package mutating func ended(_ id: Int, bytes: Int64, seconds: Double, at now: Double) {
         history[id] = nil
         guard bytes > 0 else { return }

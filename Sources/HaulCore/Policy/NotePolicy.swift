@@ -3,7 +3,7 @@
 /// (kill -9) re-fetches at most what was written since the last note: at most
 /// max(``minimumBytes``, ``interval`` of transfer), plus the chunk being written (the interval is
 /// 0.15 s so that with the note's own delay and a chunk it stays within a quarter second: at
-/// 0.2 s a kill on four connections at 4 MB/s once cost 0.25 s).
+/// 0.2 s a kill on four connections at 4 MB/s can cost 0.25 s).
 ///
 /// Both conditions must hold: a fast transfer notes every ``interval`` (its ``minimumBytes``
 /// come sooner), a slow one every ``minimumBytes`` (its interval passes sooner), and neither

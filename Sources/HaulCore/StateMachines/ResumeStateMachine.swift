@@ -128,7 +128,7 @@ package struct ResumeStateMachine: Sendable {
             return .fail(statusError(status, url, headers))
         default:
             // Not a file, a redirect to follow or an error (a 304 to a plain GET, a 300): a
-            // status the download cannot use, reported as one (it was an invalid answer, exit 3).
+            // status the download cannot use, reported as an HTTP status, not an invalid answer.
             return .fail(statusError(status, url, headers))
         }
     }

@@ -85,7 +85,7 @@ package final class DestinationClaims: Sendable {
     /// credentials) its file was saved from: a later download that resolves to one of them is
     /// refused, naming that URL, rather than finding it "already complete" or replacing it. For
     /// `haul get`, whose run is its process. The cross-process lock is released as usual: other
-    /// processes may write the file once it is saved, as before, and a run of a thousand files
+    /// processes may write the file once it is saved, and a run of a thousand files
     /// does not hold a thousand locks (the kernel walks a file's locks on every `F_OFD_SETLK`).
     package func keep(_ owner: Owner, savedFrom url: URL) {
         release(owner, keepingAsSavedFrom: ResumeRecord.redacted(url))

@@ -6,11 +6,9 @@ import Dispatch
 /// Two threads while there is work (the worker on Dispatch's global queue, the syncer on a serial
 /// queue of its own: see `syncerQueue`). The worker runs jobs in order: creates,
 /// writes, renames. One worker, not one thread per download: files created at the same time in
-/// one directory contend for its lock, and on ext4 the waiter spins (sixteen small downloads
-/// finishing at once took a quarter longer from two threads than from one, measured on this
-/// machine's disk). The syncer takes the files that jobs hand over for syncing, in groups, while
-/// the worker goes on (the disk works on both at once; syncing on the worker itself was 15%
-/// slower on this machine's disk), and hands each file back to the worker for its rename.
+/// one directory contend for its lock, and on ext4 the waiter spins. The syncer takes the files
+/// that jobs hand over for syncing, in groups, while the worker goes on (the disk works on both
+/// at once), and hands each file back to the worker for its rename.
 ///
 /// Grouped syncs: one fsync per finished file is what keeps a renamed download whole after a
 /// power loss, but each costs a journal commit and a cache flush when issued alone. Files handed
@@ -74,8 +72,8 @@ package final class FileWorker: Sendable {
     /// The syncer's queue is a serial one of its own (``Sys/ownBlockingQueue(_:)``): a sync that
     /// waits for a slow disk must not hold one of the threads Swift's tasks run on. The worker
     /// (creates, writes, renames: page-cache work) stays on the global queue, whose thread is
-    /// often the one that just queued the job: on a serial queue of its own a thousand small
-    /// files took 10-25% longer on tmpfs, with twice the context switches.
+    /// often the one that just queued the job: a serial queue of its own would double the
+    /// context switches.
     private let syncerQueue = Sys.ownBlockingQueue("haul.file-syncer")
     /// Files synced so far in groups of more than one (for tests and benchmarks).
     private let grouped = Locked(0)

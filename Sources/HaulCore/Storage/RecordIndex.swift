@@ -3,10 +3,9 @@
 /// and asks for the missing bytes at once.
 ///
 /// Each directory is listed once per process, and its records read once; after that the records
-/// this process writes and removes keep the index current. Before, every download listed its
-/// directory and read every record there: a thousand downloads into one directory listed it a
-/// thousand times (two `getdents` per file, growing with the directory; haul `-x 1` took twice
-/// as long as with the probe, which names the file from its answer and looks only there).
+/// this process writes and removes keep the index current. A listing per download would make a
+/// thousand downloads into one directory list it a thousand times (two `getdents` per file,
+/// growing with the directory).
 ///
 /// A record written by another process after the listing is not in the index; the download
 /// still finds it when the answer names the same file (it then asks again with Range: one

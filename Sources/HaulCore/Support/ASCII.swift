@@ -1,6 +1,6 @@
 /// ASCII-only string helpers for protocol text (header names and values). Foundation's
-/// `trimmingCharacters(in:)` and `caseInsensitiveCompare` go through NSString on Linux, which
-/// showed up at the top of a profile of a thousand small downloads.
+/// `trimmingCharacters(in:)` and `caseInsensitiveCompare` go through NSString on Linux, the top
+/// cost in a profile of a thousand small downloads.
 extension StringProtocol {
     /// Without leading and trailing spaces, tabs, CRs and LFs.
     package func trimmingASCIIWhitespace() -> String {

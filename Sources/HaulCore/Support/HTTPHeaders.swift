@@ -96,8 +96,8 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     /// Why the `Content-Length` fields cannot frame the body, nil when they can (or there are
     /// none): each value must be a decimal number of bytes within Int64 (RFC 9110 8.6: `0x25`,
-    /// `-5` or a number past 2^63 are not lengths, and a reader that took `0x25` as 0, or ignored
-    /// an overflow, saved the wrong bytes), and several must agree (RFC 9112 6.3).
+    /// `-5` or a number past 2^63 are not lengths, and a reader that takes `0x25` as 0, or ignores
+    /// an overflow, saves the wrong bytes), and several must agree (RFC 9112 6.3).
     package var contentLengthProblem: String? {
         for field in fields where field.name.equalsIgnoringASCIICase("Content-Length") {
             for part in field.value.split(separator: ",", omittingEmptySubsequences: false) {

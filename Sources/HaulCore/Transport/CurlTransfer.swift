@@ -80,8 +80,7 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         set(Int32(HAUL_CURLOPT_FOLLOWLOCATION), 0)
         set(Int32(HAUL_CURLOPT_BUFFERSIZE), CurlTransport.bufferSize)
         set(Int32(HAUL_CURLOPT_TCP_KEEPALIVE), 1)
-        // 0 means curl's default (300 s): what a timeout of 0 always gave, and now a negative or
-        // NaN one too.
+        // 0 means curl's default (300 s), for a timeout of 0 and for a negative or NaN one.
         set(Int32(HAUL_CURLOPT_CONNECTTIMEOUT_MS), Seconds.milliseconds(request.connectTimeout))
         // Stall detection before the answer's first byte (curl averages over its last 5 s, so it
         // fires up to 5 s late); once bytes flow, ``CurlTransport/expireStalled(at:)`` is exact.
@@ -164,8 +163,8 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
     func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
         lastActivity = monotonicSeconds()
         // Parsed as bytes, on the one thread that runs every transfer: as Strings (decoded, then
-        // trimmed, searched and split by Character) the head of a small file cost its transfer
-        // as much as libcurl's own work.
+        // trimmed, searched and split by Character) the head of a small file would cost its
+        // transfer as much as libcurl's own work.
         let isStatusLine = line.starts(with: Self.httpPrefix)
         let (start, end) = Self.trimmed(line, 0, line.count)
         if isStatusLine {
@@ -206,7 +205,7 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
     }
 
     /// The text of `line[start..<end]`: UTF-8, else ISO-8859-1 (RFC 9110 5.5: field values were
-    /// Latin-1 text, and RFC 6266's filename= still is): a name sent as `caf\xE9` became
+    /// Latin-1 text, and RFC 6266's filename= still is): a name sent as `caf\xE9` is "café", not
     /// "caf\u{FFFD}". Nearly every field is ASCII, decoded without a second look.
     private static func text(_ line: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> String {
         let bytes = UnsafeRawBufferPointer(rebasing: line[start..<end])

@@ -51,9 +51,9 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
         multi = m
         // No HTTP/2 multiplexing (CURLPIPE_NOTHING; libcurl's default is CURLPIPE_MULTIPLEX): every
         // transfer on the wire has a connection of its own. Multiplexed, the ranges of a segmented
-        // download were streams of one connection (nginx over h2 logged one connection for -x 8),
-        // which a per-connection limit shapes as one, and --max-connections-per-host counted
-        // streams. HTTP/2 itself stays, one stream per connection, reused when idle.
+        // download would be streams of one connection, which a per-connection limit shapes as
+        // one, and --max-connections-per-host would count streams. HTTP/2 itself stays, one
+        // stream per connection, reused when idle.
         _ = haul_multi_setopt_long(m, Int32(HAUL_CURLMOPT_PIPELINING), 0)
         let thread = Thread { [unowned self] in self.run() }
         thread.name = "haul.curl"
@@ -100,8 +100,8 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
             // Transfers paused by their rate limit continue when their time comes, the one that
             // has waited longest first: an unpaused transfer takes its chunk at once, so the first
             // in line gets the budget and the others wait again. In the table's order the same
-            // transfer came first every time, and four downloads sharing --max-overall-rate
-            // finished one after another, the last one getting nothing until then.
+            // transfer would come first every time, and downloads sharing --max-overall-rate
+            // would finish one after another, the last one getting nothing until then.
             let now = monotonicSeconds()
             var due: [(UnsafeMutableRawPointer, CurlTransfer)] = []
             for (easy, t) in active where t.paceUntil.map({ $0 <= now }) == true { due.append((easy, t)) }
@@ -173,9 +173,8 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
 
     /// Ends the transfers that have had no byte for their idle timeout since their answer began.
     /// curl's own low-speed check (kept for the wait before the first byte) averages over its
-    /// last 5 s, so a stall after a burst was seen 5-6 s late: a 1 s timeout fired after 7 s, the
-    /// default 30 s after 35. Paused transfers (by their consumer or a rate limit) wait on us, not
-    /// on the server: their clock restarts when they go on.
+    /// last 5 s, so it sees a stall after a burst 5-6 s late. Paused transfers (by their consumer
+    /// or a rate limit) wait on us, not on the server: their clock restarts when they go on.
     private func expireStalled(at now: Double) {
         var stalled: [UnsafeMutableRawPointer] = []
         for (easy, t) in active where t.stallDeadline.map({ $0 <= now }) == true { stalled.append(easy) }

@@ -207,8 +207,8 @@ package final class RateBudget: Sendable {
     }
 
     /// Spends `count` bytes from both budgets (either may be nil), or from neither and returns
-    /// the seconds to wait before trying again. One at a time, a try refused by the second had
-    /// already been charged to the first, again at every try.
+    /// the seconds to wait before trying again. Taken one at a time, a try refused by the second
+    /// would already be charged to the first, again at every try.
     package static func take(
         _ count: Int, from a: RateBudget?, _ b: RateBudget?, at now: Double = monotonicSeconds()
     )

@@ -132,7 +132,7 @@ private final class URLSessionTransfer: TransportTask, Sendable {
                 $0.delivered = true
                 $0.invalid = problem
             }
-            task.cancel()  // a .cancel disposition alone left the task open until its timeout
+            task.cancel()  // a .cancel disposition alone leaves the task open until its timeout
             return false
         }
         let ok = handler.transportDidReceive(
@@ -174,9 +174,8 @@ private final class URLSessionTransfer: TransportTask, Sendable {
     }
 
     /// On Linux pausing holds the chunks here and leaves the task running: there a suspended
-    /// task keeps receiving anyway, and a suspend and resume once delivered the body a second
-    /// time from byte 0 (a ThreadSanitizer CI run: 8.7 MB for 6 MB, the second copy starting
-    /// after 2.7 MB).
+    /// task keeps receiving anyway, and a suspend and resume can deliver the body a second time
+    /// from byte 0.
     private func suspendTask() {
         #if !os(Linux)
             task.suspend()
