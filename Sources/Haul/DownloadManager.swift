@@ -36,9 +36,6 @@ public final class DownloadManager: Sendable {
     private let session: HaulSession
     let queue: Locked<Queue>
     private let handlers = Locked<[UUID: Handlers]>([:])
-    /// Held while a task is told to run or to stop after reading whether it should (one at a
-    /// time: two threads doing so in turn could leave a task stopped that its item runs).
-    private let steering = Locked(0)
     private let publisher: ListPublisher
     let watcher = Locked<Task<Void, Never>?>(nil)
 
@@ -74,12 +71,19 @@ public final class DownloadManager: Sendable {
         if let network = configuration.network { watch(network) }
     }
 
-    /// A manager let go without ``shutdown()`` stops its transfers (keeping their bytes; their
-    /// records are written as they end), writes its list and gives it up.
+    /// A manager let go without ``shutdown()`` stops its transfers, keeping their bytes, and
+    /// holds its list until they have ended (a manager that takes it next finds their files
+    /// free), then writes it and gives it up.
     deinit {
         watcher.withLock { $0?.cancel() }
-        for task in queue.withLock({ $0.shutdown() }) { task.suspend() }
-        publisher.changed(persist: true, force: true)
+        let tasks = queue.withLock { $0.shutdown() }
+        let (queue, publisher) = (self.queue, self.publisher)
+        Task.detached {
+            for task in tasks { _ = await task.cancelProducingResumeData() }
+            queue.withLock { $0.shutdownEnded() }
+            publisher.changed(persist: true, force: true)
+            publisher.file?.release()
+        }
     }
 
     /// The state file, when persisting: `managers/<identifier>.json` in the state directory.
@@ -243,12 +247,17 @@ public final class DownloadManager: Sendable {
         if delivered > 0 { queue.withLock { $0.delivered(delivered) } }
     }
 
-    /// Runs `task` if it is its item's current task now, else stops it, keeping its bytes: what
-    /// the queue says at the moment of asking, whichever of a pause, a resume or a lost network
-    /// came last (their actions are carried out on their callers' threads, in any order).
+    /// Runs `task` if it is its item's current task, else stops it, keeping its bytes, and asks
+    /// again until the answer holds after the act: a pause and a resume carried out on two
+    /// threads in either order end with what the queue said last. No lock is held while the
+    /// task acts (its `suspend()` calls event handlers, which may call the manager).
     private func steer(_ task: DownloadTask, for id: UUID) {
-        steering.withLock { _ in
-            if queue.withLock({ $0.isCurrent(task, for: id) }) { task.resume() } else { task.suspend() }
+        var run = queue.withLock { $0.isCurrent(task, for: id) }
+        while true {
+            if run { task.resume() } else { task.suspend() }
+            let now = queue.withLock { $0.isCurrent(task, for: id) }
+            if now == run { return }
+            run = now
         }
     }
 

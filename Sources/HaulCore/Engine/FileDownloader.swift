@@ -131,6 +131,8 @@ package final class FileDownloader: Sendable {
         var furthest = machine.resumeOffset
         while true {
             try checkCancelled(destination)
+            // An attempt that resumes past the mark (after `.again`) gets no credit for those bytes.
+            furthest = max(furthest, machine.resumeOffset)
             let attempt = Attempt(
                 downloader: self, machine: machine, destination: destination, existingSize: existingSize)
             let result = await perform(attempt)
@@ -155,6 +157,7 @@ package final class FileDownloader: Sendable {
             case .restart(let reason):
                 attempt.partial?.discard()
                 machine.reset()
+                furthest = 0  // a new version: its bytes are progress from its first
                 restarts += 1
                 if restarts > options.maxRestarts {
                     throw HaulError(

@@ -247,7 +247,9 @@ final class SegmentedRun: Sendable {
                 state.withLock { $0.budget.progressed(fetch.wrote) }
                 continue
             case .failure(let error) where fetch.replaced:
-                // Replaced at once on a new connection; a range slow on every try fails.
+                // Replaced at once on a new connection; a range slow on every try fails. Its
+                // bytes are in the file: progress.
+                state.withLock { $0.budget.progressed(fetch.wrote) }
                 slowStreak += 1
                 guard slowStreak <= options.retry.maxRetries else {
                     var final = error

@@ -10,8 +10,9 @@ import Foundation
 /// honest: data is written, fsync()ed, and only then does an atomically replaced record claim it
 /// as synced; in between, notes claim what was written, for a rerun in the same boot only.
 ///
-/// Unchecked `Sendable`: the threads of one download use it one at a time (positional writes at
-/// distinct offsets aside); the owner opens, checkpoints and commits it when no writer runs.
+/// Unchecked `Sendable`: one download's threads share it: writers at distinct offsets,
+/// checkpoints and notes beside them (the record's files under `recordLock`); the owner opens it
+/// first, and reads its counters and commits it once no writer runs.
 package final class PartialFile: @unchecked Sendable {
     package let destination: String
     package var partPath: String { destination + ".part" }
@@ -484,7 +485,7 @@ package final class PartialFile: @unchecked Sendable {
 
     /// Checks the finished partial against an expected SHA-256 (hex, any case); a mismatch
     /// deletes it (and its record) and throws ``HaulError/Code/checksumMismatch``.
-    func verify(sha256 expected: String) throws(HaulError) {
+    private func verify(sha256 expected: String) throws(HaulError) {
         let expected = expected.lowercased()
         // The file stays open: the commit that follows must still sync it.
         let actual: String

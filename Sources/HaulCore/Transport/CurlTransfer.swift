@@ -20,7 +20,7 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
     private var aborted = false
     /// Why the answer cannot be used, when its headers broke HTTP (the transfer was aborted).
     private var invalidResponse: String?
-    var paused = false
+    var paused = false  // this var and the three below: the curl thread's only
     private var bodyBytes: Int64 = 0
     /// Rate limiting: token buckets that may go into debt by one chunk; while in debt the
     /// transfer is paused (no socket reads) until `paceUntil`.
