@@ -3,162 +3,212 @@ import HaulCore
 
 /// The routes: what each query option makes the server answer.
 extension TestServer {
-    /// Serves one request; returns whether the connection stays open.
-    func respond(_ fd: Int32, _ r: RecordedRequest, hit: Int, beforeLastWrite: () -> Void) -> Bool {
-        let q = r.query
-        func int(_ k: String) -> Int? { q[k].flatMap { Int($0) } }
-        func flag(_ k: String) -> Bool { q[k] == "1" || q[k] == "true" }
-
-        // busy=N: at most N requests of this path answered at once (a server's per-client
-        // connection limit); one more gets 503. Each stops counting just before its last bytes.
-        var counting = false
-        let leave = {
-            guard counting else { return }
-            counting = false
-            self.state.withLock { $0.busyPaths[r.path, default: 0] -= 1 }
+    /// A request's query, with the readings the routes use.
+    struct Query {
+        let values: [String: String]
+        subscript(_ key: String) -> String? { values[key] }
+        func int(_ key: String) -> Int? { values[key].flatMap { Int($0) } }
+        func flag(_ key: String) -> Bool { values[key] == "1" || values[key] == "true" }
+        /// `key=N` unless the request is the `limitKey`-th or later (`drop=N&drops=K`).
+        func count(_ key: String, until limitKey: String, hit: Int) -> Int? {
+            guard let n = int(key) else { return nil }
+            if let limit = int(limitKey), hit >= limit { return nil }
+            return n
         }
-        defer { leave() }
-        if let limit = int("busy") {
-            let admitted = state.withLock { s -> Bool in
-                guard s.busyPaths[r.path, default: 0] < limit else { return false }
-                s.busyPaths[r.path, default: 0] += 1
+    }
+
+    /// `busy=N`: at most N requests of a path answered at once (a server's per-client connection
+    /// limit); one more gets 503. Each stops counting just before its last bytes.
+    final class Admission {
+        let server: TestServer
+        let path: String
+        private var counting = false
+        init(_ server: TestServer, path: String) {
+            self.server = server
+            self.path = path
+        }
+        /// Whether one more request is let in under `limit`.
+        func enter(limit: Int) -> Bool {
+            counting = server.state.withLock { s -> Bool in
+                guard s.busyPaths[path, default: 0] < limit else { return false }
+                s.busyPaths[path, default: 0] += 1
                 return true
             }
-            guard admitted else {
-                return send(fd, status: 503, headers: [("Content-Length", "0")], body: [])
-            }
-            counting = true
+            return counting
         }
-        func lastWrite() {
-            if let n = int("hold") { holdUntil(inFlight: n) }
-            leave()
-            beforeLastWrite()
+        func leave() {
+            guard counting else { return }
+            counting = false
+            server.state.withLock { $0.busyPaths[path, default: 0] -= 1 }
         }
+    }
 
-        if let delay = q["delay"].flatMap(Double.init) { Thread.sleep(forTimeInterval: delay) }
-
-        // Status sequences: status=503,503,200 (the last repeats).
-        if let seq = q["status"]?.split(separator: ",").compactMap({ Int($0) }), !seq.isEmpty {
-            let status = seq[min(hit, seq.count - 1)]
-            if status != 200 {
-                var h = [("Content-Length", "0")]
-                if let ra = q["retryAfter"] { h.append(("Retry-After", ra)) }
-                if status == 416 { h.append(("Content-Range", "bytes */\(int("size") ?? 1024)")) }
-                return send(fd, status: status, headers: h, body: [])
-            }
-        }
-        // signed=S: like a storage service's pre-signed link. The target without `sig=` redirects
-        // to itself with a new `sig=`; that URL is refused (403) from S seconds after its first
-        // request on (counted from its first use, not its signing, so that a slow test machine
-        // does not see a link expire before it is used).
-        if let lifetime = q["signed"].flatMap(Double.init) {
-            guard let sig = q["sig"] else {
-                let sig = UUID().uuidString
-                let location = r.target + (r.target.contains("?") ? "&" : "?") + "sig=\(sig)"
-                return send(fd, status: 302, headers: [("Location", location), ("Content-Length", "0")], body: [])
-            }
-            let now = Date()
-            let first = state.withLock { s in
-                if s.signedFirstUse[sig] == nil { s.signedFirstUse[sig] = now }
-                return s.signedFirstUse[sig]!
-            }
-            if now.timeIntervalSince(first) > lifetime {
-                let body = Array("Request has expired".utf8)
-                return send(fd, status: 403, headers: [("Content-Length", "\(body.count)")], body: body)
-            }
-        }
-        // Redirects.
-        if let to = q["to"] {
-            return send(fd, status: 302, headers: [("Location", to), ("Content-Length", "0")], body: [])
-        }
-        if flag("loop") {
-            return send(fd, status: 302, headers: [("Location", r.target), ("Content-Length", "0")], body: [])
-        }
-        if let count = int("redirect"), count > 0 {
-            let next = r.target.replacingOccurrences(of: "redirect=\(count)", with: "redirect=\(count - 1)")
-            let status = [301, 302, 303, 307, 308][count % 5]
-            return send(fd, status: status, headers: [("Location", next), ("Content-Length", "0")], body: [])
-        }
-
-        // The representation.
-        let seed = int("seed") ?? 1
+    /// What a request's target names: its bytes, version and validators.
+    struct Representation {
+        let seed: Int
         let version: Int
-        switch q["change"] {
-        case "1": version = hit >= 1 ? 1 : 0
-        case "always": version = hit
-        default: version = 0
-        }
-        let size = int("size") ?? 1024
-        // `body=TEXT`: the answer is TEXT's bytes (a hostile server's file of its choosing).
-        var gzipped: [UInt8]? = q["body"].map { Array($0.utf8) }
-        if flag("gzip") { gzipped = TestContent.gzip(TestContent.bytes(seed: seed, version: version, count: size)) }
-        let actualSize = gzipped?.count ?? size
-        let claimed = actualSize + (int("lie") ?? 0)
-        let etag = q["etag"] == "0" ? nil : (flag("weak") ? "W/" : "") + "\"s\(seed)-v\(version)-\(size)\""
-        let lastModified =
-            q["lm"] == "0"
-            ? nil : HTTPDate.format(Date(timeIntervalSince1970: 1_767_225_600 + Double(version) * 3600))
+        let size: Int
+        /// The bytes when they are not the generated content (`body=`, `gzip=1`).
+        let stored: [UInt8]?
+        var actualSize: Int { stored?.count ?? size }
+        /// The length the answer claims (`lie=N` adds N).
+        let claimed: Int
+        let etag: String?
+        let lastModified: String?
 
+        init(_ q: Query, hit: Int) {
+            seed = q.int("seed") ?? 1
+            switch q["change"] {
+            case "1": version = hit >= 1 ? 1 : 0
+            case "always": version = hit
+            default: version = 0
+            }
+            size = q.int("size") ?? 1024
+            // `body=TEXT`: the answer is TEXT's bytes (a hostile server's file of its choosing).
+            var stored: [UInt8]? = q["body"].map { Array($0.utf8) }
+            if q.flag("gzip") {
+                stored = TestContent.gzip(TestContent.bytes(seed: seed, version: version, count: size))
+            }
+            self.stored = stored
+            claimed = (stored?.count ?? size) + (q.int("lie") ?? 0)
+            etag = q["etag"] == "0" ? nil : (q.flag("weak") ? "W/" : "") + "\"s\(seed)-v\(version)-\(size)\""
+            lastModified =
+                q["lm"] == "0"
+                ? nil : HTTPDate.format(Date(timeIntervalSince1970: 1_767_225_600 + Double(version) * 3600))
+        }
+    }
+
+    /// Serves one request; returns whether the connection stays open.
+    func respond(_ fd: Int32, _ r: RecordedRequest, hit: Int, beforeLastWrite: () -> Void) -> Bool {
+        let q = Query(values: r.query)
+        let admission = Admission(self, path: r.path)
+        defer { admission.leave() }
+        if let limit = q.int("busy"), !admission.enter(limit: limit) {
+            return send(fd, status: 503, headers: [("Content-Length", "0")], body: [])
+        }
+        if let delay = q["delay"].flatMap(Double.init) { Thread.sleep(forTimeInterval: delay) }
+        if let answered = answerWithoutBody(fd, r, q, hit: hit) { return answered }
+
+        let representation = Representation(q, hit: hit)
         var headers: [(String, String)] = []
-        if let etag { headers.append(("ETag", etag)) }
-        if let lastModified { headers.append(("Last-Modified", lastModified)) }
-        if flag("gzip") { headers.append(("Content-Encoding", "gzip")) }
+        if let etag = representation.etag { headers.append(("ETag", etag)) }
+        if let lastModified = representation.lastModified { headers.append(("Last-Modified", lastModified)) }
+        if q.flag("gzip") { headers.append(("Content-Encoding", "gzip")) }
         if let cd = contentDisposition(q["cd"]) { headers.append(("Content-Disposition", cd)) }
-
-        // Range, honoured unless ranges=0; If-Range compared strongly unless ifrange=0.
-        var start = 0
-        var stop = claimed  // one past the last byte to send
-        var partial = false
-        // ranges=0: never honour Range; norange=K: stop honouring it from the K-th request on.
-        let rangesOn = q["ranges"] != "0" && !(int("norange").map { hit >= $0 } ?? false)
-        if rangesOn { headers.append(("Accept-Ranges", "bytes")) }
-        if rangesOn, let range = r.range, let (first, end) = parseRange(range, size: claimed) {
-            var honour = true
-            if let ifRange = r.ifRange, q["ifrange"] != "0" {
-                honour = ifRange.hasPrefix("W/") ? false : (ifRange == etag || ifRange == lastModified)
-            }
-            if honour {
-                if first >= claimed {
-                    return send(
-                        fd, status: 416,
-                        headers: headers + [("Content-Range", "bytes */\(claimed)"), ("Content-Length", "0")],
-                        body: [])
-                }
-                start = first
-                stop = min(end ?? claimed, claimed)
-                partial = true
-            }
+        guard let (start, stop, partial) = range(of: r, q, representation, hit: hit, headers: &headers) else {
+            let claimed = representation.claimed
+            return send(
+                fd, status: 416, headers: headers + [("Content-Range", "bytes */\(claimed)"), ("Content-Length", "0")],
+                body: [])
         }
-        let chunked = flag("chunked")
-        if partial { headers.append(("Content-Range", "bytes \(start)-\(stop - 1)/\(claimed)")) }
+        let chunked = q.flag("chunked")
+        if partial { headers.append(("Content-Range", "bytes \(start)-\(stop - 1)/\(representation.claimed)")) }
         // etag206=0: a 206 without the ETag its 200 carries (it cannot confirm the version).
         if partial && q["etag206"] == "0" { headers.removeAll { $0.0 == "ETag" } }
         if !chunked {
             // length=V: that literal value instead of the true length (`-5`, `abc`).
             headers.append(("Content-Length", q["length"] ?? String(stop - start)))
             // length2=N: a second Content-Length that disagrees (framing no client can trust).
-            if let second = int("length2") { headers.append(("Content-Length", String(second))) }
+            if let second = q.int("length2") { headers.append(("Content-Length", String(second))) }
         } else {
             headers.append(("Transfer-Encoding", "chunked"))
         }
         let status = partial ? 206 : 200
         guard writeHead(fd, status: status, headers: headers, latin1: q["cd"] == "latin1") else { return false }
         if r.method == "HEAD" { return true }
+        let lastWrite = {
+            if let n = q.int("hold") { self.holdUntil(inFlight: n) }
+            admission.leave()
+            beforeLastWrite()
+        }
+        return sendBody(
+            fd, r, q, representation, from: start, to: stop, partial: partial, hit: hit, beforeLastWrite: lastWrite)
+    }
 
-        // The body, with faults.
-        let dropAfter: Int? = {
-            guard let n = int("drop") else { return nil }
-            if let drops = int("drops"), hit >= drops { return nil }
-            return n
-        }()
-        let stallAfter: Int? = {
-            guard let n = int("stall") else { return nil }
-            if let stalls = int("stalls"), hit >= stalls { return nil }
-            return n
-        }()
-        // `slowat=OFFSET&slowrate=B`: a range starting exactly at OFFSET drips at B bytes/s (one
-        // slow connection among fast ones; a replacement asks from a later offset).
-        let rate = (partial && int("slowat") == start ? int("slowrate") : nil) ?? int("rate")
+    /// Answers that carry no file: status sequences, an expired signed link, redirects; nil
+    /// when the request is for the file.
+    private func answerWithoutBody(_ fd: Int32, _ r: RecordedRequest, _ q: Query, hit: Int) -> Bool? {
+        // Status sequences: status=503,503,200 (the last repeats).
+        if let seq = q["status"]?.split(separator: ",").compactMap({ Int($0) }), !seq.isEmpty {
+            let status = seq[min(hit, seq.count - 1)]
+            if status != 200 {
+                var h = [("Content-Length", "0")]
+                if let ra = q["retryAfter"] { h.append(("Retry-After", ra)) }
+                if status == 416 { h.append(("Content-Range", "bytes */\(q.int("size") ?? 1024)")) }
+                return send(fd, status: status, headers: h, body: [])
+            }
+        }
+        if let answered = signedLink(fd, r, q) { return answered }
+        if let to = q["to"] {
+            return send(fd, status: 302, headers: [("Location", to), ("Content-Length", "0")], body: [])
+        }
+        if q.flag("loop") {
+            return send(fd, status: 302, headers: [("Location", r.target), ("Content-Length", "0")], body: [])
+        }
+        if let count = q.int("redirect"), count > 0 {
+            let next = r.target.replacingOccurrences(of: "redirect=\(count)", with: "redirect=\(count - 1)")
+            let status = [301, 302, 303, 307, 308][count % 5]
+            return send(fd, status: status, headers: [("Location", next), ("Content-Length", "0")], body: [])
+        }
+        return nil
+    }
+
+    /// signed=S: like a storage service's pre-signed link. The target without `sig=` redirects
+    /// to itself with a new `sig=`; that URL is refused (403) from S seconds after its first
+    /// request on (counted from its first use, not its signing, so that a slow test machine does
+    /// not see a link expire before it is used). Nil when the link is good (or not signed).
+    private func signedLink(_ fd: Int32, _ r: RecordedRequest, _ q: Query) -> Bool? {
+        guard let lifetime = q["signed"].flatMap(Double.init) else { return nil }
+        guard let sig = q["sig"] else {
+            let sig = UUID().uuidString
+            let location = r.target + (r.target.contains("?") ? "&" : "?") + "sig=\(sig)"
+            return send(fd, status: 302, headers: [("Location", location), ("Content-Length", "0")], body: [])
+        }
+        let now = Date()
+        let first = state.withLock { s in
+            if s.signedFirstUse[sig] == nil { s.signedFirstUse[sig] = now }
+            return s.signedFirstUse[sig]!
+        }
+        guard now.timeIntervalSince(first) > lifetime else { return nil }
+        let body = Array("Request has expired".utf8)
+        return send(fd, status: 403, headers: [("Content-Length", "\(body.count)")], body: body)
+    }
+
+    /// The bytes to send, `start..<stop`, and whether that is a range (206): Range honoured
+    /// unless ranges=0 (or from the norange=K-th request on), If-Range compared strongly unless
+    /// ifrange=0. Nil for a range that starts past the end (416).
+    private func range(
+        of r: RecordedRequest, _ q: Query, _ representation: Representation, hit: Int,
+        headers: inout [(String, String)]
+    ) -> (start: Int, stop: Int, partial: Bool)? {
+        let claimed = representation.claimed
+        let rangesOn = q["ranges"] != "0" && !(q.int("norange").map { hit >= $0 } ?? false)
+        if rangesOn { headers.append(("Accept-Ranges", "bytes")) }
+        guard rangesOn, let range = r.range, let (first, end) = parseRange(range, size: claimed) else {
+            return (0, claimed, false)
+        }
+        if let ifRange = r.ifRange, q["ifrange"] != "0" {
+            let honour =
+                ifRange.hasPrefix("W/")
+                ? false : (ifRange == representation.etag || ifRange == representation.lastModified)
+            if !honour { return (0, claimed, false) }
+        }
+        if first >= claimed { return nil }
+        return (first, min(end ?? claimed, claimed), true)
+    }
+
+    /// Sends bytes `start..<stop` with the faults the query asks for: drop=N closes after N
+    /// body bytes, stall=N stops sending after N, rate=B paces (after burst=B at once), and
+    /// slowat=OFFSET&slowrate=B drips a range that starts exactly at OFFSET.
+    private func sendBody(
+        _ fd: Int32, _ r: RecordedRequest, _ q: Query, _ representation: Representation, from start: Int,
+        to stop: Int, partial: Bool, hit: Int, beforeLastWrite: () -> Void
+    ) -> Bool {
+        let dropAfter = q.count("drop", until: "drops", hit: hit)
+        let stallAfter = q.count("stall", until: "stalls", hit: hit)
+        let rate = (partial && q.int("slowat") == start ? q.int("slowrate") : nil) ?? q.int("rate")
+        let chunked = q.flag("chunked")
+        let actualSize = representation.actualSize
         var offset = start
         var sent = 0
         let chunkSize = rate.map { max(1, min(65_536, $0 / 20)) } ?? 65_536
@@ -170,18 +220,8 @@ extension TestServer {
             if let d = dropAfter { n = min(n, d - sent) }
             if let s = stallAfter { n = min(n, s - sent) }
             if n <= 0 { break }
-            if let gz = gzipped {
-                chunk.withUnsafeMutableBytes { dst in
-                    gz.withUnsafeBytes { dst.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: n) }
-                }
-            } else {
-                chunk.withUnsafeMutableBytes {
-                    TestContent.fill(
-                        UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), seed: seed, version: version, offset: offset
-                    )
-                }
-            }
-            if offset + n >= last && !chunked && stop <= actualSize { lastWrite() }
+            fill(&chunk, count: n, at: offset, of: representation)
+            if offset + n >= last && !chunked && stop <= actualSize { beforeLastWrite() }
             let ok = chunked ? writeChunk(fd, chunk, n) : writeAll(fd, chunk, n)
             if !ok {
                 state.withLock { $0.cut[r.path, default: 0] += 1 }
@@ -193,7 +233,7 @@ extension TestServer {
             if let rate {
                 // burst=B: the first B bytes of each answer at once (nginx's limit_rate gives a
                 // request its first 2 MiB so), then `rate`.
-                let due = Double(max(0, sent - (int("burst") ?? 0))) / Double(rate)
+                let due = Double(max(0, sent - (q.int("burst") ?? 0))) / Double(rate)
                 let elapsed = Date().timeIntervalSince(began)
                 if due > elapsed { Thread.sleep(forTimeInterval: due - elapsed) }
             }
@@ -206,6 +246,21 @@ extension TestServer {
         if stop > actualSize { return false }  // lied about the length: close early
         if chunked { return writeAll(fd, Array("0\r\n\r\n".utf8), 5) }
         return true
+    }
+
+    /// Puts the representation's `count` bytes at `offset` into the start of `chunk`.
+    private func fill(_ chunk: inout [UInt8], count n: Int, at offset: Int, of representation: Representation) {
+        if let stored = representation.stored {
+            chunk.withUnsafeMutableBytes { dst in
+                stored.withUnsafeBytes { dst.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: n) }
+            }
+        } else {
+            chunk.withUnsafeMutableBytes {
+                TestContent.fill(
+                    UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), seed: representation.seed,
+                    version: representation.version, offset: offset)
+            }
+        }
     }
 
     func contentDisposition(_ kind: String?) -> String? {
