@@ -203,6 +203,35 @@ public final class HaulSession: Sendable {
     ) async throws(HaulError) -> DownloadResult {
         let transport = try transport.get()
         if options.checksReachability, let unreachable = Reachability.check(url) { throw unreachable }
+        let engineOptions = try self.engineOptions(options)
+        let (target, placement) = try engineTarget(url, destination)
+        let started = Locked<DownloadStart?>(nil)
+        // With one connection the segmented engine hands over to the plain one at once, unless a
+        // partial left by several connections has gaps to fill.
+        let outcome = try await SegmentedDownloader(
+            url: url, target: target, options: engineOptions,
+            segments: SegmentOptions(
+                connections: options.connections, minSplit: options.minSplitSize,
+                lowestSpeed: options.lowestSpeedLimit),
+            transport: transport, onEvent: Self.publicEvents(events, started: started)
+        ).run()
+        var result = DownloadResult(
+            fileURL: URL(filePath: outcome.path, directoryHint: .notDirectory), bytes: outcome.bytes,
+            alreadyComplete: outcome.alreadyComplete)
+        if let placement {
+            let temporary = result.fileURL
+            let start =
+                started.get()
+                ?? DownloadStart(status: 200, url: url, destination: temporary, offset: 0, totalBytes: outcome.bytes)
+            let (final, options) = placement(temporary, start)
+            try Self.move(temporary, to: final, options: options)
+            result.fileURL = final
+        }
+        return result
+    }
+
+    /// The engine's options for one download: the session's settings with the download's.
+    private func engineOptions(_ options: DownloadOptions) throws(HaulError) -> EngineOptions {
         var engineOptions = EngineOptions()
         engineOptions.headers = try headers(adding: options.headers)
         engineOptions.retry = retryPolicy
@@ -221,28 +250,40 @@ public final class HaulSession: Sendable {
             throw HaulError(.usage, "maxBytesPerSecond needs the curl transport (URLSession transfers cannot be paced)")
         }
         engineOptions.sharedRate = overallRate
-        let target: DownloadTarget
-        var placement: (@Sendable (URL, DownloadStart) -> (URL, DestinationOptions))?
+        return engineOptions
+    }
+
+    /// Where the engine writes: the file or directory asked for, or for a ``DownloadDestination/custom(_:)``
+    /// one a file named by the URL's hash among the session's partials, with the closure that
+    /// places it once done.
+    private func engineTarget(
+        _ url: URL, _ destination: DownloadDestination
+    ) throws(HaulError) -> (
+        DownloadTarget, (@Sendable (URL, DownloadStart) -> (URL, DestinationOptions))?
+    ) {
         switch destination {
-        case .file(let file): target = .file(Sys.lexicallyNormalized(file.path))
-        case .directory(let dir): target = .directory(Sys.lexicallyNormalized(dir.path))
+        case .file(let file): return (.file(Sys.lexicallyNormalized(file.path)), nil)
+        case .directory(let dir): return (.directory(Sys.lexicallyNormalized(dir.path)), nil)
         case .custom(let closure):
             let partials =
                 configuration.temporaryDirectory ?? Self.defaultDownloadDirectory.appendingPathComponent(".partials")
             try PartialFile.createDirectory(partials.path)
             var hasher = SHA256()
             hasher.update(Array(ResumeRecord.redacted(url).utf8))
-            target = .file(partials.appendingPathComponent(String(hasher.hexDigest().prefix(32))).path)
-            placement = closure
+            return (.file(partials.appendingPathComponent(String(hasher.hexDigest().prefix(32))).path), closure)
         }
-        let started = Locked<DownloadStart?>(nil)
-        let onEvent: @Sendable (DownloadEngineEvent) -> Void = { event in
+    }
+
+    /// The engine's events as the public ones; the start is also kept in `started`.
+    private static func publicEvents(
+        _ events: @escaping @Sendable (DownloadEvent) -> Void, started: Locked<DownloadStart?>
+    ) -> @Sendable (DownloadEngineEvent) -> Void {
+        { event in
             switch event {
             case .started(let status, let url, let destination, let offset, let total):
                 let start = DownloadStart(
                     status: status, url: url, destination: URL(filePath: destination, directoryHint: .notDirectory),
-                    offset: offset,
-                    totalBytes: total)
+                    offset: offset, totalBytes: total)
                 started.set(start)
                 events(.started(start))
             case .progress(let p): events(.progress(p))
@@ -251,28 +292,6 @@ public final class HaulSession: Sendable {
             case .restarted(let reason): events(.restarted(reason: reason))
             }
         }
-        // With one connection the segmented engine hands over to the plain one at once, unless a
-        // partial left by several connections has gaps to fill.
-        let outcome = try await SegmentedDownloader(
-            url: url, target: target, options: engineOptions,
-            segments: SegmentOptions(
-                connections: options.connections, minSplit: options.minSplitSize,
-                lowestSpeed: options.lowestSpeedLimit),
-            transport: transport, onEvent: onEvent
-        ).run()
-        var result = DownloadResult(
-            fileURL: URL(filePath: outcome.path, directoryHint: .notDirectory), bytes: outcome.bytes,
-            alreadyComplete: outcome.alreadyComplete)
-        if let placement {
-            let temporary = result.fileURL
-            let start =
-                started.get()
-                ?? DownloadStart(status: 200, url: url, destination: temporary, offset: 0, totalBytes: outcome.bytes)
-            let (final, options) = placement(temporary, start)
-            try Self.move(temporary, to: final, options: options)
-            result.fileURL = final
-        }
-        return result
     }
 
     /// Where downloads go when no directory is given, and where ``DownloadDestination/custom(_:)``

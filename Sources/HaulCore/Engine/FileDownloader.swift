@@ -108,16 +108,7 @@ package final class FileDownloader: Sendable {
         try Self.validate(url)
         ProgressClock.shared.add(reporter)
         defer { ProgressClock.shared.remove(reporter) }
-        var destination: String?
-        switch target {
-        case .file(let path):
-            try PartialFile.prepareDirectory(of: path, creating: options.createDirectories)
-            destination = path
-        case .directory(let dir):
-            try PartialFile.createDirectory(dir)
-            destination = findRecord(in: dir)
-        }
-
+        var destination = try knownDestination()
         var machine = ResumeStateMachine(record: nil, origin: url)
         var existingSize: Int64?
         if let destination {
@@ -166,16 +157,40 @@ package final class FileDownloader: Sendable {
                 onEvent(.restarted(reason: reason))
                 continue
             }
-            let reached = attempt.partial?.writtenBytes ?? 0
-            if reached > furthest {
-                budget.progressed(reached - furthest)
-                furthest = reached
-            }
-            let (number, delay) = try budget.failed(failure)
-            onEvent(.retrying(attempt: number, error: failure, delay: delay))
-            do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
-                throw cancelledError(destination)
-            }
+            try await waitToRetry(
+                after: failure, reached: attempt.partial?.writtenBytes ?? 0, furthest: &furthest, budget: &budget,
+                destination: destination)
+        }
+    }
+
+    /// Credits `budget` with the bytes past `furthest` the failed attempt `reached`, spends a
+    /// retry on `failure` and waits its delay; throws the error to give up with, or the cancel
+    /// that came while waiting.
+    private func waitToRetry(
+        after failure: HaulError, reached: Int64, furthest: inout Int64, budget: inout RetryBudget,
+        destination: String?
+    ) async throws(HaulError) {
+        if reached > furthest {
+            budget.progressed(reached - furthest)
+            furthest = reached
+        }
+        let (number, delay) = try budget.failed(failure)
+        onEvent(.retrying(attempt: number, error: failure, delay: delay))
+        do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
+            throw cancelledError(destination)
+        }
+    }
+
+    /// The destination known before any request: the file asked for, or in a directory the one
+    /// a record there names for this URL (nil: the answer names it).
+    private func knownDestination() throws(HaulError) -> String? {
+        switch target {
+        case .file(let path):
+            try PartialFile.prepareDirectory(of: path, creating: options.createDirectories)
+            return path
+        case .directory(let dir):
+            try PartialFile.createDirectory(dir)
+            return findRecord(in: dir)
         }
     }
 

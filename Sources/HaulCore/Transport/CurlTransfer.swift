@@ -71,6 +71,39 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         guard let h = haul_easy_init() else { return .failure(TransportError(.other, "curl_easy_init failed")) }
         easy = h
         let me = Unmanaged.passUnretained(self).toOpaque()
+        var headers = request.headers
+        var ok = setOptions(h)
+        ok = setBody(h, me, headers: &headers) && ok
+        if !request.decodeContent && !headers.contains("Accept-Encoding") {
+            // No Accept-Encoding would mean "any coding is fine" (RFC 9110 12.5.3).
+            headers.add("Accept-Encoding", "identity")
+        }
+        // A header with CR, LF or NUL could smuggle a second header or request; dropping it
+        // could drop an If-Range (and splice two versions): the request is refused.
+        guard let lines = Self.headerLines(headers) else {
+            cleanup()
+            return .failure(TransportError(.invalidURL, "a request header cannot be sent (a line break or NUL in it)"))
+        }
+        for line in lines { headerList = haul_slist_append(headerList, line) }
+        if let headerList {
+            ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_HTTPHEADER), UnsafeRawPointer(headerList)) == 0
+        }
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_ERRORBUFFER), errorBuffer) == 0
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_PRIVATE), me) == 0
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_WRITEDATA), me) == 0
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_HEADERDATA), me) == 0
+        ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_WRITEFUNCTION), curlWriteCallback) == 0
+        ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_HEADERFUNCTION), curlHeaderCallback) == 0
+        guard ok else {
+            cleanup()
+            return .failure(TransportError(.invalidURL, "libcurl refused the request"))
+        }
+        return .success(h)
+    }
+
+    /// The URL, protocols, timeouts, TLS checks, user agent, decoding and method; false when
+    /// curl refused one.
+    private func setOptions(_ h: UnsafeMutableRawPointer) -> Bool {
         var ok = true
         func set(_ option: Int32, _ value: Int) { ok = ok && haul_easy_setopt_long(h, option, value) == 0 }
         func set(_ option: Int32, _ value: String) { ok = ok && haul_easy_setopt_ptr(h, option, value) == 0 }
@@ -100,57 +133,47 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         case "HEAD": set(Int32(HAUL_CURLOPT_NOBODY), 1)
         default: set(Int32(HAUL_CURLOPT_CUSTOMREQUEST), request.method)
         }
-        var headers = request.headers
-        if let body = request.body {
-            ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_READFUNCTION), curlReadCallback) == 0
-            ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_READDATA), me) == 0
-            if request.method == "PUT" {
-                set(Int32(HAUL_CURLOPT_UPLOAD), 1)
-                if let length = body.length {
-                    ok = ok && haul_easy_setopt_off(h, Int32(HAUL_CURLOPT_INFILESIZE_LARGE), length) == 0
-                }
+        return ok
+    }
+
+    /// The request body's callback and length (PUT uploads, other methods post; a body of
+    /// unknown length goes chunked); false when curl refused one.
+    private func setBody(
+        _ h: UnsafeMutableRawPointer, _ me: UnsafeMutableRawPointer, headers: inout HTTPHeaders
+    )
+        -> Bool
+    {
+        guard let body = request.body else { return true }
+        var ok = haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_READFUNCTION), curlReadCallback) == 0
+        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_READDATA), me) == 0
+        if request.method == "PUT" {
+            ok = ok && haul_easy_setopt_long(h, Int32(HAUL_CURLOPT_UPLOAD), 1) == 0
+            if let length = body.length {
+                ok = ok && haul_easy_setopt_off(h, Int32(HAUL_CURLOPT_INFILESIZE_LARGE), length) == 0
+            }
+        } else {
+            ok = ok && haul_easy_setopt_long(h, Int32(HAUL_CURLOPT_POST), 1) == 0
+            if let length = body.length {
+                ok = ok && haul_easy_setopt_off(h, Int32(HAUL_CURLOPT_POSTFIELDSIZE_LARGE), length) == 0
             } else {
-                set(Int32(HAUL_CURLOPT_POST), 1)
-                if let length = body.length {
-                    ok = ok && haul_easy_setopt_off(h, Int32(HAUL_CURLOPT_POSTFIELDSIZE_LARGE), length) == 0
-                } else {
-                    headers.replace("Transfer-Encoding", "chunked")
-                }
+                headers.replace("Transfer-Encoding", "chunked")
             }
-            // No "Expect: 100-continue" round trip (servers that do not answer it cost a second).
-            headers.replace("Expect", "")
         }
-        if !request.decodeContent && !headers.contains("Accept-Encoding") {
-            // No Accept-Encoding would mean "any coding is fine" (RFC 9110 12.5.3).
-            headers.add("Accept-Encoding", "identity")
-        }
+        // No "Expect: 100-continue" round trip (servers that do not answer it cost a second).
+        headers.replace("Expect", "")
+        return ok
+    }
+
+    /// `headers` as curl's header lines ("Name:" removes a header curl would add; "Name;" sends
+    /// it empty); nil when one cannot be sent as given (a name that is no token, a CR, LF or NUL
+    /// in a value).
+    private static func headerLines(_ headers: HTTPHeaders) -> [String]? {
+        var lines: [String] = []
         for (name, value) in headers {
-            // A header with CR, LF or NUL could smuggle a second header or request; dropping it
-            // could drop an If-Range (and splice two versions): the request is refused.
-            guard HTTPHeaders.isToken(name), HTTPHeaders.isSendable(value) else {
-                cleanup()
-                return .failure(
-                    TransportError(.invalidURL, "a request header cannot be sent (a line break or NUL in it)"))
-            }
-            // "Name:" removes a header curl would add; "Name;" sends it empty.
-            let line = value.isEmpty ? (name == "Expect" ? "Expect:" : "\(name);") : "\(name): \(value)"
-            headerList = haul_slist_append(headerList, line)
+            guard HTTPHeaders.isToken(name), HTTPHeaders.isSendable(value) else { return nil }
+            lines.append(value.isEmpty ? (name == "Expect" ? "Expect:" : "\(name);") : "\(name): \(value)")
         }
-        if let headerList {
-            ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_HTTPHEADER), UnsafeRawPointer(headerList)) == 0
-        }
-        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_ERRORBUFFER), errorBuffer) == 0
-        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_PRIVATE), me) == 0
-        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_WRITEDATA), me) == 0
-        ok = ok && haul_easy_setopt_ptr(h, Int32(HAUL_CURLOPT_HEADERDATA), me) == 0
-        ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_WRITEFUNCTION), curlWriteCallback) == 0
-        ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_HEADERFUNCTION), curlHeaderCallback) == 0
-        guard ok else {
-            cleanup()
-            return .failure(
-                TransportError(.invalidURL, "libcurl refused the request"))
-        }
-        return .success(h)
+        return lines
     }
 
     func cleanup() {
