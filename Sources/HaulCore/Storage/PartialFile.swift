@@ -10,9 +10,8 @@ import Foundation
 /// honest: data is written, fsync()ed, and only then does an atomically replaced record claim it
 /// as synced; in between, notes claim what was written, for a rerun in the same boot only.
 ///
-/// Unchecked `Sendable`: one download's threads share it: writers at distinct offsets,
-/// checkpoints and notes beside them (the record's files under `recordLock`); the owner opens it
-/// first, and reads its counters and commits it once no writer runs.
+/// Unchecked `Sendable`: writers at distinct offsets, checkpoints and notes (under `recordLock`)
+/// share it; the owner opens it first, and reads its counters and commits it once no writer runs.
 package final class PartialFile: @unchecked Sendable {
     package let destination: String
     package var partPath: String { destination + ".part" }
