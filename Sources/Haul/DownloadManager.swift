@@ -71,18 +71,27 @@ public final class DownloadManager: Sendable {
         if let network = configuration.network { watch(network) }
     }
 
-    /// A manager let go without ``shutdown()`` stops its transfers, keeping their bytes, and
-    /// holds its list until they have ended (a manager that takes it next finds their files
-    /// free), then writes it and gives it up.
+    /// A manager let go without ``shutdown()`` writes its list, stops its transfers (keeping
+    /// their bytes) and holds the list until they have ended (a manager that takes it next
+    /// finds their files free), then writes it again and gives it up.
     deinit {
         watcher.withLock { $0?.cancel() }
         let tasks = queue.withLock { $0.shutdown() }
+        publisher.changed(persist: true, force: true)  // now, in case the process ends next
         let (queue, publisher) = (self.queue, self.publisher)
         Task.detached {
-            for task in tasks { _ = await task.cancelProducingResumeData() }
+            await Self.stop(tasks)
             queue.withLock { $0.shutdownEnded() }
             publisher.changed(persist: true, force: true)
             publisher.file?.release()
+        }
+    }
+
+    /// Cancels `tasks` keeping their bytes, all at once (one transfer slow to end holds up no
+    /// other's cancel), and returns once every one has ended.
+    private static func stop(_ tasks: [DownloadTask]) async {
+        await withTaskGroup(of: Void.self) { group in
+            for task in tasks { group.addTask { _ = await task.cancelProducingResumeData() } }
         }
     }
 
@@ -204,7 +213,7 @@ public final class DownloadManager: Sendable {
     public func shutdown() async {
         let tasks = queue.withLock { $0.shutdown() }
         watcher.withLock { $0?.cancel() }
-        for task in tasks { _ = await task.cancelProducingResumeData() }
+        await Self.stop(tasks)
         queue.withLock { $0.shutdownEnded() }  // waitUntilIdle() ends: nothing more will run
         // Written before this returns, even with a completion handler running.
         publisher.changed(persist: true, force: true)
