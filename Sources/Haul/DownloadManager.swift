@@ -47,8 +47,9 @@ public final class DownloadManager: Sendable {
     /// Creates a manager; with ``Configuration/Persistence/default`` it takes the list of
     /// ``Configuration/identifier`` and continues its unfinished downloads.
     /// - Throws: ``HaulError/Code/listInUse`` while another manager (in this process or another)
-    ///   holds that list; ``HaulError/Code/usage`` for an identifier of no bytes or over 128;
-    ///   a file system error when the state directory cannot be made.
+    ///   holds that list; ``HaulError/Code/usage`` for an identifier of no bytes, or of more
+    ///   than 200 once encoded for a file name; a file system error when the state directory
+    ///   cannot be made or the list's lock taken.
     public init(configuration: Configuration = Configuration()) throws(HaulError) {
         self.configuration = configuration
         session = HaulSession(configuration: configuration.session)
