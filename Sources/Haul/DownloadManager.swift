@@ -274,23 +274,25 @@ public final class DownloadManager: Sendable {
     /// An event of `task`; the item's only while that is its current task (a task that was
     /// paused and then cancelled reports its end after a new one may have started).
     private func handle(_ event: DownloadEvent, for id: UUID, from task: DownloadTask) {
-        let current = queue.withLock { $0.isCurrent(task, for: id) }
-        let handlers = current ? handlers.withLock { $0[id] } : nil
-        switch event {
-        case .progress(let p):
+        if case .progress(let p) = event {
+            // The most frequent event: one look at the queue, which also says whether it is current.
             guard queue.withLock({ $0.progress(p, for: id, from: task) }) else { return }
+            let handlers = handlers.withLock { $0[id] }
             handlers?.events?(event)
             handlers?.progress?(p)
             publisher.changed(persist: false)
+            return
+        }
+        let current = queue.withLock { $0.isCurrent(task, for: id) }
+        if current { handlers.withLock { $0[id] }?.events?(event) }
+        switch event {
         case .completed(let url):
-            handlers?.events?(event)
             let (result, progress) = (task.result, task.progress)
             act { $0.completed(id, from: task, at: url, result: result, progress: progress) }
         case .failed(let error):
-            handlers?.events?(event)
             failed(id, from: task, error, current: current)
         default:
-            handlers?.events?(event)
+            break
         }
     }
 }

@@ -119,10 +119,10 @@ package final class FileDownloader: Sendable {
         var everReceived = false
         // The most bytes the partial has held: only an attempt that gets past it made progress
         // (one that started over, on a 200 to a Range, and failed as early did not).
-        var furthest = machine.resumeOffset
+        // An attempt gets no credit for the bytes it resumes past (at the start, after `.again`).
+        var furthest: Int64 = 0
         while true {
             try checkCancelled(destination)
-            // An attempt that resumes past the mark (after `.again`) gets no credit for those bytes.
             furthest = max(furthest, machine.resumeOffset)
             let attempt = Attempt(
                 downloader: self, machine: machine, destination: destination, existingSize: existingSize)

@@ -231,6 +231,7 @@ final class SegmentedRun: Sendable {
             state.withLock {
                 $0.planner.release(fetch.segment.id)
                 $0.fetches[serial] = nil
+                $0.budget.progressed(fetch.wrote)  // its bytes are in the file, whatever its end
                 if let since = fetch.answeredAt {
                     $0.detector.ended(serial, bytes: fetch.wrote, seconds: now - since, at: now)
                     // Timed on the transport's clock (head to last byte), not to this task's
@@ -244,12 +245,9 @@ final class SegmentedRun: Sendable {
             switch result {
             case .success:
                 slowStreak = 0
-                state.withLock { $0.budget.progressed(fetch.wrote) }
                 continue
             case .failure(let error) where fetch.replaced:
-                // Replaced at once on a new connection; a range slow on every try fails. Its
-                // bytes are in the file: progress.
-                state.withLock { $0.budget.progressed(fetch.wrote) }
+                // Replaced at once on a new connection; a range slow on every try fails.
                 slowStreak += 1
                 guard slowStreak <= options.retry.maxRetries else {
                     var final = error
@@ -268,7 +266,6 @@ final class SegmentedRun: Sendable {
                     return .success(())
                 }
                 let retry = state.withLock { s -> Result<(attempt: Int, delay: Double), HaulError> in
-                    s.budget.progressed(fetch.wrote)
                     do throws(HaulError) { return .success(try s.budget.failed(error)) } catch {
                         return .failure(error)
                     }

@@ -157,8 +157,7 @@ package enum Sys {
     /// open file description) holds it. Other failures count as taken: the lock is a safeguard,
     /// not a condition for downloading.
     package static func lockByte(_ fd: Int32, at offset: Int64) -> Bool {
-        let result = haul_lock_byte(fd, offset, 1)
-        return result != EAGAIN && result != EACCES
+        (try? lockByteOrThrow(fd, at: offset)) ?? true
     }
 
     /// ``lockByte(_:at:)`` failing closed: false when another open file description holds it,

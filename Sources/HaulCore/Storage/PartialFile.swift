@@ -27,9 +27,8 @@ package final class PartialFile: @unchecked Sendable {
     /// The file the partial is: found bound to its record by ``inspect()``, or created here.
     package private(set) var boundIdentity: ResumeRecord.FileIdentity?
     /// Held while a record is written: checkpoints (on a worker) and notes (on the notes queue)
-    /// share the record's temporary. One per destination in the process, not per object: a
-    /// retry's new object and an old one's queued note, or a task's discard, write the same
-    /// files.
+    /// share the record's temporary. One per destination in the process, not per object: a retry's
+    /// new object and an old one's queued note, or a task's discard, write the same files.
     private let recordLock: NSLock
     /// The last record a checkpoint wrote (claiming synced bytes only), which notes extend.
     private var lastCheckpointed: ResumeRecord?
