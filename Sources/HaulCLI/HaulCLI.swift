@@ -30,6 +30,7 @@ struct HaulCLI {
         """
 
     static func main() async {
+        Interrupts.listen()  // first: every thread started later inherits the blocked signals
         keepFreedMemoryForReuse()
         let args = Array(CommandLine.arguments.dropFirst())
         let code = await run(args)

@@ -1,5 +1,5 @@
-import Dispatch
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -14,31 +14,99 @@ import Foundation
 /// SIGHUP (a closed terminal, a dropped ssh session) would otherwise kill the process with up to
 /// a second of written bytes not yet in the record. A SIGHUP ignored when haul started (`nohup`)
 /// stays ignored: the user asked for the download to outlive the terminal.
-/// Unchecked Sendable: `sources` is filled in `init`; the other vars are touched only under `lock`.
+///
+/// The handler is a real one (`sigaction`), installed at the top of `main` (``listen()``): it
+/// writes the signal's number to a pipe, and one thread reads the pipe and acts. A caught signal
+/// is delivered to some thread that does not block it, so none is discarded. Rejected: SIG_IGN
+/// plus a Dispatch signal source (a signal sent while the source is being armed is discarded:
+/// a Ctrl-C in the first moments of a run went unseen), and blocking the signals for `sigwait`
+/// (the main thread waits in `sigsuspend` with nothing blocked, so the signal's default action
+/// ends the process there). A signal that comes before a command has made its ``Interrupts``
+/// has its default effect.
+/// Unchecked Sendable: the vars are touched only under `lock`.
 final class Interrupts: @unchecked Sendable {
     private let lock = NSLock()
     private var handlers: [Int: @Sendable () -> Void] = [:]
     private var next = 0
     private var count = 0
-    private var sources: [DispatchSourceSignal] = []
 
-    private static let queue = DispatchQueue(label: "haul.signals")
+    /// The instance the signal thread reports to, once a command has made one.
+    private static let receiver = Mutex<Interrupts?>(nil)
 
-    /// Takes over `signals` (tests pass none and call ``fire()``).
-    init(signals: [Int32] = [SIGINT, SIGTERM, SIGHUP]) {
-        for sig in signals {
-            let previous = signal(sig, SIG_IGN)
-            if sig == SIGHUP, Self.isIgnore(previous) { continue }
-            // A queue of its own: the global one also runs the file worker's blocking jobs.
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: Self.queue)
-            source.setEventHandler { [unowned self] in fire() }
-            source.resume()
-            sources.append(source)
-        }
+    /// Takes over the signals ``listen()`` catches (tests pass false and call ``fire()``).
+    init(takingSignals: Bool = true) {
+        guard takingSignals else { return }
+        Self.listen()
+        Self.receiver.withLock { $0 = self }
     }
 
-    /// Whether a disposition `signal(2)` returned is SIG_IGN.
-    private static func isIgnore(_ handler: __sighandler_t?) -> Bool {
+    /// Catches SIGINT, SIGTERM and SIGHUP (not a SIGHUP ignored at start) and starts the thread
+    /// that acts on them. Once per process; the earlier the better.
+    static func listen() { precondition(started) }
+
+    /// The pipe's write end, for the signal handler (which may only make async-signal-safe calls).
+    nonisolated(unsafe) private static var signalPipe: Int32 = -1
+
+    private static let started: Bool = {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { return false }
+        for fd in ends { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        signalPipe = ends[1]
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            var current = sigaction()
+            sigaction(sig, nil, &current)
+            if sig == SIGHUP, isIgnore(current) { continue }
+            var action = sigaction()
+            setHandler(&action) { sig in
+                let saved = errno
+                var byte = UInt8(truncatingIfNeeded: sig)
+                _ = write(Interrupts.signalPipe, &byte, 1)
+                errno = saved
+            }
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = SA_RESTART
+            sigaction(sig, &action, nil)
+        }
+        let readEnd = ends[0]
+        Thread.detachNewThread {
+            var byte: UInt8 = 0
+            while true {
+                let n = read(readEnd, &byte, 1)
+                if n < 0, errno == EINTR { continue }
+                guard n == 1 else { return }
+                if let receiver = receiver.withLock({ $0 }) {
+                    receiver.fire()
+                } else {
+                    endByDefault(Int32(byte))
+                }
+            }
+        }
+        return true
+    }()
+
+    /// What `sig` does to a program that does not handle it: the process ends by that signal
+    /// (the shell sees an interrupted command, not an exit code).
+    private static func endByDefault(_ sig: Int32) -> Never {
+        signal(sig, SIG_DFL)
+        raise(sig)
+        exit(128 + sig)
+    }
+
+    private static func setHandler(_ action: inout sigaction, _ handler: @escaping @convention(c) (Int32) -> Void) {
+        #if canImport(Glibc)
+            action.__sigaction_handler.sa_handler = handler
+        #else
+            action.__sigaction_u.__sa_handler = handler
+        #endif
+    }
+
+    /// Whether `action` ignores its signal.
+    private static func isIgnore(_ action: sigaction) -> Bool {
+        #if canImport(Glibc)
+            let handler = action.__sigaction_handler.sa_handler
+        #else
+            let handler = action.__sigaction_u.__sa_handler
+        #endif
         guard let handler else { return false }
         return unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
     }
