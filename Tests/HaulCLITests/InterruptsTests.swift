@@ -47,7 +47,9 @@ struct InterruptsTests {
             p.signal(SIGINT)
             let r = await CLI.finish(p, timeout: 20)
             let endedBySignal = r.status == SIGINT && r.stderr.isEmpty
-            #expect(endedBySignal || (r.status == 130 && r.stderr.contains("interrupted")), "after \(i * 10) ms: \(r.stderr)")
+            #expect(
+                endedBySignal || (r.status == 130 && r.stderr.contains("interrupted")),
+                "after \(i * 10) ms: \(r.stderr)")
         }
     }
 }
