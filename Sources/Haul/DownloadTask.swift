@@ -181,7 +181,8 @@ public final class DownloadTask: Sendable {
         case .completed:
             return nil
         }
-        guard let destination = inner.withLock({ $0.destination }), let record = ownRecord(at: destination),
+        guard let destination = inner.withLock({ $0.destination }),
+            let record = DownloadStore.resumeRecord(of: url, at: destination),
             record.contiguousBytes > 0
         else { return nil }
         return ResumeData(record: record, destination: destination)
@@ -212,18 +213,10 @@ public final class DownloadTask: Sendable {
 
     // MARK: - Running
 
-    /// The record of this task's URL bound to the partial at `destination` (as the download
-    /// itself would judge it), with only what was synced: resume data may outlive the boot.
-    private func ownRecord(at destination: String) -> ResumeRecord? {
-        let partial = PartialFile(destination: destination)
-        guard case .partial(let record)? = try? partial.inspect(), record.url == ResumeRecord.redacted(url) else {
-            return nil
-        }
-        return partial.storedRecord?.trusted(onBoot: nil)
-    }
-
     private func run(generation: Int) async {
-        if let d = inner.withLock({ $0.destination }), let offset = ownRecord(at: d)?.contiguousBytes, offset > 0 {
+        if let d = inner.withLock({ $0.destination }),
+            let offset = DownloadStore.resumeRecord(of: url, at: d)?.contiguousBytes, offset > 0
+        {
             emit(.resumed(offset: offset))
         }
         let result: Result<DownloadResult, HaulError>
@@ -261,10 +254,7 @@ public final class DownloadTask: Sendable {
         if stop == .cancel, case .failure = result, let d = inner.withLock({ $0.destination }) {
             // Only this URL's partial, as haul wrote it: a task cancelled before it ran (or one
             // refused for files it could not vouch for) leaves what is at those names alone.
-            let partial = PartialFile(destination: d)
-            if case .partial(let record) = try? partial.inspect(), record.url == ResumeRecord.redacted(url) {
-                partial.discard()
-            }
+            DownloadStore.discardPartial(of: url, at: d)
         }
         let (waiters, subscribers) = inner.withLock {
             s -> (
@@ -323,7 +313,7 @@ extension HaulSession {
     {
         // Writes the record again if it was removed and the partial is still the one the data
         // was made from; otherwise the download judges what it finds.
-        PartialFile(destination: Sys.lexicallyNormalized(resumeData.destination.path)).adopt(resumeData.record)
+        DownloadStore.restore(resumeData.record, at: resumeData.destination.path)
         var options = options
         options.resume = true
         return DownloadTask(

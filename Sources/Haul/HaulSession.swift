@@ -105,6 +105,9 @@ public struct DownloadStart: Sendable, Equatable {
     public var offset: Int64
     /// The full size, when the server said.
     public var totalBytes: Int64?
+    /// Where the bytes are written until the download completes
+    /// (``HaulSession/partialFileURL(for:)``).
+    public var partialFileURL: URL { HaulSession.partialFileURL(for: destination) }
 }
 
 /// A finished download.
@@ -196,6 +199,12 @@ public final class HaulSession: Sendable {
         try await run(url, to: destination, options: options) { events?($0) }
     }
 
+    /// Where a download to `destination` keeps its bytes until it completes and the file is
+    /// renamed into place (its resume record lies beside it). Nothing but haul should write there.
+    public static func partialFileURL(for destination: URL) -> URL {
+        URL(fileURLWithPath: DownloadStore.partialPath(of: destination.path), isDirectory: false)
+    }
+
     /// Runs the engine for one download; events are translated to the public ones.
     func run(
         _ url: URL, to destination: DownloadDestination, options: DownloadOptions,
@@ -267,7 +276,7 @@ public final class HaulSession: Sendable {
         case .custom(let closure):
             let partials =
                 configuration.temporaryDirectory ?? Self.defaultDownloadDirectory.appendingPathComponent(".partials")
-            try PartialFile.createDirectory(partials.path)
+            try DownloadStore.createDirectory(partials.path)
             var hasher = SHA256()
             hasher.update(Array(ResumeRecord.redacted(url).utf8))
             return (.file(partials.appendingPathComponent(String(hasher.hexDigest().prefix(32))).path), closure)
@@ -316,7 +325,7 @@ public final class HaulSession: Sendable {
         if target == Sys.lexicallyNormalized(from.path) { return }
         let parent = Sys.parentDirectory(of: target)
         if options.contains(.createIntermediateDirectories) {
-            try PartialFile.createDirectory(parent)
+            try DownloadStore.createDirectory(parent)
         }
         if (try? Sys.fileSize(target)) ?? nil != nil {
             guard options.contains(.removePreviousFile) else {

@@ -111,8 +111,12 @@ struct DemoCommand {
             result = try await first.value
         } catch let error as HaulError where error.code == .cancelled && paused.get() {
             output.clearLine()
-            let onDisk = (try? FileManager.default.attributesOfItem(atPath: dest.path + ".part")[.size] as? Int64) ?? 0
-            print("⏸  paused: \(Output.bytes(onDisk)) kept in \(dest.lastPathComponent).part (+ resume record .haul)")
+            let onDisk =
+                (try? FileManager.default.attributesOfItem(atPath: HaulSession.partialFileURL(for: dest).path)[.size]
+                    as? Int64) ?? 0
+            print(
+                "⏸  paused: \(Output.bytes(onDisk)) kept in \(HaulSession.partialFileURL(for: dest).lastPathComponent) (+ its resume record)"
+            )
             try? await Task.sleep(nanoseconds: 1_000_000_000)
             print("▶  resuming")
         } catch {

@@ -88,7 +88,7 @@ struct DemoWays {
     private func task() async throws(HaulError) -> ExitCode {
         let url = server.url("/task.bin?size=\(size)&rate=\(16 << 20)")
         let dest = URL(fileURLWithPath: directory + "/task.bin")
-        let part = dest.path + ".part"
+        let part = HaulSession.partialFileURL(for: dest).path
         func onDisk() -> Int64 { ((try? Sys.fileSize(part)) ?? nil) ?? 0 }
         let session = self.session
         print("downloadTask(with:) \(url.absoluteString), throttled to 16 MiB/s")

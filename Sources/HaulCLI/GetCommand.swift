@@ -329,7 +329,7 @@ struct GetCommand {
             switch event {
             case .started(let s):
                 name.set(s.destination.lastPathComponent)
-                partial.set(s.destination.path + ".part")
+                partial.set(s.partialFileURL.path)
                 lastBytes.set(s.offset)
                 output.json(
                     "start",

@@ -378,7 +378,8 @@ struct LateNoteTests {
         old.close()
         // A retry's new object restarts the file (a 200 to its Range).
         let new = PartialFile(destination: dest)
-        _ = try new.prepare(for: URL(string: "http://127.0.0.1/n.bin")!, resume: false, overwrite: false)
+        _ = try DownloadStore.prepareSideFiles(
+            of: new, for: URL(string: "http://127.0.0.1/n.bin")!, resume: false, overwrite: false)
         try new.open(at: 0)
         try new.checkpoint(
             ResumeRecord(url: "http://127.0.0.1/n.bin", totalLength: 8192, ranges: []), syncingData: false)

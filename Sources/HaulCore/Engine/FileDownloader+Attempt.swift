@@ -6,9 +6,9 @@ import Foundation
 final class Attempt: TransportHandler, @unchecked Sendable {
     let downloader: FileDownloader
     var machine: ResumeStateMachine
-    var destination: String?
-    /// The size of a file at the destination when the download was prepared (nil: none).
-    var existingSize: Int64?
+    /// The destination, once claimed: known before the request, or named by the answer.
+    var place: DownloadStore.Place?
+    var destination: String? { place?.destination }
     var partial: PartialFile?
     var action: ResumeStateMachine.Action?
     var failure: HaulError?
@@ -27,11 +27,10 @@ final class Attempt: TransportHandler, @unchecked Sendable {
     /// every transfer of the process, this one's cancel included (tested).
     private let inFlight = Locked<(done: OneShot<Void>?, error: HaulError?)>((nil, nil))
 
-    init(downloader: FileDownloader, machine: ResumeStateMachine, destination: String?, existingSize: Int64?) {
+    init(downloader: FileDownloader, machine: ResumeStateMachine, place: DownloadStore.Place?) {
         self.downloader = downloader
         self.machine = machine
-        self.destination = destination
-        self.existingSize = existingSize
+        self.place = place
     }
 
     func transportDidReceive(response: TransportResponse) -> Bool {
@@ -57,13 +56,13 @@ final class Attempt: TransportHandler, @unchecked Sendable {
     )
         throws(HaulError) -> Bool
     {
-        let options = downloader.options
-        if destination == nil, case .directory(let dir) = downloader.target {
+        if place == nil, case .directory(let dir) = downloader.target {
             let name = SafeFileName.suggestedName(
                 contentDisposition: response.headers["Content-Disposition"], url: downloader.url)
             let dest = dir + "/" + name
-            destination = dest
-            (machine, existingSize) = try downloader.prepare(dest)
+            let claimed = try downloader.store.claim(dest)
+            place = claimed
+            machine = ResumeStateMachine(record: claimed.record, origin: downloader.url)
             if machine.resumeOffset > 0 {
                 // A partial of this URL exists under the suggested name: ask again with Range.
                 askAgain = true
@@ -71,16 +70,16 @@ final class Attempt: TransportHandler, @unchecked Sendable {
                 return false
             }
         }
-        guard let destination else { return false }
-        if machine.record == nil, !options.overwrite, let size = existingSize {
-            if let total = validators.totalLength, total == size, offset == 0 {
-                existingComplete = DownloadOutcome(path: destination, bytes: size, alreadyComplete: true)
-                action = nil
-                return false
-            }
-            throw .destinationExists(destination, size: size, serverSize: validators.totalLength)
+        guard let place else { return false }
+        let destination = place.destination
+        if machine.record == nil,
+            let size = try place.fileInPlace(serverSize: offset == 0 ? validators.totalLength : nil)
+        {
+            existingComplete = DownloadOutcome(path: destination, bytes: size, alreadyComplete: true)
+            action = nil
+            return false
         }
-        let file = partial ?? PartialFile(destination: destination)
+        let file = partial ?? place.makePartial()
         partial = file
         let previous = machine.record
         try file.open(at: offset)

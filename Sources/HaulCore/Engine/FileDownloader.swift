@@ -85,9 +85,9 @@ package final class FileDownloader: Sendable {
     package let onEvent: @Sendable (DownloadEngineEvent) -> Void
     /// One reporter for the whole download, so a resumed attempt keeps its speed history.
     let reporter: ProgressReporter
-    /// The claim on its file (``DestinationClaims``) of the ``SegmentedDownloader`` that runs
-    /// this download (every download starts there), which releases or keeps it when done.
-    private let claims: DestinationClaims.Owner
+    /// Its place on disk, claimed for the ``SegmentedDownloader`` that runs this download
+    /// (every download starts there), which releases or keeps the claim when done.
+    let store: DownloadStore
 
     package init(
         url: URL, target: DownloadTarget, options: EngineOptions, transport: any HTTPTransport,
@@ -98,7 +98,7 @@ package final class FileDownloader: Sendable {
         self.options = options
         self.transport = transport
         self.onEvent = onEvent
-        self.claims = claims
+        store = DownloadStore(url: url, owner: claims, resume: options.resume, overwrite: options.overwrite)
         reporter = ProgressReporter(interval: options.progressInterval) { onEvent(.progress($0)) }
     }
 
@@ -108,12 +108,10 @@ package final class FileDownloader: Sendable {
         try Self.validate(url)
         ProgressClock.shared.add(reporter)
         defer { ProgressClock.shared.remove(reporter) }
-        var destination = try knownDestination()
-        var machine = ResumeStateMachine(record: nil, origin: url)
-        var existingSize: Int64?
-        if let destination {
-            (machine, existingSize) = try prepare(destination)
+        var place = try store.knownDestination(of: target, creatingDirectories: options.createDirectories).map {
+            (destination) throws(HaulError) in try store.claim(destination)
         }
+        var machine = ResumeStateMachine(record: place?.record, origin: url)
         var budget = RetryBudget(options.retry, failures: priorFailures)
         var restarts = 0
         var everReceived = false
@@ -122,14 +120,13 @@ package final class FileDownloader: Sendable {
         // An attempt gets no credit for the bytes it resumes past (at the start, after `.again`).
         var furthest: Int64 = 0
         while true {
-            try checkCancelled(destination)
+            try checkCancelled(place?.destination)
             furthest = max(furthest, machine.resumeOffset)
             let attempt = Attempt(
-                downloader: self, machine: machine, destination: destination, existingSize: existingSize)
+                downloader: self, machine: machine, place: place)
             let result = await perform(attempt)
             machine = attempt.machine
-            destination = attempt.destination ?? destination
-            existingSize = attempt.existingSize
+            place = attempt.place ?? place
             everReceived = everReceived || attempt.receivedBytes > 0
 
             let failure: HaulError
@@ -152,14 +149,14 @@ package final class FileDownloader: Sendable {
                 restarts += 1
                 if restarts > options.maxRestarts {
                     throw HaulError(
-                        .serverChangedFile, "gave up after \(restarts) restarts: \(reason)", path: destination)
+                        .serverChangedFile, "gave up after \(restarts) restarts: \(reason)", path: place?.destination)
                 }
                 onEvent(.restarted(reason: reason))
                 continue
             }
             try await waitToRetry(
                 after: failure, reached: attempt.partial?.writtenBytes ?? 0, furthest: &furthest, budget: &budget,
-                destination: destination)
+                destination: place?.destination)
         }
     }
 
@@ -178,19 +175,6 @@ package final class FileDownloader: Sendable {
         onEvent(.retrying(attempt: number, error: failure, delay: delay))
         do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
             throw cancelledError(destination)
-        }
-    }
-
-    /// The destination known before any request: the file asked for, or in a directory the one
-    /// a record there names for this URL (nil: the answer names it).
-    private func knownDestination() throws(HaulError) -> String? {
-        switch target {
-        case .file(let path):
-            try PartialFile.prepareDirectory(of: path, creating: options.createDirectories)
-            return path
-        case .directory(let dir):
-            try PartialFile.createDirectory(dir)
-            return findRecord(in: dir)
         }
     }
 
@@ -228,8 +212,8 @@ package final class FileDownloader: Sendable {
                 attempt.action = nil
                 continue
             case .alreadyComplete?:
-                if attempt.partial == nil, let destination = attempt.destination {
-                    attempt.partial = PartialFile(destination: destination)
+                if attempt.partial == nil, let place = attempt.place {
+                    attempt.partial = place.makePartial()
                 }
                 do {
                     let bytes = attempt.machine.record?.totalLength ?? 0
@@ -268,7 +252,7 @@ package final class FileDownloader: Sendable {
                 if let existing = attempt.existingComplete {
                     do {
                         return .done(
-                            try await PartialFile.confirmComplete(
+                            try await DownloadStore.confirmComplete(
                                 existing.path, bytes: existing.bytes, sha256: options.sha256))
                     } catch { return .failed(error, transient: false) }
                 }
@@ -300,33 +284,14 @@ package final class FileDownloader: Sendable {
         return (e, e.isTransient)
     }
 
-    // MARK: - Destination and record
-
-    /// In directory mode, a partial whose record names this URL is where a rerun continues.
-    private func findRecord(in dir: String) -> String? {
-        guard options.resume else { return nil }
-        return RecordIndex.shared.destination(of: ResumeRecord.redacted(url), in: dir)
-    }
-
-    /// The state machine for a known destination: its record when resuming, nothing otherwise.
-    /// Claims the destination and reads its record; also returns the size of a file already
-    /// there (refusing a directory, device or FIFO).
-    func prepare(
-        _ destination: String
-    ) throws(HaulError) -> (machine: ResumeStateMachine, existingSize: Int64?) {
-        try DestinationClaims.shared.claim(destination, for: claims)
-        let existingSize = try PartialFile.checkDestination(destination, overwrite: options.overwrite)
-        let record = try PartialFile(destination: destination).prepare(
-            for: url, resume: options.resume, overwrite: options.overwrite)
-        return (ResumeStateMachine(record: record, origin: url), existingSize)
-    }
+    // MARK: - Cancel and checks
 
     private func checkCancelled(_ destination: String?) throws(HaulError) {
         if Task.isCancelled { throw cancelledError(destination) }
     }
 
     private func cancelledError(_ destination: String?) -> HaulError {
-        HaulError(.cancelled, "cancelled", path: destination.map { $0 + ".part" })
+        HaulError(.cancelled, "cancelled", path: destination.map(DownloadStore.partialPath(of:)))
     }
 
     static func validate(_ url: URL) throws(HaulError) {

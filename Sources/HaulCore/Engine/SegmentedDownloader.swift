@@ -48,6 +48,10 @@ package final class SegmentedDownloader: Sendable {
         self.onEvent = onEvent
     }
 
+    private var store: DownloadStore {
+        DownloadStore(url: url, owner: claims, resume: options.resume, overwrite: options.overwrite)
+    }
+
     private var single: FileDownloader {
         FileDownloader(
             url: url, target: target, options: options, transport: transport, claims: claims, onEvent: onEvent)
@@ -61,7 +65,7 @@ package final class SegmentedDownloader: Sendable {
     }
 
     private func download() async throws(HaulError) -> DownloadOutcome {
-        let resuming = resumableRecord()
+        let resuming = store.waitingRecord(at: target)
         // One connection is a plain download, unless a partial left by several has gaps between
         // its ranges: then they are fetched one after another, where a plain resume would ask
         // for everything after the first range's bytes again.
@@ -69,12 +73,9 @@ package final class SegmentedDownloader: Sendable {
         try FileDownloader.validate(url)
         // A named file's destination is claimed and its side files judged before any request
         // (a refusal asks nothing of the server); into a directory, once the answer names it.
-        var existingSize: Int64?
-        var resumable: ResumeRecord?
-        if case .file(let path) = target {
-            try PartialFile.prepareDirectory(of: path, creating: options.createDirectories)
-            (existingSize, resumable) = try prepare(path)
-        }
+        var place: DownloadStore.Place?
+        try store.prepare(target, creatingDirectories: options.createDirectories)
+        if case .file(let path) = target { place = try store.claim(path) }
         let (found, failedTries) = try await probe(resuming: resuming != nil)
         guard let probe = found else { return try await single.run(priorFailures: failedTries) }
         let adopted = Locked(false)
@@ -83,15 +84,15 @@ package final class SegmentedDownloader: Sendable {
         switch target {
         case .file(let path): destination = path
         case .directory(let dir):
-            try PartialFile.createDirectory(dir)
             destination = dir + "/" + SafeFileName.suggestedName(contentDisposition: probe.contentDisposition, url: url)
         }
-        if case .directory = target { (existingSize, resumable) = try prepare(destination) }
-        let partial = PartialFile(destination: destination)
+        let claimed: DownloadStore.Place
+        if let place { claimed = place } else { claimed = try store.claim(destination) }
+        let partial = claimed.makePartial()
         if let whole = probe.wholeBody {
-            if resumable != nil { partial.discard() }  // this URL's own partial: the whole file came now
+            if claimed.record != nil { partial.discard() }  // this URL's own partial: the whole file came now
             let probe = probe
-            return try await store(whole, of: probe, at: destination, existingSize: existingSize)
+            return try await save(whole, of: probe, at: claimed)
         }
         // Without a validator (no strong ETag, no Last-Modified) a change of the file between two
         // ranges could not be seen, and the parts could come from two versions: one connection.
@@ -102,7 +103,7 @@ package final class SegmentedDownloader: Sendable {
             return try await single.run()
         }
         var completed: [ByteRange] = []
-        if let record = resumable {
+        if let record = claimed.record {
             let same =
                 record.totalLength == total
                 && (record.etag != nil ? record.etag == probe.etag : record.lastModified == probe.lastModified)
@@ -114,11 +115,8 @@ package final class SegmentedDownloader: Sendable {
                 onEvent(.restarted(reason: "file changed on the server since the partial download"))
             }
         }
-        if completed.isEmpty, !options.overwrite, let size = existingSize {
-            if size == total {
-                return try await PartialFile.confirmComplete(destination, bytes: size, sha256: options.sha256)
-            }
-            throw .destinationExists(destination, size: size, serverSize: total)
+        if completed.isEmpty, let size = try claimed.fileInPlace(serverSize: total) {
+            return try await DownloadStore.confirmComplete(destination, bytes: size, sha256: options.sha256)
         }
         try partial.openPreallocated(total: total, completed: completed)
         // A fresh download keeps the probe's answer as its first range (unless it is a resume
@@ -160,16 +158,6 @@ package final class SegmentedDownloader: Sendable {
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
     }
 
-    /// Claims `destination` and judges what is there (``PartialFile/prepare(for:resume:overwrite:)``):
-    /// the size of a file in its place, and the record of this URL's partial to resume.
-    private func prepare(_ destination: String) throws(HaulError) -> (existingSize: Int64?, record: ResumeRecord?) {
-        try DestinationClaims.shared.claim(destination, for: claims)
-        let existingSize = try PartialFile.checkDestination(destination, overwrite: options.overwrite)
-        let record = try PartialFile(destination: destination).prepare(
-            for: url, resume: options.resume, overwrite: options.overwrite)
-        return (existingSize, record)
-    }
-
     // MARK: - Probe
 
     struct Probe: Sendable {
@@ -186,25 +174,6 @@ package final class SegmentedDownloader: Sendable {
         /// the first range, for the first connection to adopt. Cancelled if nobody does.
         var held: (task: any TransportTask, fetch: ProbeFetch)?
         var heldEnd: Int64 = 0
-    }
-
-    /// The record of a partial of this URL to resume, if any: a named file's own, or in a
-    /// directory the one the record index knows for the URL.
-    private func resumableRecord() -> ResumeRecord? {
-        guard options.resume else { return nil }
-        let destination: String
-        switch target {
-        case .file(let path): destination = path
-        case .directory(let dir):
-            guard let found = RecordIndex.shared.destination(of: ResumeRecord.redacted(url), in: dir) else {
-                return nil
-            }
-            destination = found
-        }
-        guard case .partial(let record) = try? PartialFile(destination: destination).inspect(),
-            record.url == ResumeRecord.redacted(url)
-        else { return nil }
-        return record
     }
 
     /// The most a probe keeps: a file this small needs no split, so it arrives in the probe's
@@ -294,25 +263,25 @@ package final class SegmentedDownloader: Sendable {
 
     /// A small file that came whole with the probe: written, verified, synced and put in place in
     /// one job on the ``FileWorker``.
-    private func store(
-        _ body: [UInt8], of probe: Probe, at destination: String, existingSize: Int64?
+    private func save(
+        _ body: [UInt8], of probe: Probe, at place: DownloadStore.Place
     ) async throws(HaulError)
         -> DownloadOutcome
     {
         let total = Int64(body.count)
         let existing = try await FileWorker.shared.perform {
             [self] () throws(HaulError) -> FileWorker.Step<DownloadOutcome?> in
-            switch try write(body, of: probe, at: destination, existingSize: existingSize) {
+            switch try write(body, of: probe, at: place) {
             case .alreadyComplete(let outcome): return .done(outcome)
             case .written(let partial):
                 return try partial.committing(replacing: options.overwrite, verifying: options.sha256, then: nil)
             }
         }
         if let existing {
-            return try await PartialFile.confirmComplete(existing.path, bytes: existing.bytes, sha256: options.sha256)
+            return try await DownloadStore.confirmComplete(existing.path, bytes: existing.bytes, sha256: options.sha256)
         }
         onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
-        return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
+        return DownloadOutcome(path: place.destination, bytes: total, alreadyComplete: false)
     }
 
     private enum Written {
@@ -321,18 +290,16 @@ package final class SegmentedDownloader: Sendable {
     }
 
     private func write(
-        _ body: [UInt8], of probe: Probe, at destination: String, existingSize: Int64?
+        _ body: [UInt8], of probe: Probe, at place: DownloadStore.Place
     ) throws(HaulError) -> Written {
         let total = Int64(body.count)
-        if !options.overwrite, let size = existingSize {
-            if size == total {
-                return .alreadyComplete(DownloadOutcome(path: destination, bytes: size, alreadyComplete: true))
-            }
-            throw .destinationExists(destination, size: size, serverSize: total)
+        let destination = place.destination
+        if let size = try place.fileInPlace(serverSize: total) {
+            return .alreadyComplete(DownloadOutcome(path: destination, bytes: size, alreadyComplete: true))
         }
-        let partial = PartialFile(destination: destination)
-        // Nothing is left at the side-file names (``prepare(_:)``), so the partial is created
-        // exclusively.
+        let partial = place.makePartial()
+        // Nothing is left at the side-file names (``DownloadStore/claim(_:)``), so the partial is
+        // created exclusively.
         onEvent(
             .started(
                 status: probe.status, url: probe.finalURL, destination: destination, offset: 0, totalBytes: total))

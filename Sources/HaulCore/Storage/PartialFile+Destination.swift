@@ -9,13 +9,6 @@ import Foundation
 /// The checks on a destination and its directory before any partial exists, and what
 /// ``PartialFile/inspect()`` can find there.
 extension PartialFile {
-    /// Creates `directory` and its missing parents; a failure is a ``HaulError`` naming it.
-    package static func createDirectory(_ directory: String) throws(HaulError) {
-        do { try Sys.makeDirectories(directory) } catch {
-            throw .fileSystem(error, "create directory", path: directory)
-        }
-    }
-
     /// Makes sure the directory of a named destination is there, before any request: creates it
     /// (and its parents) when `creating`, else fails naming it.
     /// A destination whose name ends like a side file (``SafeFileName/isSideFileName(_:)``) is
@@ -37,7 +30,7 @@ extension PartialFile {
         }
         let parent = Sys.parentDirectory(of: destination)
         if creating {
-            try createDirectory(parent)
+            try DownloadStore.createDirectory(parent)
         } else if !Sys.isDirectory(parent) {
             throw HaulError(.fileSystem, "directory \(parent) does not exist", errno: ENOENT, path: parent)
         }

@@ -14,7 +14,9 @@ import Foundation
 /// share it; the owner opens it first, and reads its counters and commits it once no writer runs.
 package final class PartialFile: @unchecked Sendable {
     package let destination: String
-    package var partPath: String { destination + ".part" }
+    package var partPath: String { destination + Self.partSuffix }
+    /// What the partial's name adds to the destination's.
+    static let partSuffix = ".part"
     package var recordPath: String { destination + ResumeRecord.fileExtension }
 
     private var fd: Int32 = -1
@@ -111,12 +113,6 @@ package final class PartialFile: @unchecked Sendable {
         return .partial(record)
     }
 
-    /// `text` without control characters (a record's URL is read from disk: no terminal escape
-    /// or line break reaches a message).
-    private static func printable(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }))
-    }
-
     /// Writes `record` (from resume data the caller kept) as the record of the partial now at its
     /// name, when its record is gone and that is still the file the record was made from (its
     /// ``ResumeRecord/partial`` identity), one link, this user's, holding at least the bytes the
@@ -135,42 +131,6 @@ package final class PartialFile: @unchecked Sendable {
         defer { Sys.close(fd) }
         guard (try? Sys.fsync(fd)) != nil else { return }  // the record claims synced bytes only
         recordLock.withLock { try? Sys.writeFileAtomically(recordPath, record.encoded()) }
-    }
-
-    /// Makes the side files ready for a download of `url`: the record to resume from (nil: start
-    /// afresh, nothing left at the side-file names). Another URL's partial is refused unless
-    /// `resume` is false (`--no-continue`); files haul cannot prove are its own are refused
-    /// unless `overwrite`; haul's own that cannot be resumed, or any with `resume` false, are
-    /// removed.
-    package func prepare(for url: URL, resume: Bool, overwrite: Bool) throws(HaulError) -> ResumeRecord? {
-        switch try inspect() {
-        case .nothing: return nil
-        case .staleRecord:
-            try? Sys.unlink(recordPath)
-            return nil
-        case .damaged:
-            discard()
-            return nil
-        case .foreign(let reason):
-            guard overwrite else {
-                throw HaulError(
-                    .destinationExists, "\(reason); remove it or use --overwrite to replace it", path: destination)
-            }
-            discard()
-            return nil
-        case .partial(let record):
-            if !resume {
-                discard()
-                return nil
-            }
-            guard record.url == ResumeRecord.redacted(url) else {
-                throw HaulError(
-                    .destinationExists,
-                    "\(partPath) is a partial download of \(Self.printable(record.url)); use --no-continue to discard it",
-                    path: destination)
-            }
-            return record
-        }
     }
 
     /// Opens the partial for writing at `offset`, dropping anything after it (bytes past the last

@@ -1,0 +1,211 @@
+import Foundation
+
+/// The one owner of a download's place on disk. Both engines (one connection, ranges) and the
+/// public API (``DownloadTask``'s resume data and cancel) ask it, and only it, about a
+/// destination: the side-file names, the claim (``DestinationClaims``), the record to resume
+/// from, the rule for a file already in place, and this URL's own partial. ``PartialFile``
+/// does the reading and writing of the partial and its record at the names this type gives;
+/// nothing outside `Storage/` spells a `.part` or `.haul` name.
+package struct DownloadStore: Sendable {
+    /// The download's URL (records are keyed by its redacted form).
+    package let url: URL
+    /// Who holds the claims: the download, and the engines it hands over to.
+    package let owner: DestinationClaims.Owner
+    /// Whether a partial of this URL is continued (false: `--no-continue`, it is discarded).
+    package let resume: Bool
+    /// Whether files haul cannot vouch for, and a file already in place, may be replaced.
+    package let overwrite: Bool
+
+    package init(url: URL, owner: DestinationClaims.Owner, resume: Bool, overwrite: Bool) {
+        self.url = url
+        self.owner = owner
+        self.resume = resume
+        self.overwrite = overwrite
+    }
+
+    /// The partial's name for `destination` (bytes are written there until the commit).
+    package static func partialPath(of destination: String) -> String { destination + PartialFile.partSuffix }
+
+    /// A destination claimed for this download, with what was found there.
+    package struct Place: Sendable {
+        package let destination: String
+        /// The record of this URL's partial to resume from; nil: start afresh, with nothing left
+        /// at the side-file names.
+        package let record: ResumeRecord?
+        /// The size of the regular file already at the destination, if any.
+        package let existingSize: Int64?
+        fileprivate let overwrite: Bool
+
+        /// A new handle on the partial and its record at this destination, to open and write.
+        package func makePartial() -> PartialFile { PartialFile(destination: destination) }
+
+        /// The rule for a file already in place when no partial is continued: one of the
+        /// server's size is taken as the download, done (its size is returned; a checksum asked
+        /// for is checked by ``DownloadStore/confirmComplete(_:bytes:sha256:)``), another size is
+        /// refused. Nil, download: nothing is there, or `overwrite`.
+        package func fileInPlace(serverSize: Int64?) throws(HaulError) -> Int64? {
+            guard !overwrite, let size = existingSize else { return nil }
+            if let serverSize, serverSize == size { return size }
+            throw .destinationExists(destination, size: size, serverSize: serverSize)
+        }
+    }
+
+    /// Claims `destination` for this download and judges what is there: a directory, device or
+    /// FIFO is refused; so are side files haul cannot prove it wrote, and another URL's partial,
+    /// unless `overwrite` (or, for another URL's, `resume` false); haul's own leftovers that
+    /// cannot be continued are removed.
+    package func claim(_ destination: String) throws(HaulError) -> Place {
+        try DestinationClaims.shared.claim(destination, for: owner)
+        let existingSize = try PartialFile.checkDestination(destination, overwrite: overwrite)
+        let record = try Self.prepareSideFiles(
+            of: PartialFile(destination: destination), for: url, resume: resume, overwrite: overwrite)
+        return Place(destination: destination, record: record, existingSize: existingSize, overwrite: overwrite)
+    }
+
+    /// Makes the side files of `partial` ready for a download of `url`: the record to resume from (nil: start
+    /// afresh, nothing left at the side-file names). Another URL's partial is refused unless
+    /// `resume` is false (`--no-continue`); files haul cannot prove are its own are refused
+    /// unless `overwrite`; haul's own that cannot be resumed, or any with `resume` false, are
+    /// removed.
+    package static func prepareSideFiles(
+        of partial: PartialFile, for url: URL, resume: Bool, overwrite: Bool
+    ) throws(HaulError) -> ResumeRecord? {
+        switch try partial.inspect() {
+        case .nothing: return nil
+        case .staleRecord:
+            try? Sys.unlink(partial.recordPath)
+            return nil
+        case .damaged:
+            partial.discard()
+            return nil
+        case .foreign(let reason):
+            guard overwrite else {
+                throw HaulError(
+                    .destinationExists, "\(reason); remove it or use --overwrite to replace it",
+                    path: partial.destination)
+            }
+            partial.discard()
+            return nil
+        case .partial(let record):
+            if !resume {
+                partial.discard()
+                return nil
+            }
+            guard record.url == ResumeRecord.redacted(url) else {
+                throw HaulError(
+                    .destinationExists,
+                    "\(partial.partPath) is a partial download of \(Self.printable(record.url)); use --no-continue to discard it",
+                    path: partial.destination)
+            }
+            return record
+        }
+    }
+
+    /// `text` without control characters (a record's URL is read from disk: no terminal escape
+    /// or line break reaches a message).
+    private static func printable(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }))
+    }
+
+    /// Makes the target's directory ready before any request: a named file's is checked (or
+    /// created when `creatingDirectories`) and its name refused if it is a side file's; a
+    /// directory to download into is created if missing.
+    package func prepare(_ target: DownloadTarget, creatingDirectories: Bool) throws(HaulError) {
+        switch target {
+        case .file(let path): try PartialFile.prepareDirectory(of: path, creating: creatingDirectories)
+        case .directory(let dir): try Self.createDirectory(dir)
+        }
+    }
+
+    /// Creates `directory` and its missing parents; a failure is a ``HaulError`` naming it.
+    package static func createDirectory(_ directory: String) throws(HaulError) {
+        do { try Sys.makeDirectories(directory) } catch {
+            throw .fileSystem(error, "create directory", path: directory)
+        }
+    }
+
+    /// The destination known before any request, its directory prepared: a named file, or in a
+    /// directory the one where a partial of this URL waits; nil when the answer is to name it.
+    package func knownDestination(
+        of target: DownloadTarget, creatingDirectories: Bool
+    ) throws(HaulError) -> String? {
+        try prepare(target, creatingDirectories: creatingDirectories)
+        switch target {
+        case .file(let path): return path
+        case .directory(let dir): return partialDestination(in: dir)
+        }
+    }
+
+    /// In `directory`, the destination whose partial belongs to this URL (nil when not resuming).
+    package func partialDestination(in directory: String) -> String? {
+        guard resume else { return nil }
+        return RecordIndex.shared.destination(of: ResumeRecord.redacted(url), in: directory)
+    }
+
+    /// The record of this URL's partial waiting at the target (a named file, or in a directory
+    /// the one the record index knows), as a download would judge it; nil when not resuming.
+    /// Reads only: nothing is claimed.
+    package func waitingRecord(at target: DownloadTarget) -> ResumeRecord? {
+        guard resume else { return nil }
+        let destination: String
+        switch target {
+        case .file(let path): destination = path
+        case .directory(let dir):
+            guard let found = partialDestination(in: dir) else { return nil }
+            destination = found
+        }
+        return Self.ownPartial(of: url, at: destination)?.record
+    }
+
+    /// This URL's partial at `destination`, as haul wrote it, with the record a rerun in this
+    /// boot would continue from; nil when there is none (nothing, another URL's, or files haul
+    /// cannot vouch for).
+    private static func ownPartial(of url: URL, at destination: String) -> (file: PartialFile, record: ResumeRecord)? {
+        let partial = PartialFile(destination: destination)
+        guard case .partial(let record)? = try? partial.inspect(), record.url == ResumeRecord.redacted(url) else {
+            return nil
+        }
+        return (partial, record)
+    }
+
+    /// What resume data keeps of this URL's partial at `destination`: its record with only the
+    /// synced ranges (resume data may outlive the boot); nil when there is no such partial.
+    package static func resumeRecord(of url: URL, at destination: String) -> ResumeRecord? {
+        ownPartial(of: url, at: destination)?.file.storedRecord?.trusted(onBoot: nil)
+    }
+
+    /// Removes this URL's partial and record at `destination`, and nothing else: files at those
+    /// names that haul did not write for this URL are left alone.
+    package static func discardPartial(of url: URL, at destination: String) {
+        ownPartial(of: url, at: destination)?.file.discard()
+    }
+
+    /// Gives the partial at `destination` back its record from resume data, when its own record
+    /// is gone and it is still the file the record was made from (``PartialFile/adopt(_:)``).
+    package static func restore(_ record: ResumeRecord, at destination: String) {
+        PartialFile(destination: Sys.lexicallyNormalized(destination)).adopt(record)
+    }
+
+    /// A file at `path` with the server's size and no record is taken as the download already
+    /// done; with an expected SHA-256 (hex, any case) only if it matches, checked on a Dispatch
+    /// worker. A mismatch throws ``HaulError/Code/checksumMismatch`` and leaves the file alone:
+    /// it was there before, not ours to delete.
+    package static func confirmComplete(
+        _ path: String, bytes: Int64, sha256: String?
+    ) async throws(HaulError) -> DownloadOutcome {
+        if let expected = sha256?.lowercased() {
+            let actual = try await Sys.offload { () throws(HaulError) -> String in
+                do throws(Errno) { return try SHA256.hexDigest(ofFile: path) } catch {
+                    throw .fileSystem(error, "read", path: path)
+                }
+            }
+            guard actual == expected else {
+                throw HaulError(
+                    .checksumMismatch,
+                    "\(path) exists with the server's size, but its SHA-256 is \(actual), expected \(expected);"
+                        + " use --overwrite to replace it", path: path)
+            }
+        }
+        return DownloadOutcome(path: path, bytes: bytes, alreadyComplete: true)
+    }
+}
