@@ -140,7 +140,7 @@ final class Output: Sendable {
                     s.last = (p, name)
                     return s.spinner
                 }
-                let line = Output.fitted(Output.terminalLine(p, name: name, spinner: frame), width: Output.columns())
+                let line = Output.terminalLine(p, name: name, spinner: frame, width: Output.columns())
                 write("\r\u{1B}[2K" + line, 2)
             } else {
                 let line = Output.progressLine(p, name: name, spinner: nil)
@@ -165,15 +165,45 @@ final class Output: Sendable {
             return (p, name, s.spinner)
         }
         if let (p, name, frame) = redraw {
-            let line = Output.fitted(Output.terminalLine(p, name: name, spinner: frame), width: Output.columns())
+            let line = Output.terminalLine(p, name: name, spinner: frame, width: Output.columns())
             write("\r\u{1B}[2K" + line, 2)
         }
     }
 
-    /// A progress line with the spinner in front (unknown sizes carry it already).
-    static func terminalLine(_ p: TransferProgress, name: String, spinner: Int) -> String {
-        let line = progressLine(p, name: name, spinner: spinner)
-        return p.totalBytes == nil ? line : spinnerFrames[spinner % 4] + " " + line
+    /// A progress line with the spinner in front (unknown sizes carry it already), fitted to
+    /// `width` columns; with a known size, a bar after the percentage (as wget draws one) when
+    /// the terminal has room for one of ``minimumBar`` columns beside the figures and at least
+    /// ``nameRoom`` columns of the name.
+    static func terminalLine(_ p: TransferProgress, name: String, spinner: Int, width: Int) -> String {
+        let front = p.totalBytes == nil ? "" : spinnerFrames[spinner % 4] + " "
+        let plain = front + progressLine(p, name: name, spinner: spinner)
+        guard let fraction = p.fraction else { return fitted(plain, width: width) }
+        let spare = (width - 1) - (displayWidth(plain) - displayWidth(name) + min(displayWidth(name), nameRoom))
+        let barWidth = min(maximumBar, spare - 1)
+        guard barWidth >= minimumBar else { return fitted(plain, width: width) }
+        return fitted(
+            front + progressLine(p, name: name, spinner: spinner, bar: bar(fraction, width: barWidth)), width: width)
+    }
+
+    /// The narrowest and widest bar drawn, brackets included, and the columns of the name a bar
+    /// may not take.
+    static let minimumBar = 12
+    static let maximumBar = 42
+    static let nameRoom = 24
+
+    /// `[=====>    ]` in `width` columns: `=` for what is done, `>` at its edge.
+    static func bar(_ fraction: Double, width: Int) -> String {
+        let inner = max(0, width - 2)
+        let done = min(inner, max(0, Int((fraction * Double(inner)).rounded(.down))))
+        let body: String
+        if done == inner {
+            body = String(repeating: "=", count: inner)
+        } else if done == 0 {
+            body = String(repeating: " ", count: inner)
+        } else {
+            body = String(repeating: "=", count: done - 1) + ">" + String(repeating: " ", count: inner - done)
+        }
+        return "[" + body + "]"
     }
 
     func clearLine() {
@@ -307,10 +337,11 @@ final class Output: Sendable {
     }
 
     /// `spinner`: the frame shown in front of a line of unknown size (nil: none, for plain lines).
-    static func progressLine(_ p: TransferProgress, name: String, spinner: Int?) -> String {
+    /// `bar`: drawn after the percentage (``bar(_:width:)``).
+    static func progressLine(_ p: TransferProgress, name: String, spinner: Int?, bar: String? = nil) -> String {
         let speed = "\(bytes(Int64(p.smoothedBytesPerSecond)))/s"
         if let total = p.totalBytes, let fraction = p.fraction {
-            let percent = String(format: "%3d%%", Int(fraction * 100))
+            let percent = String(format: "%3d%%", Int(fraction * 100)) + (bar.map { " " + $0 } ?? "")
             let eta = p.estimatedTimeRemaining.map { "ETA " + duration($0) } ?? "ETA --:--"
             return "\(percent) \(bytes(p.completedBytes))/\(bytes(total))  \(speed)  \(eta)  \(name)"
         }

@@ -75,3 +75,32 @@ extension OutputTests {
         #expect(written.get() == "\u{1B}[1A\u{1B}[J", "the final clear takes only the block")
     }
 }
+
+extension OutputTests {
+    @Test func theBarShowsWhatIsDoneWithAHeadAtItsEdge() {
+        #expect(Output.bar(0.5, width: 12) == "[====>     ]")
+        #expect(Output.bar(0, width: 12) == "[          ]")
+        #expect(Output.bar(1, width: 12) == "[==========]")
+        #expect(Output.bar(0.999, width: 12) == "[========> ]")
+    }
+
+    /// On a wide terminal a known size gets a bar after the percentage, and the line still fits;
+    /// a narrow one (or an unknown size) gets the figures alone, as before.
+    @Test func aWideTerminalDrawsABarAndANarrowOneDoesNot() {
+        let quarter = TransferProgress(completedBytes: 1 << 20, totalBytes: 4 << 20)
+        let wide = Output.terminalLine(quarter, name: "f.iso", spinner: 0, width: 120)
+        let bar = Output.bar(0.25, width: Output.maximumBar)
+        #expect(wide == "| " + Output.progressLine(quarter, name: "f.iso", spinner: 0, bar: bar), "\(wide)")
+        #expect(Output.displayWidth(wide) <= 119)
+        // 80 columns: the bar takes what the figures and the name leave.
+        let eighty = Output.terminalLine(quarter, name: "f.iso", spinner: 0, width: 80)
+        #expect(eighty.contains("[") && Output.displayWidth(eighty) <= 79, "\(eighty)")
+        // A long name keeps 24 columns beside a bar, then loses its middle.
+        let long = Output.terminalLine(quarter, name: String(repeating: "n", count: 200), spinner: 0, width: 100)
+        #expect(long.contains("[====") && long.contains("…") && Output.displayWidth(long) == 99, "\(long)")
+        let narrow = Output.terminalLine(quarter, name: "f.iso", spinner: 0, width: 50)
+        #expect(!narrow.contains("["), "\(narrow)")
+        let unknown = TransferProgress(completedBytes: 1 << 20, totalBytes: nil)
+        #expect(!Output.terminalLine(unknown, name: "f.iso", spinner: 0, width: 200).contains("["))
+    }
+}
