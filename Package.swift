@@ -13,7 +13,6 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "Haul", targets: ["Haul"]),
-        .library(name: "HaulTestSupport", targets: ["HaulTestSupport"]),
         .executable(name: "haul", targets: ["HaulCLI"]),
     ],
     targets: [
@@ -25,11 +24,13 @@ let package = Package(
         ),
         .target(name: "HaulCore", dependencies: ["CHaulCurl"]),
         .target(name: "Haul", dependencies: ["HaulCore"]),
-        .target(name: "HaulTestSupport", dependencies: ["HaulCore"]),
-        // A Swift Testing trait every suite carries (it imports Testing, so it is kept out of
-        // HaulTestSupport, which the `haul` executable links).
+        // The misbehaving local server of the tests and of `haul demo` (which links it alone).
+        .target(name: "HaulTestServer", dependencies: ["HaulCore"]),
+        .target(name: "HaulTestSupport", dependencies: ["HaulCore", "HaulTestServer"]),
+        // A Swift Testing trait every suite carries (it imports Testing, so it is kept out of the
+        // support targets).
         .target(name: "HaulTestTraits"),
-        .executableTarget(name: "HaulCLI", dependencies: ["Haul", "HaulCore", "HaulTestSupport"]),
+        .executableTarget(name: "HaulCLI", dependencies: ["Haul", "HaulTestServer"]),
         // Examples/: one small program per way to use the library, built with the package and run
         // against the test server by HaulCLITests.
         .executableTarget(name: "OneShotExample", dependencies: ["Haul"], path: "Examples/OneShot"),

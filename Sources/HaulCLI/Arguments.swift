@@ -1,5 +1,5 @@
 import Foundation
-import HaulCore
+import Haul
 
 /// A small option parser in the style of curl, wget and aria2 (getopt's rules): `-o FILE`,
 /// `-oFILE`, `--output FILE`, `--output=FILE`, repeated `-H`, flags, and short options run
@@ -119,7 +119,9 @@ func parseHeader(_ raw: String) throws(UsageError) -> (name: String, value: Stri
     guard let colon = raw.firstIndex(of: ":") else { throw UsageError("header '\(raw)' is not 'Name: value'") }
     let name = raw[..<colon].trimmingCharacters(in: .whitespaces)
     let value = raw[raw.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-    if let problem = HTTPHeaders.problem(name: name, value: value) { throw UsageError(problem) }
+    do throws(HaulError) { try HaulRequest.checkHeader(name: name, value: value) } catch {
+        throw UsageError(error.message)
+    }
     return (name, value)
 }
 

@@ -1,7 +1,6 @@
 import Foundation
 import Haul
-import HaulCore
-import HaulTestSupport
+import HaulTestServer
 
 /// `haul demo`: the main job, for real, with no internet: a large download from a built-in
 /// local server that drops the connection twice, a pause and resume, and a SHA-256 check.
@@ -70,17 +69,7 @@ struct DemoCommand {
             "the server drops the connection after every \(Output.bytes(Int64(drop))) (3 times); haul pauses at 50%\n")
 
         let size = self.size
-        let expected = Task.detached { () -> String in
-            var hasher = HaulCore.SHA256()
-            let block = 4 * 1_048_576
-            var offset = 0
-            while offset < size {
-                let n = min(block, size - offset)
-                TestContent.bytes(seed: 7, version: 0, offset: offset, count: n).withUnsafeBytes { hasher.update($0) }
-                offset += n
-            }
-            return hasher.hexDigest()
-        }
+        let expected = Task.detached { TestContent.sha256(seed: 7, count: size) }
 
         var configuration = HaulConfiguration()
         configuration.retry.initialDelay = 0.3
@@ -89,7 +78,7 @@ struct DemoCommand {
         options.overwrite = true
         let started = Date()
         let pauseAt = Int64(size / 2)
-        let paused = Locked(false)
+        let paused = Shared(false)
 
         // First run: pause (cancel, keeping the partial) at 50%.
         let first = Task { () async throws(HaulError) -> DownloadResult in
@@ -151,7 +140,7 @@ struct DemoCommand {
         }
         let want = await expected.value
         let got: String
-        do { got = try SHA256.hexDigest(ofFile: dest.path) } catch {
+        do { got = try TestContent.sha256(ofFile: dest.path) } catch {
             output.error("cannot read \(dest.path): \(error)")
             return .fileSystem
         }

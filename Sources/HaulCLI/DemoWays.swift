@@ -1,7 +1,6 @@
 import Foundation
 import Haul
-import HaulCore
-import HaulTestSupport
+import HaulTestServer
 
 /// The modes of `haul demo`, one per way to use the library.
 enum DemoWay: String {
@@ -89,7 +88,7 @@ struct DemoWays {
         let url = server.url("/task.bin?size=\(size)&rate=\(16 << 20)")
         let dest = URL(fileURLWithPath: directory + "/task.bin")
         let part = HaulSession.partialFileURL(for: dest).path
-        func onDisk() -> Int64 { ((try? Sys.fileSize(part)) ?? nil) ?? 0 }
+        func onDisk() -> Int64 { (try? FileManager.default.attributesOfItem(atPath: part)[.size] as? Int64) ?? 0 }
         let session = self.session
         print("downloadTask(with:) \(url.absoluteString), throttled to 16 MiB/s")
         let task = session.downloadTask(with: url, to: .file(dest))

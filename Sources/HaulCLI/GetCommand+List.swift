@@ -1,6 +1,5 @@
 import Foundation
 import Haul
-import HaulCore
 
 /// Sizes, checksums and aria2-style input lists, as `haul get` reads them.
 extension GetCommand {

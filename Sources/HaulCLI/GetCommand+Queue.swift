@@ -1,6 +1,5 @@
 import Foundation
 import Haul
-import HaulCore
 
 extension GetCommand {
     /// What a download of a `-j` run says while it runs, with its number: the start, retries and
@@ -13,7 +12,7 @@ extension GetCommand {
             output.json(
                 "start",
                 [
-                    ("id", number), ("url", ResumeRecord.redacted(url)), ("destination", s.destination.path),
+                    ("id", number), ("url", HaulRequest.redacted(url)), ("destination", s.destination.path),
                     ("status", s.status), ("offset", s.offset), ("total", s.totalBytes),
                 ])
             if s.offset > 0 { output.note("\(name): resuming at \(Output.bytes(s.offset))") }
@@ -61,11 +60,11 @@ extension GetCommand {
             output.error(error.message)
             return ExitCode(error)
         }
-        let codes = Locked<[ExitCode]>([])
+        let codes = Shared<[ExitCode]>([])
         var ids: [UUID: Int] = [:]
         for (index, url) in urls.enumerated() {
             let number = places[index]
-            let shown = ResumeRecord.redacted(url)
+            let shown = HaulRequest.redacted(url)
             let target: DownloadManager.Target
             switch self.target(for: index) {
             case .file(let f): target = .file(f)
@@ -104,7 +103,7 @@ extension GetCommand {
             ids[id] = number
         }
         let numbers = ids
-        let interrupted = Locked(false)
+        let interrupted = Shared(false)
         let token = interrupts.onInterrupt {
             interrupted.set(true)
             Task { await manager.shutdown() }

@@ -1,6 +1,5 @@
 import Foundation
 import Haul
-import HaulCore
 
 #if canImport(Glibc)
     import Glibc
@@ -15,16 +14,17 @@ enum StreamTarget: Equatable {
     case standardOutput
     case special(path: String)
 
-    /// `-o`'s argument when it names a stream: `-`, or a path that exists and is neither a
-    /// regular file nor a directory.
+    /// `-o`'s argument when it names a stream: `-`, or a path that exists (following links)
+    /// and is neither a regular file nor a directory.
     init?(_ argument: String) {
         if argument == "-" {
             self = .standardOutput
-        } else if case .other? = try? Sys.fileKind(argument) {
-            self = .special(path: argument)
-        } else {
-            return nil
+            return
         }
+        var status = stat()
+        let kind = stat(argument, &status) == 0 ? status.st_mode & S_IFMT : 0
+        guard kind != 0, kind != S_IFREG, kind != S_IFDIR else { return nil }
+        self = .special(path: argument)
     }
 
     /// As the user gave it to `-o`.
@@ -44,11 +44,14 @@ enum StreamTarget: Equatable {
     }
 
     /// Opens it for writing (a FIFO waits for its reader, as with curl and shells).
-    func open() throws(HaulError) -> Int32 {
+    func open() throws(HaulError) -> FileHandle {
         switch self {
-        case .standardOutput: return STDOUT_FILENO
+        case .standardOutput: return FileHandle.standardOutput
         case .special(let path):
-            do { return try Sys.open(path, O_WRONLY) } catch { throw .fileSystem(error, "open", path: path) }
+            guard let handle = FileHandle(forWritingAtPath: path) else {
+                throw HaulError(.fileSystem, "cannot open \(path) for writing: \(String(cString: strerror(errno)))")
+            }
+            return handle
         }
     }
 
@@ -72,51 +75,19 @@ extension GetCommand {
     func runStreaming(to target: StreamTarget, interrupts: Interrupts) async -> ExitCode {
         guard let url = urls.first else { return .usage }
         let output = self.output
-        let shown = ResumeRecord.redacted(url)
+        let shown = HaulRequest.redacted(url)
         let name = url.lastPathComponent
         let session = HaulSession(configuration: configuration)
         var request = HaulRequest(url: url, headers: options.headers)
         request.decodesContent = false  // the bytes as stored, as a download to a file gets them
-        let expectedSHA256 = options.sha256
-        // A rate limit paces the reading: the window is kept small, so the transfer itself
-        // pauses (no socket reads) a quarter of a second's worth behind.
-        let rate = [options.maxBytesPerSecond, configuration.maxOverallBytesPerSecond].compactMap { $0 }.min()
-        let budget = rate.map { RateBudget(bytesPerSecond: $0) }
-        let window = rate.map { Int(min(1 << 20, max(16 << 10, $0 / 4))) } ?? 1 << 20
+        let options = self.options
         let started = Date()
-        let work = Task { () async throws -> Int64 in
-            let fd = try target.open()
-            defer { if fd != STDOUT_FILENO { Sys.close(fd) } }
-            let (response, body) = try await session.bytes(for: request, window: window)
-            guard (200..<300).contains(response.statusCode) else {
-                body.cancel()
-                throw HaulError.httpStatus(response.statusCode, from: shown)
+        let work = Task { () async throws(HaulError) -> Int64 in
+            let handle = try target.open()
+            defer { if target != .standardOutput { try? handle.close() } }
+            return try await session.download(request, to: handle, named: target.shown, options: options) { event in
+                if case .progress(let p) = event { output.progress(p, name: name) }
             }
-            let total = response.expectedContentLength
-            var hasher = expectedSHA256.map { _ in SHA256() }
-            // The downloads' reporter: ten reports a second at most, and one a second from the
-            // process's clock while nothing arrives.
-            let reporter = ProgressReporter(interval: 0.1) { output.progress($0, name: name) }
-            ProgressClock.shared.add(reporter)
-            defer { ProgressClock.shared.remove(reporter) }
-            reporter.begin(at: 0, total: total)
-            var written: Int64 = 0
-            for try await chunk in body {
-                while let wait = budget?.take(chunk.count) {
-                    try await Task.sleep(nanoseconds: Seconds.nanoseconds(wait))
-                }
-                try Self.writeAll(chunk, to: fd, shown: target.shown)
-                hasher?.update(chunk)
-                written += Int64(chunk.count)
-                reporter.update(written, total: total)
-            }
-            reporter.idle()
-            if let expected = expectedSHA256, let actual = hasher?.hexDigest(), actual != expected {
-                throw HaulError(
-                    .checksumMismatch,
-                    "SHA-256 of the body written to \(target.shown) is \(actual), expected \(expected)")
-            }
-            return written
         }
         let token = interrupts.onInterrupt { work.cancel() }
         defer { interrupts.remove(token) }
@@ -136,24 +107,6 @@ extension GetCommand {
                 output.error(error.message)
             }
             return ExitCode(error)
-        }
-    }
-
-    /// Writes all of `data` to `fd`. A reader that went away ends the process with SIGPIPE, as
-    /// it does `cat`.
-    static func writeAll(_ data: Data, to fd: Int32, shown: String) throws(HaulError) {
-        let failure = data.withUnsafeBytes { buffer -> Errno? in
-            do throws(Errno) {
-                try Sys.writeAll(fd, buffer)
-                return nil
-            } catch {
-                return error
-            }
-        }
-        if let failure {
-            throw HaulError(
-                failure.isDiskFull ? .diskFull : .fileSystem, "cannot write to \(shown): \(failure)",
-                errno: failure.rawValue)
         }
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import Haul
-import HaulCore
 
 /// `haul get URL... [-o FILE | -d DIR] [options]`
 struct GetCommand {
@@ -288,7 +287,7 @@ struct GetCommand {
     /// failure, else 0.
     func run(interrupts: Interrupts) async -> ExitCode {
         for url in repeatedURLs {
-            output.note("\(ResumeRecord.redacted(url)) is listed more than once; downloading it once")
+            output.note("\(HaulRequest.redacted(url)) is listed more than once; downloading it once")
         }
         if let stream { return await runStreaming(to: stream, interrupts: interrupts) }
         if jobs > 1 { return await runQueue(interrupts: interrupts) }
@@ -319,11 +318,11 @@ struct GetCommand {
         let output = self.output
         let destination = target(for: index)
         let options = self.options(for: index)
-        let shown = ResumeRecord.redacted(url)
-        let name = Locked(url.lastPathComponent)
+        let shown = HaulRequest.redacted(url)
+        let name = Shared(url.lastPathComponent)
         let started = Date()
-        let lastBytes = Locked<Int64>(0)
-        let partial = Locked<String?>(nil)
+        let lastBytes = Shared<Int64>(0)
+        let partial = Shared<String?>(nil)
         let task = session.downloadTask(with: url, to: destination, options: options)
         task.onEvent { event in
             switch event {

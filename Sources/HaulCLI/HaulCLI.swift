@@ -1,6 +1,5 @@
 import Foundation
 import Haul
-import HaulCore
 
 #if canImport(Glibc)
     import Glibc
@@ -42,7 +41,17 @@ struct HaulCLI {
     /// each (libcurl's, per transfer): the pages would be returned and faulted in again every
     /// time. Buffers under 1 MiB come from the heap instead, and up to 8 MiB stays for reuse. Set
     /// by the command, not the library: an application's allocator is its own business.
-    static func keepFreedMemoryForReuse() { Sys.keepFreedMemory(below: 1 << 20, upTo: 8 << 20) }
+    static func keepFreedMemoryForReuse() {
+        #if canImport(Glibc)
+            // mallopt(3), which Swift's Glibc module does not import; M_TRIM_THRESHOLD is -1,
+            // M_MMAP_THRESHOLD -3.
+            typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
+            guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "mallopt") else { return }
+            let mallopt = unsafeBitCast(symbol, to: Mallopt.self)
+            _ = mallopt(-3, 1 << 20)
+            _ = mallopt(-1, 8 << 20)
+        #endif
+    }
 
     static func run(_ args: [String]) async -> ExitCode {
         guard let command = args.first else {

@@ -1,6 +1,5 @@
 import Foundation
 import Haul
-import HaulCore
 
 /// `haul get` without `-j`: runs one download task, holding it while the network path is
 /// unusable (no default route, or cellular with `--no-cellular`): "waiting for network", then
@@ -20,7 +19,7 @@ struct NetworkGate {
             task.resume()
             return try await task.finished()
         }
-        let failure = Locked<HaulError?>(nil)
+        let failure = Shared<HaulError?>(nil)
         let (waits, cellular, output) = (waits, allowsCellular, output)
         let watcher = Task {
             var holding = true  // not transferring: not started yet, or suspended for the network

@@ -1,6 +1,5 @@
 import Foundation
 import Haul
-import HaulCore
 
 #if canImport(Glibc)
     import Glibc
@@ -14,11 +13,11 @@ final class Output: Sendable {
     enum Mode: Sendable { case human, quiet, json }
     let mode: Mode
     let isTerminal: Bool
-    private let state = Locked<(lineShown: Bool, lastPlain: Double, spinner: Int, last: (TransferProgress, String)?)>(
+    private let state = Shared<(lineShown: Bool, lastPlain: Double, spinner: Int, last: (TransferProgress, String)?)>(
         (false, 0, 0, nil))
     /// Lines of the multi-download display on screen. Held while anything is written to the
     /// terminal, so a note and a redraw (on different threads) never interleave.
-    private let block = Locked(0)
+    private let block = Shared(0)
     /// Where text goes: `(text, fd)`; tests capture it.
     private let write: @Sendable (String, Int32) -> Void
 
@@ -33,7 +32,7 @@ final class Output: Sendable {
 
     /// Writes `text` to `fd`; a failed write (a closed terminal) is ignored.
     static func emit(_ text: String, to fd: Int32) {
-        Array(text.utf8).withUnsafeBytes { try? Sys.writeAll(fd, $0) }
+        try? FileHandle(fileDescriptor: fd).write(contentsOf: Data(text.utf8))
     }
 
     /// A one-line message on stderr (takes the progress line or block off first). The text is

@@ -1,6 +1,5 @@
 import Foundation
 import Haul
-import HaulCore
 
 /// `haul upload URL (-F FIELD... | -T FILE) [options]`
 struct UploadCommand {
@@ -169,7 +168,7 @@ struct UploadCommand {
             let status = reply.response.statusCode
             output.json("done", [("status", status), ("bytes", reply.body.count)])
             if status >= 400 {
-                output.error(HaulError.httpStatus(status, from: ResumeRecord.redacted(url)).message)
+                output.error(HaulError.httpStatus(status, from: HaulRequest.redacted(url)).message)
                 return .http
             }
             return .success

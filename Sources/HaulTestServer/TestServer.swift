@@ -84,12 +84,14 @@ public final class TestServer: Sendable {
     }
 
     /// Starts listening on `host`:0 (a free port); with `networkNamespace` (a name from
-    /// `ip netns`), the listening socket lives in that namespace (see ``NetworkNamespace``).
+    /// `ip netns`), the listening socket lives in that namespace.
     public init(host: String = "127.0.0.1", networkNamespace: String? = nil) throws {
         signal(SIGPIPE, SIG_IGN)
         self.host = host
         let (fd, port) =
-            try networkNamespace.map { name in try NetworkNamespace.inside(name) { try Self.makeListener(on: host) } }
+            try networkNamespace.map { name in
+                try Self.inside(networkNamespace: name) { try Self.makeListener(on: host) }
+            }
             ?? Self.makeListener(on: host)
         self.port = port
         listenFD = fd

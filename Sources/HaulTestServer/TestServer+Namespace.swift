@@ -1,0 +1,41 @@
+import Foundation
+import HaulCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension TestServer {
+    /// Calls `body` on a thread that has joined the namespace `name`, so sockets it creates
+    /// belong there (a socket keeps its namespace for life; the thread then ends).
+    public static func inside<T: Sendable>(
+        networkNamespace name: String, _ body: @escaping @Sendable () throws -> T
+    ) throws -> T {
+        let result = Locked<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            defer { done.signal() }
+            let fd = open("/var/run/netns/\(name)", O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                result.set(.failure(POSIXError(.init(rawValue: errno) ?? .EIO)))
+                return
+            }
+            defer { close(fd) }
+            // setns(2) is not imported by Glibc; 0x40000000 is CLONE_NEWNET.
+            typealias SetNS = @convention(c) (Int32, Int32) -> Int32
+            guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "setns") else {
+                result.set(.failure(POSIXError(.ENOSYS)))
+                return
+            }
+            let setns = unsafeBitCast(symbol, to: SetNS.self)
+            guard setns(fd, 0x4000_0000) == 0 else {
+                result.set(.failure(POSIXError(.init(rawValue: errno) ?? .EIO)))
+                return
+            }
+            result.set(Result { try body() })
+        }
+        thread.start()
+        done.wait()
+        return try result.get()!.get()
+    }
+}
