@@ -396,7 +396,11 @@ final class ResumingBody: @unchecked Sendable {
         case .write(let start, let startsOver, let seen):
             if startsOver {
                 // A 200: the range was ignored, or If-Range found another version.
-                guard Self.sameVersion(machine.record, seen) else {
+                guard let record = machine.record,
+                    RangeAnswer.isSameVersion(
+                        record.fileVersion,
+                        RangeAnswer.Version(etag: seen.etag, lastModified: seen.lastModified, total: seen.totalLength))
+                else {
                     throw HaulError(
                         .serverChangedFile,
                         "\(shownURL) changed on the server after \(offset) bytes were streamed")
@@ -430,13 +434,6 @@ final class ResumingBody: @unchecked Sendable {
 
     /// The answer that started over is the version already streamed: the same strong ETag, or
     /// with no ETag on either side the same Last-Modified and length.
-    private static func sameVersion(_ record: ResumeRecord?, _ seen: ResumeStateMachine.Validators) -> Bool {
-        guard let record else { return false }
-        if let mine = record.etag { return seen.etag == mine }
-        guard seen.etag == nil, let date = record.lastModified, seen.lastModified == date else { return false }
-        return record.totalLength == seen.totalLength
-    }
-
     /// Sleeps `seconds`, ending early (with `cancelled`) when the stream or its task is cancelled.
     private func pause(_ seconds: Double) async throws(HaulError) {
         let wake = OneShot<Void>()

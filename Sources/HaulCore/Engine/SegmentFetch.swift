@@ -151,8 +151,6 @@ final class SegmentFetch: TransportHandler, @unchecked Sendable {
 
     func transportDidReceive(response: TransportResponse) -> Bool {
         answer.set(monotonicSeconds())
-        let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange)
-        let etag = response.headers.strongETag
         var problem: String?
         if let asking, let next = RedirectChain.target(of: response, askedFor: asking.url) {
             redirect = next
@@ -175,13 +173,12 @@ final class SegmentFetch: TransportHandler, @unchecked Sendable {
                 [401, 403, 404, 410].contains(response.status) && run.redirected
                 && from.absoluteString != run.origin.absoluteString
             return false
-        } else if range?.start != cursor || range?.total != run.total {
-            problem = "server answered a range with \(response.headers["Content-Range"] ?? "no Content-Range")"
-        } else {
-            // The probe's ETag is a strong one (a weak answer counts as none, as for the probe).
-            problem = ResumeStateMachine.versionMismatch(
-                etag: run.probe.etag, lastModified: run.probe.lastModified,
-                seen: .init(etag: etag, lastModified: response.headers.lastModified, totalLength: run.total))
+        } else if case .mismatch(let reason) = RangeAnswer.check(
+            response.headers, from: cursor,
+            of: run.probe.version,
+            totalRequired: true)
+        {
+            problem = reason
         }
         if let problem {
             failure = HaulError(.serverChangedFile, problem)

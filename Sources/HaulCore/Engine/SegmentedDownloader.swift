@@ -104,11 +104,7 @@ package final class SegmentedDownloader: Sendable {
         }
         var completed: [ByteRange] = []
         if let record = claimed.record {
-            let same =
-                record.totalLength == total
-                && (record.etag != nil ? record.etag == probe.etag : record.lastModified == probe.lastModified)
-                && (record.etag != nil || record.lastModified != nil)
-            if same {
+            if RangeAnswer.isSameVersion(record.fileVersion, probe.version) {
                 completed = record.ranges
             } else {
                 partial.discard()
@@ -174,6 +170,9 @@ package final class SegmentedDownloader: Sendable {
         /// the first range, for the first connection to adopt. Cancelled if nobody does.
         var held: (task: any TransportTask, fetch: ProbeFetch)?
         var heldEnd: Int64 = 0
+
+        /// The version its answer named (a weak ETag counts as none).
+        var version: RangeAnswer.Version { .init(etag: etag, lastModified: lastModified, total: total) }
     }
 
     /// The most a probe keeps: a file this small needs no split, so it arrives in the probe's

@@ -3,8 +3,8 @@ import Foundation
 /// Decides, for each response, whether the bytes on disk can be continued, must be discarded,
 /// are already complete, or the download must retry or fail. Pure: no I/O, tested directly.
 ///
-/// Rules (docs/resume.md): resume with `Range` + `If-Range`; accept only a 206 whose
-/// Content-Range starts at the offset asked for and whose total and validators match the record;
+/// Rules (docs/resume.md): resume with `Range` + `If-Range`; accept only a 206 that
+/// ``RangeAnswer`` finds continues the record's bytes;
 /// a 200 restarts from zero (the partial is truncated, never appended to); 416 with the whole file
 /// on disk is done; a partial without validators resumes only when the total length matches.
 package struct ResumeStateMachine: Sendable {
@@ -93,28 +93,18 @@ package struct ResumeStateMachine: Sendable {
             guard offset > 0, let record else {
                 return .fail(HaulError(.invalidResponse, "HTTP 206 for a request without Range from \(show(url))"))
             }
-            guard let range = headers["Content-Range"].flatMap(HTTPParsing.contentRange), let start = range.start
-            else { return .restart(reason: "206 without a usable Content-Range") }
-            guard start == requestOffset else {
-                return .restart(reason: "server sent bytes from \(start), asked for \(requestOffset)")
-            }
-            let seen = validators(headers, total: range.total)
-            if let reason = Self.versionMismatch(etag: record.etag, lastModified: record.lastModified, seen: seen) {
+            switch RangeAnswer.check(
+                headers, from: requestOffset, of: record.fileVersion, totalRequired: !record.validated)
+            {
+            case .mismatch(let reason):
                 return .restart(reason: reason)
+            case .continues(let seen):
+                return .write(
+                    offset: offset, discardExisting: false,
+                    validators: Validators(
+                        etag: seen.etag ?? record.etag, lastModified: seen.lastModified ?? record.lastModified,
+                        totalLength: seen.total ?? record.totalLength))
             }
-            if let mine = record.totalLength, let theirs = range.total, mine != theirs {
-                return .restart(reason: "file changed on the server (size \(mine) → \(theirs))")
-            }
-            if !record.validated {
-                guard let mine = record.totalLength, let theirs = range.total, mine == theirs else {
-                    return .restart(reason: "partial file has no validator and the size cannot be confirmed")
-                }
-            }
-            return .write(
-                offset: offset, discardExisting: false,
-                validators: Validators(
-                    etag: seen.etag ?? record.etag, lastModified: seen.lastModified ?? record.lastModified,
-                    totalLength: range.total ?? record.totalLength))
         case 416:
             if offset > 0, let total = record?.totalLength, offset == total {
                 let announced = headers["Content-Range"].flatMap(HTTPParsing.contentRange)?.total
@@ -154,30 +144,6 @@ package struct ResumeStateMachine: Sendable {
 
     private func validators(_ headers: HTTPHeaders, total: Int64?) -> Validators {
         Validators(etag: headers.etag, lastModified: headers.lastModified, totalLength: total)
-    }
-
-    /// Why a `206` cannot be of the version that `etag` names (sent as `If-Range` when strong)
-    /// or, without an ETag, `lastModified`; nil when nothing says it is another. The one rule
-    /// for resumes and for the ranges of a segmented download.
-    package static func versionMismatch(etag: String?, lastModified: String?, seen: Validators) -> String? {
-        if let mine = etag, let theirs = seen.etag, !weakCompare(mine, theirs) {
-            return "file changed on the server (ETag \(mine) → \(theirs))"
-        }
-        if let mine = etag, !mine.hasPrefix("W/"), seen.etag == nil {
-            // A 206 carries the ETag its 200 would (RFC 9110 15.3.7): without it nothing says
-            // which version the bytes are of.
-            return "the server's 206 has no ETag to confirm the file is still \(mine)"
-        }
-        if etag == nil, let mine = lastModified, let theirs = seen.lastModified, mine != theirs {
-            return "file changed on the server (Last-Modified \(mine) → \(theirs))"
-        }
-        return nil
-    }
-
-    /// Weak comparison (RFC 9110 8.8.3.2): equal opaque tags, ignoring `W/`.
-    private static func weakCompare(_ a: String, _ b: String) -> Bool {
-        func opaque(_ s: String) -> Substring { s.hasPrefix("W/") ? s.dropFirst(2) : Substring(s) }
-        return opaque(a) == opaque(b)
     }
 
     private func statusError(_ status: Int, _ url: URL, _ headers: HTTPHeaders) -> HaulError {
