@@ -37,17 +37,7 @@ public final class ChildProcess: Sendable {
         _ executable: String, _ arguments: [String], environment: [String: String] = [:],
         directory: String? = nil, mergingStderr: Bool = false
     ) throws {
-        guard let pipe2 = Self.pipe2 else { throw POSIXError(.ENOSYS) }
-        var out: [Int32] = [-1, -1]
-        var err: [Int32] = [-1, -1]
-        guard pipe2(&out, O_CLOEXEC) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-        if !mergingStderr {
-            guard pipe2(&err, O_CLOEXEC) == 0 else {
-                close(out[0])
-                close(out[1])
-                throw POSIXError(.init(rawValue: errno) ?? .EIO)
-            }
-        }
+        let (out, err) = try Self.makePipes(mergingStderr: mergingStderr)
         defer {
             // The parent keeps only the read ends.
             close(out[1])
@@ -71,18 +61,7 @@ public final class ChildProcess: Sendable {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        // Its own process group (so a kill reaches its children too), no blocked signals, and
-        // the signals a shell would leave at their defaults (this process ignores SIGPIPE).
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for sig in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT] { sigaddset(&defaults, sig) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(
-            &attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        Self.setGroupAndSignals(&attributes)
 
         var variables = ProcessInfo.processInfo.environment
         for (k, v) in environment { variables[k] = v }
@@ -106,6 +85,38 @@ public final class ChildProcess: Sendable {
         let thread = Thread { [state, pid] in Self.watch(pid, outFd, errFd, state) }
         thread.name = "haul.test.child"
         thread.start()
+    }
+
+    /// The child's stdout pipe, and its stderr pipe unless `mergingStderr` (then `[-1, -1]`),
+    /// close-on-exec.
+    private static func makePipes(mergingStderr: Bool) throws -> (out: [Int32], err: [Int32]) {
+        guard let pipe2 = Self.pipe2 else { throw POSIXError(.ENOSYS) }
+        var out: [Int32] = [-1, -1]
+        var err: [Int32] = [-1, -1]
+        guard pipe2(&out, O_CLOEXEC) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        if !mergingStderr {
+            guard pipe2(&err, O_CLOEXEC) == 0 else {
+                close(out[0])
+                close(out[1])
+                throw POSIXError(.init(rawValue: errno) ?? .EIO)
+            }
+        }
+        return (out, err)
+    }
+
+    /// Its own process group (so a kill reaches its children too), no blocked signals, and the
+    /// signals a shell would leave at their defaults (this process ignores SIGPIPE).
+    private static func setGroupAndSignals(_ attributes: inout posix_spawnattr_t) {
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for sig in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     }
 
     /// Reads both pipes and polls for the exit; ends when the child has exited and its output

@@ -206,64 +206,66 @@ package final class FileDownloader: Sendable {
             if case .failure(let error) = result, error.kind == .cancelled || Task.isCancelled {
                 return .failed(cancelledError(attempt.destination), transient: false)
             }
-            switch attempt.action {
-            case .redirect(let next)?:
+            if case .redirect(let next)? = attempt.action {
                 do { try chain.follow(to: next) } catch { return .failed(error, transient: false) }
                 attempt.action = nil
                 continue
-            case .alreadyComplete?:
-                if attempt.partial == nil, let place = attempt.place {
-                    attempt.partial = place.makePartial()
-                }
-                do {
-                    let bytes = attempt.machine.record?.totalLength ?? 0
-                    // The partial holds the whole file and maybe more (bytes past the record's
-                    // claim): exactly the file's bytes are put in place.
-                    try attempt.partial?.open(at: bytes)
-                    return .done(try await finalize(attempt, bytes: bytes, alreadyComplete: true))
-                } catch { return .failed(error, transient: false) }
-            case .restart(let reason)?:
-                return .restart(reason)
-            case .retry(let error)?:
-                return .failed(error, transient: true)
-            case .fail(let error)?:
+            }
+            return await outcome(of: attempt, result, from: current)
+        }
+    }
+
+    /// What a request of `attempt` to `current` came to, once it ended (not redirected).
+    private func outcome(
+        of attempt: Attempt, _ result: Result<Void, TransportError>, from current: URL
+    ) async -> AttemptResult {
+        switch attempt.action {
+        case .redirect?:
+            return .failed(HaulError(.invalidResponse, "redirect not followed from \(show(current))"), transient: false)
+        case .alreadyComplete?:
+            if attempt.partial == nil, let place = attempt.place { attempt.partial = place.makePartial() }
+            do {
+                let bytes = attempt.machine.record?.totalLength ?? 0
+                // The partial holds the whole file and maybe more (bytes past the record's
+                // claim): exactly the file's bytes are put in place.
+                try attempt.partial?.open(at: bytes)
+                return .done(try await finalize(attempt, bytes: bytes, alreadyComplete: true))
+            } catch { return .failed(error, transient: false) }
+        case .restart(let reason)?:
+            return .restart(reason)
+        case .retry(let error)?:
+            return .failed(error, transient: true)
+        case .fail(let error)?:
+            return .failed(error, transient: false)
+        case .write?:
+            guard case .success = result else { break }
+            let total = attempt.machine.record?.totalLength
+            let have = attempt.partial?.writtenBytes ?? 0
+            if let total, have != total {
+                return .failed(
+                    HaulError(
+                        .incompleteBody, "connection closed after \(have) of \(total) bytes from \(show(current))"),
+                    transient: true)
+            }
+            do { return .done(try await finalize(attempt, bytes: have, alreadyComplete: false)) } catch {
                 return .failed(error, transient: false)
-            case .write?:
-                switch result {
-                case .success:
-                    let total = attempt.machine.record?.totalLength
-                    let have = attempt.partial?.writtenBytes ?? 0
-                    if let total, have != total {
-                        return .failed(
-                            HaulError(
-                                .incompleteBody,
-                                "connection closed after \(have) of \(total) bytes from \(show(current))"
-                            ), transient: true)
-                    }
-                    do {
-                        return .done(try await finalize(attempt, bytes: have, alreadyComplete: false))
-                    } catch { return .failed(error, transient: false) }
-                case .failure(let error):
-                    let (haulError, transient) = classify(error, current)
-                    return .failed(haulError, transient: transient)
-                }
-            case nil:
-                if attempt.askAgain { return .again }
-                if let existing = attempt.existingComplete {
-                    do {
-                        return .done(
-                            try await DownloadStore.confirmComplete(
-                                existing.path, bytes: existing.bytes, sha256: options.sha256))
-                    } catch { return .failed(error, transient: false) }
-                }
-                guard case .failure(let error) = result else {
-                    return .failed(HaulError(.invalidResponse, "no response from \(show(current))"), transient: true)
-                }
-                let (haulError, transient) = classify(error, current)
-                attempt.connectRefused = error.kind == .connect
-                return .failed(haulError, transient: transient)
+            }
+        case nil:
+            if attempt.askAgain { return .again }
+            if let existing = attempt.existingComplete {
+                do {
+                    return .done(
+                        try await DownloadStore.confirmComplete(
+                            existing.path, bytes: existing.bytes, sha256: options.sha256))
+                } catch { return .failed(error, transient: false) }
             }
         }
+        guard case .failure(let error) = result else {
+            return .failed(HaulError(.invalidResponse, "no response from \(show(current))"), transient: true)
+        }
+        let (haulError, transient) = classify(error, current)
+        if attempt.action == nil { attempt.connectRefused = error.kind == .connect }
+        return .failed(haulError, transient: transient)
     }
 
     /// Verifies the checksum, renames the partial into place and reports the final progress.

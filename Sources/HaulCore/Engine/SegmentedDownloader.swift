@@ -102,8 +102,17 @@ package final class SegmentedDownloader: Sendable {
             probe.held?.task.cancel()  // before the single download: it must not hold a connection slot
             return try await single.run()
         }
+        return try await download(probe, total: total, into: claimed, partial: partial, adopted: adopted)
+    }
+
+    /// The ranged download, once the probe found a file to split at `place`: continues the
+    /// partial there when it is of the probe's version, else starts it afresh.
+    private func download(
+        _ probe: Probe, total: Int64, into place: DownloadStore.Place, partial: PartialFile, adopted: Locked<Bool>
+    ) async throws(HaulError) -> DownloadOutcome {
+        let destination = place.destination
         var completed: [ByteRange] = []
-        if let record = claimed.record {
+        if let record = place.record {
             if RangeAnswer.isSameVersion(record.fileVersion, probe.version) {
                 completed = record.ranges
             } else {
@@ -111,7 +120,7 @@ package final class SegmentedDownloader: Sendable {
                 onEvent(.restarted(reason: "file changed on the server since the partial download"))
             }
         }
-        if completed.isEmpty, let size = try claimed.fileInPlace(serverSize: total) {
+        if completed.isEmpty, let size = try place.fileInPlace(serverSize: total) {
             return try await DownloadStore.confirmComplete(destination, bytes: size, sha256: options.sha256)
         }
         try partial.openPreallocated(total: total, completed: completed)
@@ -139,19 +148,26 @@ package final class SegmentedDownloader: Sendable {
         do {
             try await run.execute(record: record)
         } catch  where error.code == .serverChangedFile {
-            // A range answer did not match: never mix versions. Start over on one connection.
-            partial.discard()
-            onEvent(.restarted(reason: error.message))
-            var fresh = options
-            fresh.resume = false
-            return try await FileDownloader(
-                url: url, target: .file(destination), options: fresh, transport: transport, claims: claims,
-                onEvent: onEvent
-            ).run()
+            return try await startOver(at: destination, partial: partial, because: error.message)
         }
         try await partial.commit(replacing: options.overwrite, verifying: options.sha256)
         run.reporter.finish(total, total: total)
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
+    }
+
+    /// A range answer did not match: never mix versions. The partial goes, and the download
+    /// starts over on one connection.
+    private func startOver(
+        at destination: String, partial: PartialFile, because reason: String
+    ) async throws(HaulError) -> DownloadOutcome {
+        partial.discard()
+        onEvent(.restarted(reason: reason))
+        var fresh = options
+        fresh.resume = false
+        return try await FileDownloader(
+            url: url, target: .file(destination), options: fresh, transport: transport, claims: claims,
+            onEvent: onEvent
+        ).run()
     }
 
     // MARK: - Probe
@@ -175,6 +191,29 @@ package final class SegmentedDownloader: Sendable {
         var version: RangeAnswer.Version { .init(etag: etag, lastModified: lastModified, total: total) }
     }
 
+    /// Sends the probe, `Range: bytes=0-(limit-1)`, to where `chain` is. Its answer may become
+    /// the first range: paced like one.
+    private func startProbe(_ chain: RedirectChain, limit: Int) -> (ProbeFetch, any TransportTask) {
+        var request = options.request(chain.current, headers: chain.headers, connections: segmentOptions.connections)
+        request.headers.replace("Range", "bytes=0-\(limit - 1)")
+        let head = ProbeFetch(limit: limit)
+        return (head, transport.start(request, handler: head))
+    }
+
+    /// A probe answered with neither the file nor a range: one connection goes on, after the
+    /// wait a 429 or 503 asks for. That answer is the first of the retries' tries: waited out
+    /// here (the server's Retry-After, or the retry policy's delay), and the single engine goes
+    /// on counting from it; with no retry left it is the answer. Returns the tries spent.
+    private func waitOutBusyAnswer(_ response: TransportResponse, from asked: URL) async throws(HaulError) -> Int {
+        guard HTTPStatus.isTransient(response.status) else { return 0 }
+        let busy = HaulError.httpStatus(
+            response.status, from: ResumeRecord.shown(asked, origin: url), headers: response.headers)
+        let delay = try options.retry.delay(after: busy, failures: 1)
+        onEvent(.retrying(attempt: 1, error: busy, delay: delay))
+        try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))  // a cancel: the engine stops at once
+        return 1
+    }
+
     /// The most a probe keeps: a file this small needs no split, so it arrives in the probe's
     /// answer and that one request is the whole download.
     /// When a partial download of this file is there to resume (`resuming`), its first range is
@@ -193,12 +232,7 @@ package final class SegmentedDownloader: Sendable {
         let probeLimit = probeLimit(resuming: resuming)
         var chain = RedirectChain(url: url, headers: options.headers, maxRedirects: options.maxRedirects)
         while true {
-            // Its answer may become the first range: paced like one.
-            var request = options.request(
-                chain.current, headers: chain.headers, connections: segmentOptions.connections)
-            request.headers.replace("Range", "bytes=0-\(probeLimit - 1)")
-            let head = ProbeFetch(limit: probeLimit)
-            let task = transport.start(request, handler: head)
+            let (head, task) = startProbe(chain, limit: probeLimit)
             // Ends with the answer's end, or with its head when a larger file's first range is
             // held for a connection.
             let result = await withTaskCancellationHandler {
@@ -240,16 +274,7 @@ package final class SegmentedDownloader: Sendable {
                 range.start == 0, let total = range.total
             else {
                 task.cancel()
-                // A 429 or 503 is the first of the retries' tries: waited out here (the time the
-                // server's Retry-After or the retry policy sets), then the single engine goes on
-                // counting from it; with no retry left it is the answer.
-                guard HTTPStatus.isTransient(response.status) else { return (nil, 0) }
-                let busy = HaulError.httpStatus(
-                    response.status, from: ResumeRecord.shown(chain.current, origin: url), headers: response.headers)
-                let delay = try options.retry.delay(after: busy, failures: 1)
-                onEvent(.retrying(attempt: 1, error: busy, delay: delay))
-                try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))  // a cancel: the engine stops at once
-                return (nil, 1)
+                return (nil, try await waitOutBusyAnswer(response, from: chain.current))
             }
             probe.total = total
             if head.holding {

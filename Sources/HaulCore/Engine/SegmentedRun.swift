@@ -227,21 +227,7 @@ final class SegmentedRun: Sendable {
                 return s.nextFetch
             }
             let result = await fetch.perform(adopting: adopted.map { ($0.task, $0.end) })
-            let now = monotonicSeconds()
-            state.withLock {
-                $0.planner.release(fetch.segment.id)
-                $0.fetches[serial] = nil
-                $0.budget.progressed(fetch.wrote)  // its bytes are in the file, whatever its end
-                if let since = fetch.answeredAt {
-                    $0.detector.ended(serial, bytes: fetch.wrote, seconds: now - since, at: now)
-                    // Timed on the transport's clock (head to last byte), not to this task's
-                    // turn, which can come much later on a loaded machine.
-                    let last = fetch.lastByteAt ?? now
-                    if case .success = result, !fetch.settled, fetch.wrote >= 64 << 10, last > since {
-                        $0.recentSpeeds = $0.recentSpeeds.suffix(3) + [Double(fetch.wrote) / (last - since)]
-                    }
-                }
-            }
+            ended(fetch, serial: serial, result)
             switch result {
             case .success:
                 slowStreak = 0
@@ -265,19 +251,47 @@ final class SegmentedRun: Sendable {
                 if !fetch.flowing, state.withLock({ $0.fetches.values.contains { $0.flowing } }) {
                     return .success(())
                 }
-                let retry = state.withLock { s -> Result<(attempt: Int, delay: Double), HaulError> in
-                    do throws(HaulError) { return .success(try s.budget.failed(error)) } catch {
-                        return .failure(error)
-                    }
-                }
-                guard case .success(let (failures, delay)) = retry else { return retry.map { _ in () } }
-                onEvent(.retrying(attempt: failures, error: error, delay: delay))
-                try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))
+                if let final = await waitToRetry(after: error) { return .failure(final) }
             case .failure(let error):
                 return .failure(error)
             }
         }
         return .success(())
+    }
+
+    /// Books a fetch's end: its range back to the plan, its bytes to the retry budget (they are
+    /// in the file, whatever the end) and its speed to the slow-connection watch.
+    private func ended(_ fetch: SegmentFetch, serial: Int, _ result: Result<Void, HaulError>) {
+        let now = monotonicSeconds()
+        state.withLock {
+            $0.planner.release(fetch.segment.id)
+            $0.fetches[serial] = nil
+            $0.budget.progressed(fetch.wrote)
+            guard let since = fetch.answeredAt else { return }
+            $0.detector.ended(serial, bytes: fetch.wrote, seconds: now - since, at: now)
+            // Timed on the transport's clock (head to last byte), not to this task's turn, which
+            // can come much later on a loaded machine.
+            let last = fetch.lastByteAt ?? now
+            if case .success = result, !fetch.settled, fetch.wrote >= 64 << 10, last > since {
+                $0.recentSpeeds = $0.recentSpeeds.suffix(3) + [Double(fetch.wrote) / (last - since)]
+            }
+        }
+    }
+
+    /// Spends a retry of the shared budget on `error` and waits its delay; returns the error to
+    /// give up with when none is left.
+    private func waitToRetry(after error: HaulError) async -> HaulError? {
+        let retry = state.withLock { s -> Result<(attempt: Int, delay: Double), HaulError> in
+            do throws(HaulError) { return .success(try s.budget.failed(error)) } catch { return .failure(error) }
+        }
+        switch retry {
+        case .failure(let final):
+            return final
+        case .success(let (failures, delay)):
+            onEvent(.retrying(attempt: failures, error: error, delay: delay))
+            try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))
+            return nil
+        }
     }
 
     /// Samples every running fetch a few times a second and replaces the slow ones (their
