@@ -56,10 +56,10 @@ struct DemoCommand {
         defer { server.shutdown() }
         let workDir = dir ?? (NSTemporaryDirectory() + "haul-demo-\(getpid())")
         try? FileManager.default.createDirectory(atPath: workDir, withIntermediateDirectories: true)
+        // A directory of its own goes afterwards, unless it holds the file `--keep` keeps.
+        defer { if dir == nil && !(keep && way == .file) { try? FileManager.default.removeItem(atPath: workDir) } }
         if way != .file {
-            let code = await DemoWays(server: server, directory: workDir, size: size, output: output).run(way)
-            if dir == nil { try? FileManager.default.removeItem(atPath: workDir) }
-            return code
+            return await DemoWays(server: server, directory: workDir, size: size, output: output).run(way)
         }
         let drop = max(1, size * 27 / 100)
         let url = server.url("/haul-demo.bin?size=\(size)&seed=7&rate=\(32 * 1_048_576)&drop=\(drop)&drops=3")
@@ -67,20 +67,40 @@ struct DemoCommand {
         print("haul demo: \(Output.bytes(Int64(size))) from \(server.baseURL.absoluteString) → \(dest.path)")
         print(
             "the server drops the connection after every \(Output.bytes(Int64(drop))) (3 times); haul pauses at 50%\n")
-
         let size = self.size
         let expected = Task.detached { TestContent.sha256(seed: 7, count: size) }
-
         var configuration = HaulConfiguration()
         configuration.retry.initialDelay = 0.3
         let session = HaulSession(configuration: configuration)
+        let started = Date()
+        let result: DownloadResult
+        do throws(HaulError) {
+            result = try await download(url, to: dest, session: session, output: output, interrupts: interrupts)
+        } catch {
+            output.error(error.message)
+            return ExitCode(error)
+        }
+        output.clearLine()
+        let seconds = Date().timeIntervalSince(started)
+        print("✔  downloaded \(Output.bytes(result.bytes)) in \(String(format: "%.1f", seconds)) s")
+        print("\nrequests the server saw:")
+        for r in server.requests(path: "/haul-demo.bin") {
+            print(
+                "  GET \(r.range.map { "Range: \($0)" } ?? "(whole file)")\(r.ifRange.map { "  If-Range: \($0)" } ?? "")"
+            )
+        }
+        defer { if !keep { try? FileManager.default.removeItem(atPath: dest.path) } }
+        return compare(dest, with: await expected.value, output: output)
+    }
+
+    /// The download, paused at 50% (cancelled, keeping its partial) and resumed a second later.
+    private func download(
+        _ url: URL, to dest: URL, session: HaulSession, output: Output, interrupts: Interrupts
+    ) async throws(HaulError) -> DownloadResult {
         var options = DownloadOptions()
         options.overwrite = true
-        let started = Date()
         let pauseAt = Int64(size / 2)
         let paused = Shared(false)
-
-        // First run: pause (cancel, keeping the partial) at 50%.
         let first = Task { () async throws(HaulError) -> DownloadResult in
             try await session.download(from: url, to: .file(dest), options: options) { event in
                 report(event, output)
@@ -95,50 +115,33 @@ struct DemoCommand {
             while !paused.get() && !Task.isCancelled { try? await Task.sleep(nanoseconds: 20_000_000) }
             first.cancel()
         }
-        var result: DownloadResult?
+        defer { pauser.cancel() }
         do {
-            result = try await first.value
+            let result = try await first.value
+            interrupts.remove(token)
+            return result
         } catch let error as HaulError where error.code == .cancelled && paused.get() {
+            interrupts.remove(token)
             output.clearLine()
-            let onDisk =
-                (try? FileManager.default.attributesOfItem(atPath: HaulSession.partialFileURL(for: dest).path)[.size]
-                    as? Int64) ?? 0
-            print(
-                "⏸  paused: \(Output.bytes(onDisk)) kept in \(HaulSession.partialFileURL(for: dest).lastPathComponent) (+ its resume record)"
-            )
+            let partial = HaulSession.partialFileURL(for: dest)
+            let onDisk = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64) ?? 0
+            print("⏸  paused: \(Output.bytes(onDisk)) kept in \(partial.lastPathComponent) (+ its resume record)")
             try? await Task.sleep(nanoseconds: 1_000_000_000)
             print("▶  resuming")
         } catch {
-            let error = HaulError.from(error)
-            output.error(error.message)
             interrupts.remove(token)
-            return ExitCode(error)
+            throw HaulError.from(error)
         }
-        pauser.cancel()
-        interrupts.remove(token)
+        let second = Task { () async throws(HaulError) -> DownloadResult in
+            try await session.download(from: url, to: .file(dest)) { report($0, output) }
+        }
+        let resumeToken = interrupts.onInterrupt { second.cancel() }
+        defer { interrupts.remove(resumeToken) }
+        do { return try await second.value } catch { throw HaulError.from(error) }
+    }
 
-        if result == nil {
-            let second = Task { () async throws(HaulError) -> DownloadResult in
-                try await session.download(from: url, to: .file(dest)) { report($0, output) }
-            }
-            let token2 = interrupts.onInterrupt { second.cancel() }
-            defer { interrupts.remove(token2) }
-            do { result = try await second.value } catch {
-                let error = HaulError.from(error)
-                output.error(error.message)
-                return ExitCode(error)
-            }
-        }
-        output.clearLine()
-        let seconds = Date().timeIntervalSince(started)
-        print("✔  downloaded \(Output.bytes(result!.bytes)) in \(String(format: "%.1f", seconds)) s")
-        print("\nrequests the server saw:")
-        for r in server.requests(path: "/haul-demo.bin") {
-            print(
-                "  GET \(r.range.map { "Range: \($0)" } ?? "(whole file)")\(r.ifRange.map { "  If-Range: \($0)" } ?? "")"
-            )
-        }
-        let want = await expected.value
+    /// The SHA-256 on disk against the server's.
+    private func compare(_ dest: URL, with want: String, output: Output) -> ExitCode {
         let got: String
         do { got = try TestContent.sha256(ofFile: dest.path) } catch {
             output.error("cannot read \(dest.path): \(error)")
@@ -146,10 +149,6 @@ struct DemoCommand {
         }
         print("\nSHA-256 expected \(want)")
         print("SHA-256 on disk  \(got)")
-        if !keep {
-            try? FileManager.default.removeItem(atPath: dest.path)
-            if dir == nil { try? FileManager.default.removeItem(atPath: workDir) }
-        }
         if want == got {
             print("✔  identical: no byte lost or duplicated across 2 drops and a pause")
             return .success

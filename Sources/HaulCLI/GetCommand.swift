@@ -120,6 +120,22 @@ struct GetCommand {
         var entries = positionals.map { ListEntry(raw: $0) }
         if let list = v.last("--input-file") { entries += try Self.readList(list) }
         guard !entries.isEmpty else { throw UsageError("get needs a URL (see haul help get)") }
+        (urls, listOptions, repeatedURLs, places) = try Self.distinct(entries)
+        jobs = try v.integer("--max-concurrent", min: 1) ?? 1
+        try Self.checkOutputArguments(v)
+        (stream, destination) = try Self.destination(v, urls: urls)
+        configuration = try Self.configuration(v)
+        options = try Self.downloadOptions(v, urls: urls, transport: configuration)
+        waitsForNetwork = !v.flag("--no-wait")
+        allowsCellular = !v.flag("--no-cellular")
+        output = Output(mode: v.flag("--json") ? .json : v.flag("--quiet") ? .quiet : .human)
+    }
+
+    /// The URLs of `entries` once each (with their list options, the URLs given more than once,
+    /// and each one's place among all given).
+    private static func distinct(
+        _ entries: [ListEntry]
+    ) throws(UsageError) -> (urls: [URL], options: [ListOptions], repeated: [URL], places: [Int]) {
         var urls: [URL] = []
         var perURL: [ListOptions] = []
         var seen: Set<ListKey> = []
@@ -137,11 +153,12 @@ struct GetCommand {
             perURL.append(entry.options)
             kept.append(place)
         }
-        self.urls = urls
-        listOptions = perURL
-        repeatedURLs = repeated
-        places = kept
-        jobs = try v.integer("--max-concurrent", min: 1) ?? 1
+        return (urls, perURL, repeated, kept)
+    }
+
+    /// `-o`, `-d`, `-c` and `-q` given together as they cannot be, or with an empty or
+    /// directory-like value.
+    private static func checkOutputArguments(_ v: [String: [String]]) throws(UsageError) {
         if v.flag("--output") && v.flag("--dir") { throw UsageError("use either -o or -d, not both") }
         if v.flag("--continue") && v.flag("--no-continue") { throw UsageError("use either -c or --no-continue") }
         if v.flag("--json") && v.flag("--quiet") { throw UsageError("use either -q or --json") }
@@ -156,7 +173,14 @@ struct GetCommand {
             }
         }
         if v.last("--dir")?.isEmpty == true { throw UsageError("-d needs a directory") }
-        stream = v.last("--output").flatMap(StreamTarget.init)
+    }
+
+    /// Where the URLs go: a stream (`-o -`, a device or FIFO) written in order, a file, or a
+    /// directory.
+    private static func destination(
+        _ v: [String: [String]], urls: [URL]
+    ) throws(UsageError) -> (StreamTarget?, DownloadDestination) {
+        let stream = v.last("--output").flatMap(StreamTarget.init)
         if let stream {
             guard urls.count == 1 else { throw UsageError("-o \(stream.argument) writes one URL") }
             for name in Self.notForStandardOutput where v.flag(name) {
@@ -167,15 +191,18 @@ struct GetCommand {
                     "-x does not apply to -o \(stream.argument) (\(stream.kind) is written in order, over one connection)"
                 )
             }
-            destination = .directory(URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
+            return (stream, .directory(URL(fileURLWithPath: FileManager.default.currentDirectoryPath)))
         } else if let file = v.last("--output") {
             guard urls.count == 1 else { throw UsageError("-o names one file; use -d DIR for several URLs") }
-            let target = URL(fileURLWithPath: file)
-            destination = .file(target)
+            return (nil, .file(URL(fileURLWithPath: file)))
         } else {
             let dir = URL(fileURLWithPath: v.last("--dir") ?? FileManager.default.currentDirectoryPath)
-            destination = .directory(dir)
+            return (nil, .directory(dir))
         }
+    }
+
+    /// The session's settings: retries, timeouts, redirects, TLS, transport and the overall rate.
+    private static func configuration(_ v: [String: [String]]) throws(UsageError) -> HaulConfiguration {
         var c = HaulConfiguration()
         if let n = try v.integer("--retries") { c.retry.maxRetries = n }
         if let d = try v.number("--retry-delay") { c.retry.initialDelay = d }
@@ -202,7 +229,13 @@ struct GetCommand {
             c.maxOverallBytesPerSecond = rate > 0 ? rate : nil
         }
         c.maxConnectionsPerHost = try v.integer("--max-connections-per-host", min: 1) ?? 16
-        configuration = c
+        return c
+    }
+
+    /// The downloads' options, checked against the transport of `configuration`.
+    private static func downloadOptions(
+        _ v: [String: [String]], urls: [URL], transport configuration: HaulConfiguration
+    ) throws(UsageError) -> DownloadOptions {
         var o = DownloadOptions()
         o.connections = 4  // like aria2's split; small files still take one request (docs/segmented.md)
         o.resume = !v.flag("--no-continue")
@@ -247,7 +280,6 @@ struct GetCommand {
             o.maxBytesPerSecond = rate > 0 ? rate : nil
         }
         o.checksReachability = v.flag("--check-host")
-        options = o
         if configuration.transport == .urlSession {
             // URLSession reads the socket whatever its task is told: a limit would be ignored.
             let limits = [
@@ -258,9 +290,7 @@ struct GetCommand {
                 throw UsageError("\(name) needs --transport curl (URLSession transfers cannot be paced)")
             }
         }
-        waitsForNetwork = !v.flag("--no-wait")
-        allowsCellular = !v.flag("--no-cellular")
-        output = Output(mode: v.flag("--json") ? .json : v.flag("--quiet") ? .quiet : .human)
+        return o
     }
 
     /// The options of the URL at `index`: the command's, with its list's checksum.
@@ -316,47 +346,10 @@ struct GetCommand {
     private func download(_ index: Int, session: HaulSession, interrupts: Interrupts) async -> ExitCode {
         let url = urls[index]
         let output = self.output
-        let destination = target(for: index)
-        let options = self.options(for: index)
-        let shown = HaulRequest.redacted(url)
-        let name = Shared(url.lastPathComponent)
+        let reporter = Reporter(output: output, url: url)
         let started = Date()
-        let lastBytes = Shared<Int64>(0)
-        let partial = Shared<String?>(nil)
-        let task = session.downloadTask(with: url, to: destination, options: options)
-        task.onEvent { event in
-            switch event {
-            case .started(let s):
-                name.set(s.destination.lastPathComponent)
-                partial.set(s.partialFileURL.path)
-                lastBytes.set(s.offset)
-                output.json(
-                    "start",
-                    [
-                        ("url", shown), ("destination", s.destination.path), ("status", s.status),
-                        ("offset", s.offset), ("total", s.totalBytes),
-                    ])
-                if s.offset > 0 {
-                    output.note("resuming \(s.destination.lastPathComponent) at \(Output.bytes(s.offset))")
-                }
-            case .progress(let p):
-                lastBytes.set(p.completedBytes)
-                output.progress(p, name: name.get())
-            case .retrying(let attempt, let error, let delay):
-                output.json(
-                    "retry",
-                    [
-                        ("attempt", attempt), ("delay", delay), ("code", error.code.description),
-                        ("message", error.message),
-                    ])
-                output.note("\(error.message); retry \(attempt) in \(String(format: "%.1f", delay)) s")
-            case .restarted(let reason):
-                output.json("restart", [("reason", reason)])
-                output.note("starting over: \(reason)")
-            case .suspended, .resumed, .completed, .failed:
-                break  // task events; the outcome is reported below
-            }
-        }
+        let task = session.downloadTask(with: url, to: target(for: index), options: options(for: index))
+        task.onEvent { reporter.report($0) }
         let gate = NetworkGate(source: network, waits: waitsForNetwork, allowsCellular: allowsCellular, output: output)
         let ticker = Task {
             guard output.mode == .human && output.isTerminal else { return }
@@ -371,43 +364,6 @@ struct GetCommand {
         do { outcome = .success(try await gate.run(task, url: url)) } catch { outcome = .failure(error) }
         ticker.cancel()
         await ticker.value  // no redraw after the outcome's line
-        do {
-            let result = try outcome.get()
-            output.clearLine()
-            output.json(
-                "done",
-                [("path", result.fileURL.path), ("bytes", result.bytes), ("alreadyComplete", result.alreadyComplete)])
-            if result.alreadyComplete {
-                output.note("\(result.fileURL.path) is already complete (\(Output.bytes(result.bytes)))")
-            } else {
-                let seconds = Date().timeIntervalSince(started)
-                output.note(
-                    "saved \(result.fileURL.path) (\(Output.bytes(result.bytes)) in \(String(format: "%.1f", seconds)) s)"
-                )
-            }
-            return .success
-        } catch {
-            let error = HaulError.from(error)
-            let code = ExitCode(error)
-            output.json(
-                "error",
-                [
-                    ("code", error.code.description), ("message", error.message), ("exit", code.rawValue),
-                    ("status", error.httpStatus),
-                ])
-            if error.code == .cancelled {
-                output.clearLine()
-                if let part = error.path ?? partial.get() {
-                    output.note(
-                        "interrupted; kept \(Output.bytes(lastBytes.get())) in \(part). Run the same command again to resume."
-                    )
-                } else {
-                    output.note("interrupted")
-                }
-            } else {
-                output.error(error.message)
-            }
-            return code
-        }
+        return reporter.finished(outcome, seconds: Date().timeIntervalSince(started))
     }
 }
