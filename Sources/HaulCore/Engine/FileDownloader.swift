@@ -194,11 +194,7 @@ package final class FileDownloader: Sendable {
             var request = options.request(current, headers: chain.headers)
             for (name, value) in attempt.machine.resumeHeaders() { request.headers.replace(name, value) }
             let task = transport.start(request, handler: attempt)
-            let result = await withTaskCancellationHandler {
-                await task.finished()
-            } onCancel: {
-                task.cancel()
-            }
+            let result = await task.finishedOrCancelled()
             // From here on the attempt's partial and record are touched by this task only.
             reporter.idle()
             await attempt.checkpointsSettled()

@@ -118,11 +118,7 @@ final class SegmentFetch: TransportHandler, @unchecked Sendable {
             return r.reason != nil || r.settled
         }
         if replacedEarly { task.cancel() }
-        let result = await withTaskCancellationHandler {
-            await task.finished()
-        } onCancel: {
-            task.cancel()
-        }
+        let result = await task.finishedOrCancelled()
         if settled { return .success(()) }
         if let failure { return .failure(failure) }
         if reachedEnd { return .success(()) }

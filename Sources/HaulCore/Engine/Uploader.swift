@@ -254,11 +254,7 @@ package final class Uploader: Sendable {
             request.method = options.method
             request.body = body
             let task = transport.start(request, handler: collector)
-            let result = await withTaskCancellationHandler {
-                await task.finished()
-            } onCancel: {
-                task.cancel()
-            }
+            let result = await task.finishedOrCancelled()
             reporter.idle()
             if Task.isCancelled { throw HaulError(.cancelled, "cancelled") }
             switch result {

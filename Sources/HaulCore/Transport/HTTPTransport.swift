@@ -102,6 +102,13 @@ package protocol TransportTask: Sendable {
 }
 
 extension TransportTask {
+    /// Waits for the end of the transfer; a cancel of the waiting task cancels the transfer.
+    package func finishedOrCancelled() async -> Result<Void, TransportError> {
+        await withTaskCancellationHandler { await finished() } onCancel: { cancel() }
+    }
+}
+
+extension TransportTask {
     /// A task that awaits ``finished()``, for transports without a cheaper way.
     package func onFinish(_ body: @escaping @Sendable (Result<Void, TransportError>) -> Void) {
         Task.detached { body(await finished()) }
