@@ -5,7 +5,7 @@ import Foundation
 /// returns, which orders the accesses; hence `@unchecked Sendable`.
 final class Attempt: TransportHandler, @unchecked Sendable {
     let downloader: FileDownloader
-    var machine: ResumeStateMachine
+    var machine: DownloadStateMachine
     /// The destination, once claimed: known before the request, or named by the answer.
     var place: DownloadStore.Place?
     var destination: String? { place?.destination }
@@ -19,27 +19,25 @@ final class Attempt: TransportHandler, @unchecked Sendable {
     var connectRefused = false
     /// The destination turned out to hold a partial of this URL: ask again with Range.
     var askAgain = false
-    private var lastCheckpoint = monotonicSeconds()
-    /// When, and at how many bytes written, the record last claimed them (checkpoint or note).
-    private var lastNote: (at: Double, bytes: Int64) = (monotonicSeconds(), 0)
     /// The periodic checkpoint running on a Dispatch worker, if any (at most one), and the
     /// error of the last one. Off the transport's thread: its fsync on a slow disk would hold
     /// every transfer of the process, this one's cancel included (tested).
     private let inFlight = Locked<(done: OneShot<Void>?, error: HaulError?)>((nil, nil))
 
-    init(downloader: FileDownloader, machine: ResumeStateMachine, place: DownloadStore.Place?) {
+    init(downloader: FileDownloader, machine: DownloadStateMachine, place: DownloadStore.Place?) {
         self.downloader = downloader
         self.machine = machine
         self.place = place
     }
 
     func transportDidReceive(response: TransportResponse) -> Bool {
-        let action = machine.responseReceived(status: response.status, headers: response.headers, url: response.url)
+        let action = machine.resume.responseReceived(
+            status: response.status, headers: response.headers, url: response.url)
         self.action = action
         guard case .write(let offset, let discard, let validators) = action else { return false }
         // A 206 for a partial without a validator starts before the resume offset: its first
         // bytes are compared with the disk, not written.
-        toCompare = response.status == 206 ? machine.overlapBytes : 0
+        toCompare = response.status == 206 ? machine.resume.overlapBytes : 0
         if discard {
             downloader.emit(.restarted(reason: "server sent the whole file (HTTP 200) instead of the range asked for"))
         }
@@ -62,8 +60,8 @@ final class Attempt: TransportHandler, @unchecked Sendable {
             let dest = dir + "/" + name
             let claimed = try downloader.store.claim(dest)
             place = claimed
-            machine = ResumeStateMachine(record: claimed.record, origin: downloader.url)
-            if machine.resumeOffset > 0 {
+            machine.resume = ResumeStateMachine(record: claimed.record, origin: downloader.url)
+            if machine.resume.resumeOffset > 0 {
                 // A partial of this URL exists under the suggested name: ask again with Range.
                 askAgain = true
                 self.action = nil
@@ -72,7 +70,7 @@ final class Attempt: TransportHandler, @unchecked Sendable {
         }
         guard let place else { return false }
         let destination = place.destination
-        if machine.record == nil,
+        if machine.resume.record == nil,
             let size = try place.fileInPlace(serverSize: offset == 0 ? validators.totalLength : nil)
         {
             existingComplete = DownloadOutcome(path: destination, bytes: size, alreadyComplete: true)
@@ -81,24 +79,24 @@ final class Attempt: TransportHandler, @unchecked Sendable {
         }
         let file = partial ?? place.makePartial()
         partial = file
-        let previous = machine.record
+        let previous = machine.resume.record
         try file.open(at: offset)
-        machine.accept(offset: offset, validators: validators, url: downloader.url, finalURL: response.url)
-        downloader.reporter.begin(at: offset, total: machine.record?.totalLength)
-        if let previous, !previous.claimsTheSame(as: machine.record) || previous.partial != file.boundIdentity {
+        machine.resume.accept(offset: offset, validators: validators, url: downloader.url, finalURL: response.url)
+        downloader.reporter.begin(at: offset, total: machine.resume.record?.totalLength)
+        if let previous, !previous.claimsTheSame(as: machine.resume.record) || previous.partial != file.boundIdentity {
             // The record on disk describes other bytes now (a restart from zero, or another
             // version): replace it before writing anything.
             try checkpoint()
         } else if previous != nil {
             // A resume of the same version from where the record ends: the record stays true
             // while bytes are added after it, so no sync holds up the transfer's thread here.
-            lastCheckpoint = monotonicSeconds()
+            machine.checkpointed(at: monotonicSeconds())
         } else if let record = stampedRecord(file) {
             // A fresh download's record is written before its first byte: a partial without one
             // is never trusted (a kill before an asynchronous first record would leave a partial
             // the next run refuses). It claims no bytes, so nothing is synced: a small write here.
             try file.checkpoint(record, syncingData: false)
-            lastCheckpoint = monotonicSeconds()
+            machine.checkpointed(at: monotonicSeconds())
         }
         downloader.emit(
             .started(
@@ -143,28 +141,25 @@ final class Attempt: TransportHandler, @unchecked Sendable {
             failure = error
             return .abort
         }
-        if now - lastCheckpoint >= downloader.options.checkpointInterval {
-            checkpointInBackground(partial)
-        } else if downloader.options.notes.isDue(
-            bytesSince: partial.writtenBytes - lastNote.bytes, secondsSince: now - lastNote.at)
-        {
-            partial.note(written: [ByteRange(0, partial.writtenBytes)])
-            lastNote = (now, partial.writtenBytes)
+        switch machine.wrote(total: partial.writtenBytes, at: now) {
+        case .checkpoint: checkpointInBackground(partial)
+        case .note: partial.note(written: [ByteRange(0, partial.writtenBytes)])
+        case .nothing: break
         }
-        downloader.reporter.update(partial.writtenBytes, total: machine.record?.totalLength, at: now)
+        downloader.reporter.update(partial.writtenBytes, total: machine.resume.record?.totalLength, at: now)
         return .proceed
     }
 
     private func checkpoint() throws(HaulError) {
         guard let partial, let record = stampedRecord(partial) else { return }
         try partial.checkpoint(record)
-        lastCheckpoint = monotonicSeconds()
+        machine.checkpointed(at: monotonicSeconds())
     }
 
     /// The record claiming what `partial` holds so far, stamped with the time.
     private func stampedRecord(_ partial: PartialFile) -> ResumeRecord? {
-        machine.advance(to: partial.writtenBytes)
-        guard var record = machine.record else { return nil }
+        machine.resume.advance(to: partial.writtenBytes)
+        guard var record = machine.resume.record else { return nil }
         record.updatedAt = ISO8601DateFormatter().string(from: Date())
         return record
     }
@@ -173,7 +168,7 @@ final class Attempt: TransportHandler, @unchecked Sendable {
     /// record claims the bytes written before the fsync starts, so it never claims more than
     /// the disk holds; the transfer goes on writing meanwhile.
     private func checkpointInBackground(_ partial: PartialFile, syncingData: Bool = true) {
-        lastCheckpoint = monotonicSeconds()
+        machine.checkpointed(at: monotonicSeconds())
         guard let record = stampedRecord(partial) else { return }
         let syncingData = syncingData || record.ranges.contains { $0.count > 0 }
         let done = OneShot<Void>()
@@ -206,7 +201,7 @@ final class Attempt: TransportHandler, @unchecked Sendable {
     /// Not after a checksum mismatch: that deletes the partial and its record (a checkpoint
     /// would write the record again, beside no partial).
     func finishWithCheckpoint(after error: HaulError) {
-        guard let partial, machine.record != nil, error.code != .checksumMismatch else { return }
+        guard let partial, machine.resume.record != nil, error.code != .checksumMismatch else { return }
         if failure?.code == .diskFull {
             // The record needs a block of its own: give back the partial's last bytes so that
             // the checkpoint can claim the rest instead of failing for want of space.

@@ -75,7 +75,8 @@ package struct DownloadOutcome: Sendable, Equatable {
 
 /// Downloads one URL into one file, resuming and retrying as docs/resume.md describes.
 ///
-/// The decisions live in ``ResumeStateMachine`` and ``RetryPolicy``; this type performs them:
+/// The decisions live in ``DownloadStateMachine`` (with ``ResumeStateMachine``'s head rules and a
+/// ``RetryBudget``); this type performs them:
 /// transport requests, the partial file and record, redirects, sleeps.
 package final class FileDownloader: Sendable {
     package let url: URL
@@ -111,70 +112,45 @@ package final class FileDownloader: Sendable {
         var place = try store.knownDestination(of: target, creatingDirectories: options.createDirectories).map {
             (destination) throws(HaulError) in try store.claim(destination)
         }
-        var machine = ResumeStateMachine(record: place?.record, origin: url)
-        var budget = RetryBudget(options.retry, failures: priorFailures)
-        var restarts = 0
-        var everReceived = false
-        // The most bytes the partial has held: only an attempt that gets past it made progress
-        // (one that started over, on a 200 to a Range, and failed as early did not).
-        // An attempt gets no credit for the bytes it resumes past (at the start, after `.again`).
-        var furthest: Int64 = 0
+        var machine = DownloadStateMachine(
+            record: place?.record, origin: url, retry: options.retry, priorFailures: priorFailures,
+            maxRestarts: options.maxRestarts, checkpointInterval: options.checkpointInterval, notes: options.notes)
         while true {
             try checkCancelled(place?.destination)
-            furthest = max(furthest, machine.resumeOffset)
-            let attempt = Attempt(
-                downloader: self, machine: machine, place: place)
-            let result = await perform(attempt)
-            machine = attempt.machine
-            place = attempt.place ?? place
-            everReceived = everReceived || attempt.receivedBytes > 0
-
-            let failure: HaulError
-            switch result {
+            machine.attemptStarting(at: monotonicSeconds())
+            let attempt = Attempt(downloader: self, machine: machine, place: place)
+            let end: DownloadStateMachine.AttemptEnd
+            switch await perform(attempt) {
             case .done(let outcome):
                 return outcome
             case .failed(let error, let transient):
                 attempt.finishWithCheckpoint(after: error)
-                machine = attempt.machine
-                if !transient || (error.code == .network && !everReceived && attempt.connectRefused) {
-                    throw error
-                }
-                failure = error
+                end = .failed(
+                    error, transient: transient, reached: attempt.partial?.writtenBytes ?? 0,
+                    connectRefused: attempt.connectRefused)
             case .again:
+                end = .askAgain
+            case .restart(let reason):
+                end = .restart(reason: reason)
+            }
+            machine = attempt.machine
+            place = attempt.place ?? place
+            switch machine.attemptEnded(end, received: attempt.receivedBytes > 0) {
+            case .askAgain:
                 continue
             case .restart(let reason):
                 attempt.partial?.discard()
-                machine.reset()
-                furthest = 0  // a new version: its bytes are progress from its first
-                restarts += 1
-                if restarts > options.maxRestarts {
-                    throw HaulError(
-                        .serverChangedFile, "gave up after \(restarts) restarts: \(reason)", path: place?.destination)
-                }
                 onEvent(.restarted(reason: reason))
-                continue
+            case .retry(let number, let delay, let error):
+                onEvent(.retrying(attempt: number, error: error, delay: delay))
+                do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
+                    throw cancelledError(place?.destination)
+                }
+            case .fail(let error) where error.code == .serverChangedFile && error.path == nil:
+                throw HaulError(error.code, error.message, path: place?.destination)  // restarts ran out
+            case .fail(let error):
+                throw error
             }
-            try await waitToRetry(
-                after: failure, reached: attempt.partial?.writtenBytes ?? 0, furthest: &furthest, budget: &budget,
-                destination: place?.destination)
-        }
-    }
-
-    /// Credits `budget` with the bytes past `furthest` the failed attempt `reached`, spends a
-    /// retry on `failure` and waits its delay; throws the error to give up with, or the cancel
-    /// that came while waiting.
-    private func waitToRetry(
-        after failure: HaulError, reached: Int64, furthest: inout Int64, budget: inout RetryBudget,
-        destination: String?
-    ) async throws(HaulError) {
-        if reached > furthest {
-            budget.progressed(reached - furthest)
-            furthest = reached
-        }
-        let (number, delay) = try budget.failed(failure)
-        onEvent(.retrying(attempt: number, error: failure, delay: delay))
-        do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
-            throw cancelledError(destination)
         }
     }
 
@@ -192,7 +168,7 @@ package final class FileDownloader: Sendable {
         while true {
             let current = chain.current
             var request = options.request(current, headers: chain.headers)
-            for (name, value) in attempt.machine.resumeHeaders() { request.headers.replace(name, value) }
+            for (name, value) in attempt.machine.resume.resumeHeaders() { request.headers.replace(name, value) }
             let task = transport.start(request, handler: attempt)
             let result = await task.finishedOrCancelled()
             // From here on the attempt's partial and record are touched by this task only.
@@ -221,7 +197,7 @@ package final class FileDownloader: Sendable {
         case .alreadyComplete?:
             if attempt.partial == nil, let place = attempt.place { attempt.partial = place.makePartial() }
             do {
-                let bytes = attempt.machine.record?.totalLength ?? 0
+                let bytes = attempt.machine.resume.record?.totalLength ?? 0
                 // The partial holds the whole file and maybe more (bytes past the record's
                 // claim): exactly the file's bytes are put in place.
                 try attempt.partial?.open(at: bytes)
@@ -235,7 +211,7 @@ package final class FileDownloader: Sendable {
             return .failed(error, transient: false)
         case .write?:
             guard case .success = result else { break }
-            let total = attempt.machine.record?.totalLength
+            let total = attempt.machine.resume.record?.totalLength
             let have = attempt.partial?.writtenBytes ?? 0
             if let total, have != total {
                 return .failed(

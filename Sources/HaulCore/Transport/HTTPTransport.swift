@@ -104,7 +104,11 @@ package protocol TransportTask: Sendable {
 extension TransportTask {
     /// Waits for the end of the transfer; a cancel of the waiting task cancels the transfer.
     package func finishedOrCancelled() async -> Result<Void, TransportError> {
-        await withTaskCancellationHandler { await finished() } onCancel: { cancel() }
+        await withTaskCancellationHandler {
+            await finished()
+        } onCancel: {
+            cancel()
+        }
     }
 }
 
