@@ -297,12 +297,11 @@ final class ResumingBody: @unchecked Sendable {
     var shownURL: String { ResumeRecord.shown(url, origin: request.url) }
     /// What was delivered, as a record of the first answer's version; nil when the body cannot
     /// be continued.
-    private var machine: ResumeStateMachine?
+    private var machine: DownloadStateMachine?
     private var delivered: Int64 = 0
     /// Bytes still to drop from an answer that started again from byte 0 (the same version, from
     /// a server that ignores ranges).
     private var skip: Int64 = 0
-    private var budget: RetryBudget
     private var ended = false
     private let shared: Locked<(body: BodyStream, cancelled: Bool, wake: OneShot<Void>?)>
 
@@ -312,7 +311,6 @@ final class ResumingBody: @unchecked Sendable {
         self.request = request
         self.window = window
         self.url = url
-        budget = RetryBudget(session.retryPolicy)
         shared = Locked((body, false, nil))
         let h = first.headers
         let etag = h.strongETag
@@ -324,10 +322,13 @@ final class ResumingBody: @unchecked Sendable {
             && (encoding == "identity" || !request.decodesContent) && h["Accept-Ranges"]?.lowercased() != "none"
             && (etag != nil || lastModified != nil)
         if continuable {
-            machine = ResumeStateMachine(
+            // Its head rules and its retries; a stream is never restarted (it cannot take back
+            // what it yielded) and has no partial to checkpoint.
+            machine = DownloadStateMachine(
                 record: ResumeRecord(
                     url: ResumeRecord.redacted(request.url), finalURL: ResumeRecord.location(url), etag: etag,
-                    lastModified: lastModified, totalLength: h.contentLength), origin: request.url)
+                    lastModified: lastModified, totalLength: h.contentLength), origin: request.url,
+                retry: session.retryPolicy, maxRestarts: 0, checkpointInterval: .infinity, notes: NotePolicy())
         }
     }
 
@@ -358,8 +359,7 @@ final class ResumingBody: @unchecked Sendable {
                     if chunk.isEmpty { continue }
                 }
                 delivered += Int64(chunk.count)
-                budget.progressed(Int64(chunk.count))
-                machine?.advance(to: delivered)
+                machine?.resume.advance(to: delivered)
                 return chunk
             } catch {
                 let failure = session.haulError(error, url, origin: request.url)
@@ -375,7 +375,15 @@ final class ResumingBody: @unchecked Sendable {
     private func continueAfter(_ failure: HaulError) async throws(HaulError) {
         var last = failure
         while true {
-            try await pause(budget.failed(last).delay)
+            guard var decisions = machine else { throw last }
+            let next = decisions.attemptEnded(
+                .failed(last, transient: true, reached: delivered, connectRefused: false), received: true)
+            machine = decisions
+            switch next {
+            case .retry(_, let delay, _): try await pause(delay)
+            case .fail(let error): throw error
+            case .askAgain, .restart: throw last
+            }
             do throws(HaulError) {
                 try await reopen()
                 return
@@ -388,15 +396,15 @@ final class ResumingBody: @unchecked Sendable {
     private func reopen() async throws(HaulError) {
         guard let machine else { return }
         let (response, body, answered) = try await session.open(
-            request, extraHeaders: machine.resumeHeaders(), decodeContent: false, window: window)
+            request, extraHeaders: machine.resume.resumeHeaders(), decodeContent: false, window: window)
         let offset = delivered
         var accepted = false
         defer { if !accepted { body.cancel() } }
-        switch machine.responseReceived(status: response.status, headers: response.headers, url: answered) {
+        switch machine.resume.responseReceived(status: response.status, headers: response.headers, url: answered) {
         case .write(let start, let startsOver, let seen):
             if startsOver {
                 // A 200: the range was ignored, or If-Range found another version.
-                guard let record = machine.record,
+                guard let record = machine.resume.record,
                     RangeAnswer.isSameVersion(
                         record.fileVersion,
                         RangeAnswer.Version(etag: seen.etag, lastModified: seen.lastModified, total: seen.totalLength))
