@@ -137,9 +137,10 @@ public struct MultipartForm: Sendable {
 
 /// The HTTP method of a raw file upload.
 public enum UploadMethod: String, Sendable {
-    /// PUT: idempotent, so transient failures are retried.
+    /// PUT: idempotent, so transient failures (and 500, 502, 504 answers) are retried.
     case put = "PUT"
-    /// POST: retried only when the connection was refused.
+    /// POST: retried only when the connection was refused, or the server answered that it did
+    /// not act on the request (408, 429, 503).
     case post = "POST"
 }
 
@@ -171,7 +172,8 @@ extension HaulSession {
     /// POSTs a multipart form, streaming files from disk.
     ///
     /// Any status comes back (check `response.statusCode`). The body is never sent twice
-    /// unless the connection was refused before it started.
+    /// unless the connection was refused before it started, or the server answered 408, 429 or
+    /// 503 (it did not act on the request; sent again after its Retry-After or the backoff).
     public func upload(
         _ form: MultipartForm, to url: URL, headers: [String: String] = [:],
         events: (@Sendable (UploadEvent) -> Void)? = nil

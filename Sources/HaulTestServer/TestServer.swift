@@ -318,10 +318,14 @@ public final class TestServer: Sendable {
         -> Bool
     {
         let q = r.query
-        if let status = q["status"].flatMap(Int.init), status >= 400 {
+        // status=503,200: the answer to each try in turn (the last repeats), before the body is
+        // read; retryAfter=S adds a Retry-After.
+        let statuses = q["status"]?.split(separator: ",").compactMap { Int($0) } ?? []
+        if let status = statuses.isEmpty ? nil : statuses[min(hit, statuses.count - 1)], status >= 400 {
             let body = Array("{\"error\":\"status \(status)\"}".utf8)
-            _ = send(
-                fd, status: status, headers: [("Content-Length", "\(body.count)"), ("Connection", "close")], body: body)
+            var headers = [("Content-Length", "\(body.count)"), ("Connection", "close")]
+            if let wait = q["retryAfter"] { headers.append(("Retry-After", wait)) }
+            _ = send(fd, status: status, headers: headers, body: body)
             lingeringClose(fd)
             return false
         }

@@ -184,4 +184,35 @@ struct UploadTests {
             try form.addFile(name: "f", fileURL: URL(fileURLWithPath: "/nonexistent/haul-file"))
         }
     }
+
+    /// A server that says it did not act on the request (503, 429, 408) is asked again, whatever
+    /// the method, after its Retry-After; one that may have (500) only for a PUT; and past the
+    /// retries its answer comes back as it is.
+    @Test func aBusyAnswerIsSentAgainAfterItsRetryAfter() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let content = TestContent.bytes(seed: 7, count: 100_000)
+        let file = dir.url.appendingPathComponent("b.bin")
+        #expect(FileManager.default.createFile(atPath: file.path, contents: Data(content)))
+        let session = testSession()
+        let retries = Box(0)
+        var form = MultipartForm()
+        form.addFile(name: "f", data: Data(content), filename: "b.bin")
+        let posted = try await session.upload(
+            form, to: server.url("/busy?upload=multipart&status=503,200&retryAfter=0")
+        ) { event in
+            if case .retrying = event { retries.set(retries.get() + 1) }
+        }
+        #expect(posted.response.statusCode == 200 && retries.get() == 1)
+        #expect(server.requests(path: "/busy").count == 2)
+        let put = try await session.upload(fileAt: file, to: server.url("/err?upload=raw&status=500,200"))
+        #expect(put.response.statusCode == 200 && server.requests(path: "/err").count == 2)
+        let postedOnce = try await session.upload(form, to: server.url("/once?upload=multipart&status=500,200"))
+        #expect(postedOnce.response.statusCode == 500, "a POST the server may have acted on is not sent again")
+        #expect(server.requests(path: "/once").count == 1)
+        let busy = try await session.upload(fileAt: file, to: server.url("/full?upload=raw&status=429&retryAfter=0"))
+        #expect(busy.response.statusCode == 429, "past the retries the answer is returned")
+        #expect(server.requests(path: "/full").count == 6, "the first try and five retries")
+    }
 }

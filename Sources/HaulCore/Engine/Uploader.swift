@@ -248,12 +248,7 @@ package final class Uploader: Sendable {
             try body.rewind()
             reporter.begin(at: 0, total: total)
             let collector = ResponseCollector(limit: options.maxResponseBytes)
-            var request = TransportRequest(
-                url: url, headers: options.headers, connectTimeout: options.connectTimeout,
-                idleTimeout: options.idleTimeout, caFile: options.caFile)
-            request.method = options.method
-            request.body = body
-            let task = transport.start(request, handler: collector)
+            let task = transport.start(request(sending: body), handler: collector)
             let result = await task.finishedOrCancelled()
             reporter.idle()
             if Task.isCancelled { throw HaulError(.cancelled, "cancelled") }
@@ -261,6 +256,12 @@ package final class Uploader: Sendable {
             case .success:
                 guard let response = collector.response else {
                     throw HaulError(.invalidResponse, "no response from \(ResumeRecord.redacted(url))")
+                }
+                if let delay = retryDelay(after: response, budget: &budget, rewindable: body.isRewindable) {
+                    do { try await Task.sleep(nanoseconds: Seconds.nanoseconds(delay)) } catch {
+                        throw HaulError(.cancelled, "cancelled")
+                    }
+                    continue
                 }
                 reporter.finish(total ?? 0, total: total)
                 return UploadOutcome(response: response, body: collector.body, bodyTruncated: collector.truncated)
@@ -289,6 +290,36 @@ package final class Uploader: Sendable {
                 }
             }
         }
+    }
+}
+
+extension Uploader {
+    /// The request that sends `body`, from its first byte.
+    fileprivate func request(sending body: any RequestBodySource) -> TransportRequest {
+        var request = TransportRequest(
+            url: url, headers: options.headers, connectTimeout: options.connectTimeout,
+            idleTimeout: options.idleTimeout, caFile: options.caFile)
+        request.method = options.method
+        request.body = body
+        return request
+    }
+
+    /// The wait before sending again after `response`, or nil to return it. A server that says
+    /// it did not act on the request (408 Request Timeout, 429 Too Many Requests, 503 Service
+    /// Unavailable) is asked again whatever the method, after its Retry-After or the budget's
+    /// backoff; 500, 502 and 504 only for a PUT, which may be repeated. Never for a body that
+    /// cannot be read again, and not past the budget (then the answer is returned).
+    fileprivate func retryDelay(
+        after response: TransportResponse, budget: inout RetryBudget, rewindable: Bool
+    ) -> Double? {
+        let status = response.status
+        let refused = [408, 429, 503].contains(status)
+        guard rewindable, refused || (options.method == "PUT" && HTTPStatus.isTransient(status)) else { return nil }
+        var error = HaulError.httpStatus(status, from: ResumeRecord.redacted(url), headers: response.headers)
+        error.isTransient = true
+        guard let (failures, delay) = try? budget.failed(error) else { return nil }
+        onEvent(.retrying(attempt: failures, error: error, delay: delay))
+        return delay
     }
 }
 
