@@ -16,7 +16,7 @@ final class SegmentedRun: Sendable {
     private struct State {
         var planner: SegmentPlanner
         /// The download's retries, shared by its connections (each range's bytes refill it).
-        var budget: RetryBudget
+        var decisions: RangesStateMachine
         /// Running fetches by serial, for the slow-connection watchdog.
         var fetches: [Int: SegmentFetch] = [:]
         var nextFetch = 0
@@ -52,7 +52,9 @@ final class SegmentedRun: Sendable {
         self.transport = transport
         self.onEvent = onEvent
         state = Locked(
-            State(planner: planner, budget: RetryBudget(options.retry), location: (probe.finalURL, probe.headers)))
+            State(
+                planner: planner, decisions: RangesStateMachine(retry: options.retry),
+                location: (probe.finalURL, probe.headers)))
         reporter = ProgressReporter(interval: options.progressInterval) { onEvent(.progress($0)) }
     }
 
@@ -228,45 +230,35 @@ final class SegmentedRun: Sendable {
             }
             let result = await fetch.perform(adopting: adopted.map { ($0.task, $0.end) })
             ended(fetch, serial: serial, result)
+            let end: RangesStateMachine.FetchEnd
             switch result {
-            case .success:
-                slowStreak = 0
-                continue
-            case .failure(let error) where fetch.replaced:
-                // Replaced at once on a new connection; a range slow on every try fails.
-                slowStreak += 1
-                guard slowStreak <= options.retry.maxRetries else {
-                    var final = error
-                    final.isTransient = false
-                    return .failure(final)
-                }
-                onEvent(.retrying(attempt: slowStreak, error: error, delay: 0))
-            case .failure(let error) where error.isTransient:
-                slowStreak = 0
-                // Turned away before its range began (a 503 or 429, a refused or reset
-                // connection) while other connections fetch: the server admits fewer connections
-                // than asked for (many mirrors allow two per client). This one ends; its range
-                // goes back to the plan for the connections let in. Retrying it would use up the
-                // download's budget in a second and fail the download.
-                if !fetch.flowing, state.withLock({ $0.fetches.values.contains { $0.flowing } }) {
-                    return .success(())
-                }
-                if let final = await waitToRetry(after: error) { return .failure(final) }
+            case .success: end = .fetched
+            case .failure(let error) where fetch.replaced: end = .replaced(error)
             case .failure(let error):
-                return .failure(error)
+                let othersFlowing = state.withLock { $0.fetches.values.contains { $0.flowing } }
+                end = .failed(error, flowing: fetch.flowing, othersFlowing: othersFlowing)
+            }
+            switch state.withLock({ $0.decisions.rangeEnded(end, slowStreak: &slowStreak) }) {
+            case .takeNext: continue
+            case .replace(let attempt, let error): onEvent(.retrying(attempt: attempt, error: error, delay: 0))
+            case .leave: return .success(())
+            case .retry(let attempt, let delay, let error):
+                onEvent(.retrying(attempt: attempt, error: error, delay: delay))
+                try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))
+            case .fail(let error): return .failure(error)
             }
         }
         return .success(())
     }
 
-    /// Books a fetch's end: its range back to the plan, its bytes to the retry budget (they are
-    /// in the file, whatever the end) and its speed to the slow-connection watch.
+    /// Books a fetch's end: its range back to the plan, its bytes to the decisions' retry budget
+    /// (they are in the file, whatever the end) and its speed to the slow-connection watch.
     private func ended(_ fetch: SegmentFetch, serial: Int, _ result: Result<Void, HaulError>) {
         let now = monotonicSeconds()
         state.withLock {
             $0.planner.release(fetch.segment.id)
             $0.fetches[serial] = nil
-            $0.budget.progressed(fetch.wrote)
+            $0.decisions.fetched(fetch.wrote)
             guard let since = fetch.answeredAt else { return }
             $0.detector.ended(serial, bytes: fetch.wrote, seconds: now - since, at: now)
             // Timed on the transport's clock (head to last byte), not to this task's turn, which
@@ -275,22 +267,6 @@ final class SegmentedRun: Sendable {
             if case .success = result, !fetch.settled, fetch.wrote >= 64 << 10, last > since {
                 $0.recentSpeeds = $0.recentSpeeds.suffix(3) + [Double(fetch.wrote) / (last - since)]
             }
-        }
-    }
-
-    /// Spends a retry of the shared budget on `error` and waits its delay; returns the error to
-    /// give up with when none is left.
-    private func waitToRetry(after error: HaulError) async -> HaulError? {
-        let retry = state.withLock { s -> Result<(attempt: Int, delay: Double), HaulError> in
-            do throws(HaulError) { return .success(try s.budget.failed(error)) } catch { return .failure(error) }
-        }
-        switch retry {
-        case .failure(let final):
-            return final
-        case .success(let (failures, delay)):
-            onEvent(.retrying(attempt: failures, error: error, delay: delay))
-            try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))
-            return nil
         }
     }
 
