@@ -72,3 +72,23 @@ struct RangeAnswerTests {
         #expect(!RangeAnswer.isSameVersion(bare, bare), "nothing to confirm it with")
     }
 }
+
+extension RangeAnswerTests {
+    /// A probe's answer, judged on its head: a small file whole, a larger one's first range, and
+    /// nothing kept from a compressed body, one of unstated length, or a range elsewhere.
+    @Test func aProbesAnswerKeepsASmallFileOrTheFirstRange() {
+        func judge(_ status: Int, _ fields: [(String, String)]) -> ProbeAnswer {
+            ProbeAnswer.judge(status: status, headers: HTTPHeaders(fields), limit: 1000)
+        }
+        #expect(judge(206, [("Content-Length", "600"), ("Content-Range", "bytes 0-599/600")]) == .whole(length: 600))
+        #expect(judge(200, [("Content-Length", "600")]) == .whole(length: 600))
+        #expect(judge(200, [("Content-Length", "6000")]) == .nothingToKeep)
+        #expect(
+            judge(206, [("Content-Length", "1000"), ("Content-Range", "bytes 0-999/50000")])
+                == .firstRange(total: 50000))
+        #expect(judge(206, [("Content-Length", "1000"), ("Content-Range", "bytes 5-1004/50000")]) == .nothingToKeep)
+        #expect(judge(206, [("Content-Length", "900"), ("Content-Range", "bytes 0-899/50000")]) == .nothingToKeep)
+        #expect(judge(200, [("Content-Length", "600"), ("Content-Encoding", "gzip")]) == .nothingToKeep)
+        #expect(judge(200, []) == .nothingToKeep)
+    }
+}

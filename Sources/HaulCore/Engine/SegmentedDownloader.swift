@@ -380,21 +380,14 @@ final class ProbeFetch: TransportHandler, @unchecked Sendable {
         // Only a held answer wakes the waiter at its head; otherwise the end does (one wake-up
         // for a small file instead of two).
         self.response = response
-        let length = response.headers.contentLength
-        let encoded = (response.headers["Content-Encoding"] ?? "identity").lowercased() != "identity"
-        guard let length, !encoded else { return false }
-        let range = response.headers["Content-Range"].flatMap(HTTPParsing.contentRange)
-        switch response.status {
-        case 206 where range?.start == 0 && range?.total == length && length <= limit:
-            break  // all of a small file
-        case 206 where range?.start == 0 && length == limit && (range?.total ?? 0) > Int64(limit):
-            holding = true  // the first range of a larger one
+        let length: Int64
+        switch ProbeAnswer.judge(status: response.status, headers: response.headers, limit: limit) {
+        case .whole(let all): length = all
+        case .firstRange:
+            holding = true
             head.fulfill(())
             return true
-        case 200 where length <= limit:
-            break
-        default:
-            return false
+        case .nothingToKeep: return false
         }
         expected = length
         body.reserveCapacity(Int(length))

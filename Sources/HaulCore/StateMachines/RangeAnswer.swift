@@ -95,3 +95,31 @@ extension ResumeRecord {
         RangeAnswer.Version(etag: etag, lastModified: lastModified, total: totalLength)
     }
 }
+
+/// What the answer to a probe (`Range: bytes=0-(limit-1)`) holds, judged on its head: all of a
+/// small file, the first range of a larger one, or nothing to keep (the status then says the
+/// rest: a redirect, an error, a server without ranges). A compressed body or one of no stated
+/// length is never kept: its bytes would not be the file's.
+package enum ProbeAnswer: Equatable, Sendable {
+    /// All of a file of `length` bytes (a 206 for the whole of it, or a 200), at most `limit`.
+    case whole(length: Int64)
+    /// The first `limit` bytes of a file of `total` bytes.
+    case firstRange(total: Int64)
+    case nothingToKeep
+
+    package static func judge(status: Int, headers: HTTPHeaders, limit: Int) -> ProbeAnswer {
+        let encoded = (headers["Content-Encoding"] ?? "identity").lowercased() != "identity"
+        guard let length = headers.contentLength, !encoded else { return .nothingToKeep }
+        let range = headers["Content-Range"].flatMap(HTTPParsing.contentRange)
+        switch status {
+        case 206 where range?.start == 0 && range?.total == length && length <= limit:
+            return .whole(length: length)
+        case 206 where range?.start == 0 && length == limit && (range?.total ?? 0) > Int64(limit):
+            return .firstRange(total: range?.total ?? 0)
+        case 200 where length <= limit:
+            return .whole(length: length)
+        default:
+            return .nothingToKeep
+        }
+    }
+}
