@@ -440,8 +440,6 @@ final class ResumingBody: @unchecked Sendable {
         }
     }
 
-    /// The answer that started over is the version already streamed: the same strong ETag, or
-    /// with no ETag on either side the same Last-Modified and length.
     /// Sleeps `seconds`, ending early (with `cancelled`) when the stream or its task is cancelled.
     private func pause(_ seconds: Double) async throws(HaulError) {
         let wake = OneShot<Void>()

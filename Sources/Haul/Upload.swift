@@ -137,10 +137,11 @@ public struct MultipartForm: Sendable {
 
 /// The HTTP method of a raw file upload.
 public enum UploadMethod: String, Sendable {
-    /// PUT: idempotent, so transient failures (and 500, 502, 504 answers) are retried.
+    /// PUT: idempotent, so transient failures and answers (408, 429, 500, 502, 503, 504) are
+    /// retried.
     case put = "PUT"
     /// POST: retried only when the connection was refused, or the server answered that it did
-    /// not act on the request (408, 429, 503).
+    /// not act on the request (408; 429 or 503 with a Retry-After).
     case post = "POST"
 }
 
@@ -172,8 +173,8 @@ extension HaulSession {
     /// POSTs a multipart form, streaming files from disk.
     ///
     /// Any status comes back (check `response.statusCode`). The body is never sent twice
-    /// unless the connection was refused before it started, or the server answered 408, 429 or
-    /// 503 (it did not act on the request; sent again after its Retry-After or the backoff).
+    /// unless the connection was refused before it started, or the server answered that it did
+    /// not act on it (408; 429 or 503 with a Retry-After, which is waited out).
     public func upload(
         _ form: MultipartForm, to url: URL, headers: [String: String] = [:],
         events: (@Sendable (UploadEvent) -> Void)? = nil

@@ -48,10 +48,18 @@ enum StreamTarget: Equatable {
         switch self {
         case .standardOutput: return FileHandle.standardOutput
         case .special(let path):
-            guard let handle = FileHandle(forWritingAtPath: path) else {
-                throw HaulError(.fileSystem, "cannot open \(path) for writing: \(String(cString: strerror(errno)))")
+            #if canImport(Glibc)
+                let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC)
+            #else
+                let fd = Darwin.open(path, O_WRONLY | O_CLOEXEC)
+            #endif
+            guard fd >= 0 else {
+                let failure = errno
+                throw HaulError(
+                    .fileSystem, "cannot open \(path) for writing: \(String(cString: strerror(failure)))",
+                    errno: failure, path: path)
             }
-            return handle
+            return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         }
     }
 

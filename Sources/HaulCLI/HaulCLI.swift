@@ -29,7 +29,7 @@ struct HaulCLI {
         """
 
     static func main() async {
-        Interrupts.listen()  // first: every thread started later inherits the blocked signals
+        Interrupts.listen()  // first: a Ctrl-C from here on is never lost
         keepFreedMemoryForReuse()
         let args = Array(CommandLine.arguments.dropFirst())
         let code = await run(args)

@@ -8,12 +8,14 @@ import Synchronization
 #endif
 
 /// Turns SIGINT/SIGTERM/SIGHUP into a clean cancel: the first signal asks running downloads to
-/// stop (they checkpoint their partial files); a second one exits at once with 130. The first
-/// stays in force: a handler registered after it (the next download of a list) runs at once.
+/// stop (they checkpoint their partial files); a Ctrl-C after it exits at once with 130. A
+/// repeated SIGHUP or SIGTERM does not (a closed terminal sends its jobs a hangup from the shell
+/// and another from the kernel; a supervisor repeats its SIGTERM). The first stays in force: a
+/// handler registered after it (the next download of a list) runs at once.
 ///
 /// SIGHUP (a closed terminal, a dropped ssh session) would otherwise kill the process with up to
-/// a second of written bytes not yet in the record. A SIGHUP ignored when haul started (`nohup`)
-/// stays ignored: the user asked for the download to outlive the terminal.
+/// a second of written bytes not yet in the record. A signal ignored when haul started stays
+/// ignored: a SIGHUP under `nohup`, a SIGINT of a job a script put in the background.
 ///
 /// The handler is a real one (`sigaction`), installed at the top of `main` (``listen()``): it
 /// writes the signal's number to a pipe, and one thread reads the pipe and acts. A caught signal
@@ -22,7 +24,7 @@ import Synchronization
 /// a Ctrl-C in the first moments of a run went unseen), and blocking the signals for `sigwait`
 /// (the main thread waits in `sigsuspend` with nothing blocked, so the signal's default action
 /// ends the process there). A signal that comes before a command has made its ``Interrupts``
-/// has its default effect.
+/// has its default effect, and so does every signal when no pipe could be made.
 /// Unchecked Sendable: the vars are touched only under `lock`.
 final class Interrupts: @unchecked Sendable {
     private let lock = NSLock()
@@ -40,9 +42,9 @@ final class Interrupts: @unchecked Sendable {
         Self.receiver.withLock { $0 = self }
     }
 
-    /// Catches SIGINT, SIGTERM and SIGHUP (not a SIGHUP ignored at start) and starts the thread
-    /// that acts on them. Once per process; the earlier the better.
-    static func listen() { precondition(started) }
+    /// Catches SIGINT, SIGTERM and SIGHUP (those not ignored at start) and starts the thread that
+    /// acts on them. Once per process; the earlier the better.
+    static func listen() { _ = started }
 
     /// The pipe's write end, for the signal handler (which may only make async-signal-safe calls).
     nonisolated(unsafe) private static var signalPipe: Int32 = -1
@@ -51,11 +53,13 @@ final class Interrupts: @unchecked Sendable {
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0 else { return false }
         for fd in ends { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        // A full pipe (signals nobody reads) must not hold the handler: the write end never blocks.
+        _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         signalPipe = ends[1]
         for sig in [SIGINT, SIGTERM, SIGHUP] {
             var current = sigaction()
             sigaction(sig, nil, &current)
-            if sig == SIGHUP, isIgnore(current) { continue }
+            if isIgnore(current) { continue }
             var action = sigaction()
             setHandler(&action) { sig in
                 let saved = errno
@@ -75,7 +79,7 @@ final class Interrupts: @unchecked Sendable {
                 if n < 0, errno == EINTR { continue }
                 guard n == 1 else { return }
                 if let receiver = receiver.withLock({ $0 }) {
-                    receiver.fire()
+                    receiver.fire(Int32(byte))
                 } else {
                     endByDefault(Int32(byte))
                 }
@@ -111,13 +115,16 @@ final class Interrupts: @unchecked Sendable {
         return unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
     }
 
-    /// A signal arrived.
-    func fire() {
+    /// Signal `sig` arrived.
+    func fire(_ sig: Int32 = SIGINT) {
         let (all, n) = lock.withLock { () -> ([@Sendable () -> Void], Int) in
             count += 1
             return (Array(handlers.values), count)
         }
-        if n > 1 { exit(ExitCode.interrupted.rawValue) }
+        if n > 1 {
+            if sig == SIGINT { exit(ExitCode.interrupted.rawValue) }
+            return  // a repeated hangup or termination: the first is being acted on
+        }
         for h in all { h() }
     }
 

@@ -193,6 +193,7 @@ final class Output: Sendable {
     /// `[=====>    ]` in `width` columns: `=` for what is done, `>` at its edge.
     static func bar(_ fraction: Double, width: Int) -> String {
         let inner = max(0, width - 2)
+        let fraction = fraction.isFinite ? min(1, max(0, fraction)) : 0
         let done = min(inner, max(0, Int((fraction * Double(inner)).rounded(.down))))
         let body: String
         if done == inner {

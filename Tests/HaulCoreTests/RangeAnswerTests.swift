@@ -70,6 +70,10 @@ struct RangeAnswerTests {
             !RangeAnswer.isSameVersion(dated, .init(etag: "\"new\"", lastModified: dated.lastModified, total: 1000)))
         let bare = RangeAnswer.Version(etag: nil, lastModified: nil, total: 1000)
         #expect(!RangeAnswer.isSameVersion(bare, bare), "nothing to confirm it with")
+        let weak = RangeAnswer.Version(etag: "W/\"w\"", lastModified: nil, total: 1000)
+        #expect(!RangeAnswer.isSameVersion(weak, weak), "a weak ETag says the meaning is the same, not the bytes")
+        let weakDated = RangeAnswer.Version(etag: "W/\"w\"", lastModified: dated.lastModified, total: 1000)
+        #expect(RangeAnswer.isSameVersion(weakDated, weakDated), "the date confirms it")
     }
 }
 

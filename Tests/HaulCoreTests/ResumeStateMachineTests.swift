@@ -251,3 +251,23 @@ struct ResumeStateMachineTests {
         #expect(error.message == "HTTP 403 Forbidden from https://objects.example.test/b/file.bin?…")
     }
 }
+
+extension ResumeStateMachineTests {
+    /// A weak ETag alone cannot be sent as If-Range, and says two bodies mean the same, not that
+    /// their bytes are: such a partial resumes as one without a validator (an overlap compared,
+    /// the total confirmed), and a 206 that states no total is refused.
+    @Test func aWeakETagAloneIsNoValidator() {
+        let m = ResumeStateMachine(record: record(bytes: 100_000, etag: "W/\"a\"", lastModified: nil, total: 200_000))
+        #expect(m.resumeHeaders().map { "\($0.0): \($0.1)" } == ["Range: bytes=34464-"])
+        let unsized = headers([("Content-Range", "bytes 34464-199999/*")])
+        guard case .restart = m.responseReceived(status: 206, headers: unsized, url: url) else {
+            Issue.record("a 206 of unconfirmed size continued a weak-ETag partial")
+            return
+        }
+        let sized = headers([("Content-Range", "bytes 34464-199999/200000")])
+        guard case .write(100_000, false, _) = m.responseReceived(status: 206, headers: sized, url: url) else {
+            Issue.record("a 206 of the same size was refused")
+            return
+        }
+    }
+}

@@ -274,3 +274,26 @@ struct DownloadTaskTests {
         #expect(throws: HaulError.self) { try ResumeData(data: Data("{}".utf8)) }
     }
 }
+
+extension DownloadTaskTests {
+    /// A task cancelled before it ran removes its URL's partial, but not one another download is
+    /// writing at that name: that one is claimed, and is left alone.
+    @Test func cancellingATaskThatNeverRanLeavesAnotherDownloadsPartialAlone() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/shared.bin?size=3000000&rate=1500000")
+        let dest = URL(fileURLWithPath: dir.file("shared.bin"))
+        let session = testSession()
+        let running = session.downloadTask(with: url, to: .file(dest))
+        running.resume()
+        #expect(await eventually { (running.progress?.completedBytes ?? 0) > 100_000 })
+        let idle = session.downloadTask(with: url, to: .file(dest))
+        idle.cancel()
+        _ = try? await idle.finished()
+        #expect(FileManager.default.fileExists(atPath: dir.file("shared.bin.part")), "the running download's partial")
+        let result = try await running.finished()
+        #expect(result.bytes == 3_000_000)
+        expectFile(dest.path, equals: TestContent.bytes(count: 3_000_000))
+    }
+}

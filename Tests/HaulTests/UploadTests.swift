@@ -185,9 +185,9 @@ struct UploadTests {
         }
     }
 
-    /// A server that says it did not act on the request (503, 429, 408) is asked again, whatever
-    /// the method, after its Retry-After; one that may have (500) only for a PUT; and past the
-    /// retries its answer comes back as it is.
+    /// A server that says it did not act on the request (a 503 or 429 with a Retry-After, a
+    /// 408) is asked again, whatever the method, after its Retry-After; one that may have (500,
+    /// a bare 503) only for a PUT; and past the retries its answer comes back as it is.
     @Test func aBusyAnswerIsSentAgainAfterItsRetryAfter() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
@@ -211,6 +211,9 @@ struct UploadTests {
         let postedOnce = try await session.upload(form, to: server.url("/once?upload=multipart&status=500,200"))
         #expect(postedOnce.response.statusCode == 500, "a POST the server may have acted on is not sent again")
         #expect(server.requests(path: "/once").count == 1)
+        let bare = try await session.upload(form, to: server.url("/bare?upload=multipart&status=503,200"))
+        #expect(bare.response.statusCode == 503, "a bare 503 (a proxy's) may come after the body was taken")
+        #expect(server.requests(path: "/bare").count == 1)
         let busy = try await session.upload(fileAt: file, to: server.url("/full?upload=raw&status=429&retryAfter=0"))
         #expect(busy.response.statusCode == 429, "past the retries the answer is returned")
         #expect(server.requests(path: "/full").count == 6, "the first try and five retries")

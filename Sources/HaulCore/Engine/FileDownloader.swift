@@ -131,6 +131,7 @@ package final class FileDownloader: Sendable {
             case .again:
                 end = .askAgain
             case .restart(let reason):
+                attempt.partial?.discard()  // another version: its bytes go, whatever comes next
                 end = .restart(reason: reason)
             }
             machine = attempt.machine
@@ -139,7 +140,6 @@ package final class FileDownloader: Sendable {
             case .askAgain:
                 continue
             case .restart(let reason):
-                attempt.partial?.discard()
                 onEvent(.restarted(reason: reason))
             case .retry(let number, let delay, let error):
                 onEvent(.retrying(attempt: number, error: error, delay: delay))

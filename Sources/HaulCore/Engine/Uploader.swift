@@ -304,16 +304,18 @@ extension Uploader {
         return request
     }
 
-    /// The wait before sending again after `response`, or nil to return it. A server that says
-    /// it did not act on the request (408 Request Timeout, 429 Too Many Requests, 503 Service
-    /// Unavailable) is asked again whatever the method, after its Retry-After or the budget's
-    /// backoff; 500, 502 and 504 only for a PUT, which may be repeated. Never for a body that
-    /// cannot be read again, and not past the budget (then the answer is returned).
+    /// The wait before sending again after `response`, or nil to return it. A PUT may be
+    /// repeated: it is sent again after 408, 429, 500, 502, 503 and 504. A POST only when the
+    /// server says it did not act on it: 408 Request Timeout (it never had the whole request),
+    /// or 429 and 503 that name a `Retry-After` (a proxy's bare 503 can come after the
+    /// application took the body). The wait is the Retry-After, else the budget's backoff. Never
+    /// for a body that cannot be read again, and not past the budget (then the answer is
+    /// returned).
     fileprivate func retryDelay(
         after response: TransportResponse, budget: inout RetryBudget, rewindable: Bool
     ) -> Double? {
         let status = response.status
-        let refused = [408, 429, 503].contains(status)
+        let refused = status == 408 || ([429, 503].contains(status) && response.headers["Retry-After"] != nil)
         guard rewindable, refused || (options.method == "PUT" && HTTPStatus.isTransient(status)) else { return nil }
         var error = HaulError.httpStatus(status, from: ResumeRecord.redacted(url), headers: response.headers)
         error.isTransient = true

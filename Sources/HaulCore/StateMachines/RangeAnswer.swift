@@ -21,8 +21,9 @@ package enum RangeAnswer {
             self.total = total
         }
 
-        /// An ETag or a date: something a server can be asked to confirm.
-        package var hasValidator: Bool { etag != nil || lastModified != nil }
+        /// A strong ETag or a date: something a server can be asked to confirm (`If-Range`). A
+        /// weak ETag alone says two bodies mean the same, not that their bytes are the same.
+        package var canBeConfirmed: Bool { strongETag != nil || lastModified != nil }
 
         /// An ETag that is not weak.
         package var strongETag: String? { etag.flatMap { $0.hasPrefix("W/") ? nil : $0 } }
@@ -77,12 +78,13 @@ package enum RangeAnswer {
         return nil
     }
 
-    /// Whether `seen` (a 200's or a probe's) is certainly `version`: it has a validator, the
-    /// same ETag (or, without one, no ETag and the same date), and the same size.
+    /// Whether `seen` (a 200's or a probe's) is certainly `version`, byte for byte: the same
+    /// size, and the same strong ETag, or (without one) the same date and no ETag that differs.
     package static func isSameVersion(_ version: Version, _ seen: Version) -> Bool {
-        guard version.hasValidator, version.total == seen.total else { return false }
-        if let etag = version.etag { return seen.etag == etag }
-        return seen.etag == nil && seen.lastModified == version.lastModified
+        guard version.canBeConfirmed, version.total == seen.total else { return false }
+        if let strong = version.strongETag { return seen.etag == strong }
+        guard seen.lastModified == version.lastModified else { return false }
+        return seen.etag == nil || seen.etag == version.etag
     }
 
     /// An ETag's opaque part (weak comparison, RFC 9110 8.8.3.2, ignores `W/`).

@@ -53,7 +53,7 @@ package struct ResumeStateMachine: Sendable {
     /// before anything is appended: without an ETag or a date nothing else tells that the file
     /// did not change (the same length says little).
     package var requestOffset: Int64 {
-        guard let record, !record.validated else { return resumeOffset }
+        guard let record, !record.fileVersion.canBeConfirmed else { return resumeOffset }
         return max(0, resumeOffset - Self.overlap)
     }
 
@@ -94,7 +94,7 @@ package struct ResumeStateMachine: Sendable {
                 return .fail(HaulError(.invalidResponse, "HTTP 206 for a request without Range from \(show(url))"))
             }
             switch RangeAnswer.check(
-                headers, from: requestOffset, of: record.fileVersion, totalRequired: !record.validated)
+                headers, from: requestOffset, of: record.fileVersion, totalRequired: !record.fileVersion.canBeConfirmed)
             {
             case .mismatch(let reason):
                 return .restart(reason: reason)

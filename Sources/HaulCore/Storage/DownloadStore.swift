@@ -175,8 +175,12 @@ package struct DownloadStore: Sendable {
     }
 
     /// Removes this URL's partial and record at `destination`, and nothing else: files at those
-    /// names that haul did not write for this URL are left alone.
+    /// names that haul did not write for this URL are left alone, and so is a partial another
+    /// download (of this process or another) is writing: it is claimed for the time it takes.
     package static func discardPartial(of url: URL, at destination: String) {
+        let owner = DestinationClaims.Owner()
+        guard (try? DestinationClaims.shared.claim(destination, for: owner)) != nil else { return }
+        defer { DestinationClaims.shared.releaseAll(of: owner) }
         ownPartial(of: url, at: destination)?.file.discard()
     }
 

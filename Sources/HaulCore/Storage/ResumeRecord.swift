@@ -97,7 +97,9 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
     package var lastModified: String?
     /// The full length of the file, when the server said.
     package var totalLength: Int64?
-    /// False when the server gave no validator: resuming then requires the same total length.
+    /// False when the server gave nothing to confirm the version with (no strong ETag, no date):
+    /// resuming then requires the same total length and compares bytes before the offset. Kept
+    /// in the record for its readers; decisions judge ``fileVersion`` itself.
     package var validated: Bool
     /// The byte ranges durably on disk in the partial file.
     package var ranges: [ByteRange]
@@ -124,7 +126,7 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
         self.etag = etag
         self.lastModified = lastModified
         self.totalLength = totalLength
-        self.validated = etag != nil || lastModified != nil
+        self.validated = (etag.map { !$0.hasPrefix("W/") } ?? false) || lastModified != nil
         self.ranges = ranges
     }
 
