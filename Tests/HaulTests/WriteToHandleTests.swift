@@ -10,13 +10,18 @@ import Testing
 /// order (what `haul get -o -` runs on).
 @Suite("A body written to a file handle", .fewAtOnce)
 struct WriteToHandleTests {
+    /// An empty file `out` in `dir`, open for writing.
+    func output(in dir: TemporaryDirectory) throws -> (path: String, handle: FileHandle) {
+        let path = dir.file("out")
+        #expect(FileManager.default.createFile(atPath: path, contents: nil))
+        return (path, try #require(FileHandle(forWritingAtPath: path)))
+    }
+
     @Test func theBodyIsWrittenInOrderAcrossADropAndProgressIsReported() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let path = dir.file("out")
-        #expect(FileManager.default.createFile(atPath: path, contents: nil))
-        let handle = try #require(FileHandle(forWritingAtPath: path))
+        let (path, handle) = try output(in: dir)
         defer { try? handle.close() }
         let reports = Locked(0)
         let written = try await testSession().download(
@@ -34,9 +39,7 @@ struct WriteToHandleTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let path = dir.file("out")
-        #expect(FileManager.default.createFile(atPath: path, contents: nil))
-        let handle = try #require(FileHandle(forWritingAtPath: path))
+        let (path, handle) = try output(in: dir)
         defer { try? handle.close() }
         let session = testSession()
         let missing = await #expect(throws: HaulError.self) {

@@ -27,12 +27,12 @@ package struct SegmentOptions: Sendable {
 /// asked, of the same total and validator as the probe; anything else discards the partial and
 /// falls back to one connection from zero, so a file is never assembled from two versions.
 package final class SegmentedDownloader: Sendable {
-    private let url: URL
+    let url: URL
     private let target: DownloadTarget
-    private let options: EngineOptions
-    private let segmentOptions: SegmentOptions
-    private let transport: any HTTPTransport
-    private let onEvent: @Sendable (DownloadEngineEvent) -> Void
+    let options: EngineOptions
+    let segmentOptions: SegmentOptions
+    let transport: any HTTPTransport
+    let onEvent: @Sendable (DownloadEngineEvent) -> Void
     /// The download's claim on its file, shared with the one-connection download it may become.
     private let claims = DestinationClaims.Owner()
 
@@ -129,11 +129,10 @@ package final class SegmentedDownloader: Sendable {
         let held = completed.isEmpty && probe.heldEnd >= segmentOptions.minSplit ? probe.held : nil
         if held == nil { probe.held?.task.cancel() }  // now, not at the end: it holds a connection slot
         let run = SegmentedRun(
-            origin: url, total: total, probe: probe, partial: partial,
+            of: self, total: total, probe: probe, partial: partial,
             planner: SegmentPlanner(
                 total: total, completed: completed, connections: segmentOptions.connections,
-                minSplit: segmentOptions.minSplit, first: held.map { _ in probe.heldEnd }),
-            options: options, transport: transport, segments: segmentOptions, onEvent: onEvent)
+                minSplit: segmentOptions.minSplit, first: held.map { _ in probe.heldEnd }))
         let record = ResumeRecord(
             url: ResumeRecord.redacted(url), finalURL: ResumeRecord.location(probe.finalURL), etag: probe.etag,
             lastModified: probe.lastModified, totalLength: total)

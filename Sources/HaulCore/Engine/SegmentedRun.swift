@@ -2,17 +2,19 @@ import Foundation
 
 /// One segmented transfer: the workers, the shared plan and the checkpoints.
 final class SegmentedRun: Sendable {
-    /// The URL the download was asked for; the ranges go where its redirects ended
-    /// (``location``).
-    let origin: URL
+    /// The download this run is the ranged part of: its URL, options, transport and events.
+    let download: SegmentedDownloader
     let total: Int64
     let probe: SegmentedDownloader.Probe
     let partial: PartialFile
-    let options: EngineOptions
-    let transport: any HTTPTransport
-    let onEvent: @Sendable (DownloadEngineEvent) -> Void
-    let connections: Int
-    let segments: SegmentOptions
+    /// The URL the download was asked for; the ranges go where its redirects ended
+    /// (``location``).
+    var origin: URL { download.url }
+    var options: EngineOptions { download.options }
+    var transport: any HTTPTransport { download.transport }
+    var onEvent: @Sendable (DownloadEngineEvent) -> Void { download.onEvent }
+    var segments: SegmentOptions { download.segmentOptions }
+    var connections: Int { download.segmentOptions.connections }
     private struct State {
         var planner: SegmentPlanner
         /// The download's retries, shared by its connections (each range's bytes refill it).
@@ -38,24 +40,19 @@ final class SegmentedRun: Sendable {
     let reporter: ProgressReporter
 
     init(
-        origin: URL, total: Int64, probe: SegmentedDownloader.Probe, partial: PartialFile,
-        planner: SegmentPlanner, options: EngineOptions, transport: any HTTPTransport, segments: SegmentOptions,
-        onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void
+        of download: SegmentedDownloader, total: Int64, probe: SegmentedDownloader.Probe, partial: PartialFile,
+        planner: SegmentPlanner
     ) {
-        self.connections = segments.connections
-        self.segments = segments
-        self.origin = origin
+        self.download = download
         self.total = total
         self.probe = probe
         self.partial = partial
-        self.options = options
-        self.transport = transport
-        self.onEvent = onEvent
         state = Locked(
             State(
-                planner: planner, decisions: RangesStateMachine(retry: options.retry),
+                planner: planner, decisions: RangesStateMachine(retry: download.options.retry),
                 location: (probe.finalURL, probe.headers)))
-        reporter = ProgressReporter(interval: options.progressInterval) { onEvent(.progress($0)) }
+        let onEvent = download.onEvent
+        reporter = ProgressReporter(interval: download.options.progressInterval) { onEvent(.progress($0)) }
     }
 
     var completedBytes: Int64 { state.withLock { $0.planner.completedBytes } }
