@@ -131,7 +131,9 @@ package final class FileDownloader: Sendable {
             case .again:
                 end = .askAgain
             case .restart(let reason):
-                attempt.partial?.discard()  // another version: its bytes go, whatever comes next
+                // Another version: its bytes go, whatever comes next (a restart judged from the
+                // answer's head has opened no partial yet; the one on disk is discarded by name).
+                (attempt.partial ?? attempt.place?.makePartial())?.discard()
                 end = .restart(reason: reason)
             }
             machine = attempt.machine

@@ -315,7 +315,8 @@ extension Uploader {
         after response: TransportResponse, budget: inout RetryBudget, rewindable: Bool
     ) -> Double? {
         let status = response.status
-        let refused = status == 408 || ([429, 503].contains(status) && response.headers["Retry-After"] != nil)
+        let asksToWait = response.headers["Retry-After"].flatMap { HTTPParsing.retryAfter($0) } != nil
+        let refused = status == 408 || ([429, 503].contains(status) && asksToWait)
         guard rewindable, refused || (options.method == "PUT" && HTTPStatus.isTransient(status)) else { return nil }
         var error = HaulError.httpStatus(status, from: ResumeRecord.redacted(url), headers: response.headers)
         error.isTransient = true

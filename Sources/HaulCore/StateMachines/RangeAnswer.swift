@@ -79,12 +79,12 @@ package enum RangeAnswer {
     }
 
     /// Whether `seen` (a 200's or a probe's) is certainly `version`, byte for byte: the same
-    /// size, and the same strong ETag, or (without one) the same date and no ETag that differs.
+    /// size, and the same strong ETag, or (without one) the same date and the same ETag or none
+    /// on either side (a probe that shows no weak ETag cannot say a weak one is unchanged).
     package static func isSameVersion(_ version: Version, _ seen: Version) -> Bool {
         guard version.canBeConfirmed, version.total == seen.total else { return false }
         if let strong = version.strongETag { return seen.etag == strong }
-        guard seen.lastModified == version.lastModified else { return false }
-        return seen.etag == nil || seen.etag == version.etag
+        return seen.lastModified == version.lastModified && seen.etag == version.etag
     }
 
     /// An ETag's opaque part (weak comparison, RFC 9110 8.8.3.2, ignores `W/`).
@@ -105,8 +105,8 @@ extension ResumeRecord {
 package enum ProbeAnswer: Equatable, Sendable {
     /// All of a file of `length` bytes (a 206 for the whole of it, or a 200), at most `limit`.
     case whole(length: Int64)
-    /// The first `limit` bytes of a file of `total` bytes.
-    case firstRange(total: Int64)
+    /// The first `limit` bytes of a larger file.
+    case firstRange
     case nothingToKeep
 
     package static func judge(status: Int, headers: HTTPHeaders, limit: Int) -> ProbeAnswer {
@@ -117,7 +117,7 @@ package enum ProbeAnswer: Equatable, Sendable {
         case 206 where range?.start == 0 && range?.total == length && length <= limit:
             return .whole(length: length)
         case 206 where range?.start == 0 && length == limit && (range?.total ?? 0) > Int64(limit):
-            return .firstRange(total: range?.total ?? 0)
+            return .firstRange
         case 200 where length <= limit:
             return .whole(length: length)
         default:
