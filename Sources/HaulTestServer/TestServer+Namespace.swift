@@ -23,11 +23,10 @@ extension TestServer {
             defer { close(fd) }
             // setns(2) is not imported by Glibc; 0x40000000 is CLONE_NEWNET.
             typealias SetNS = @convention(c) (Int32, Int32) -> Int32
-            guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "setns") else {
+            guard let setns: SetNS = cSymbol("setns") else {
                 result.set(.failure(POSIXError(.ENOSYS)))
                 return
             }
-            let setns = unsafeBitCast(symbol, to: SetNS.self)
             guard setns(fd, 0x4000_0000) == 0 else {
                 result.set(.failure(POSIXError(.init(rawValue: errno) ?? .EIO)))
                 return
@@ -38,4 +37,11 @@ extension TestServer {
         done.wait()
         return try result.get()!.get()
     }
+}
+
+/// A C function of this process by name, as `T` (a `@convention(c)` type), for the glibc calls
+/// Swift's Glibc module does not import.
+package func cSymbol<T>(_ name: String) -> T? {
+    guard let pointer = dlsym(dlopen(nil, RTLD_NOW), name) else { return nil }
+    return unsafeBitCast(pointer, to: T.self)
 }

@@ -198,10 +198,3 @@ public final class ChildProcess: Sendable {
     private static let chdir: ChangeDirectory? = cSymbol("posix_spawn_file_actions_addchdir_np")
 
 }
-
-/// A C function of this process by name, as `T` (a `@convention(c)` type), for the glibc calls
-/// Swift's Glibc module does not import.
-func cSymbol<T>(_ name: String) -> T? {
-    guard let pointer = dlsym(dlopen(nil, RTLD_NOW), name) else { return nil }
-    return unsafeBitCast(pointer, to: T.self)
-}

@@ -19,7 +19,7 @@ package struct DownloadStateMachine: Sendable {
     private let checkpointInterval: Double
     private let notes: NotePolicy
     /// Restarts so far.
-    package private(set) var restarts = 0
+    private var restarts = 0
     /// Whether any attempt received a byte (a refused connection before any byte is final).
     private var everReceived = false
     /// The most bytes the partial has held: only an attempt that gets past it made progress (one
