@@ -13,6 +13,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "Haul", targets: ["Haul"]),
+        // The URLSession transport, apart: it links FoundationNetworking, which `Haul` never loads.
+        .library(name: "HaulFoundation", targets: ["HaulFoundation"]),
         .executable(name: "haul", targets: ["HaulCLI"]),
     ],
     targets: [
@@ -24,6 +26,7 @@ let package = Package(
         ),
         .target(name: "HaulCore", dependencies: ["CHaulCurl"]),
         .target(name: "Haul", dependencies: ["HaulCore"]),
+        .target(name: "HaulFoundation", dependencies: ["Haul", "HaulCore"]),
         // The misbehaving local server of the tests and of `haul demo` (which links it alone).
         .target(name: "HaulTestServer", dependencies: ["HaulCore"]),
         .target(name: "HaulTestSupport", dependencies: ["HaulCore", "HaulTestServer"]),
@@ -39,8 +42,10 @@ let package = Package(
         .executableTarget(name: "TaskControlExample", dependencies: ["Haul"], path: "Examples/TaskControl"),
         .executableTarget(name: "ManagerExample", dependencies: ["Haul"], path: "Examples/Manager"),
         .executableTarget(name: "ResumeWalkthrough", dependencies: ["Haul"], path: "Examples/ResumeWalkthrough"),
-        .testTarget(name: "HaulCoreTests", dependencies: ["HaulCore", "HaulTestSupport", "HaulTestTraits"]),
-        .testTarget(name: "HaulTests", dependencies: ["Haul", "HaulCore", "HaulTestSupport", "HaulTestTraits"]),
+        .testTarget(
+            name: "HaulCoreTests", dependencies: ["HaulCore", "HaulFoundation", "HaulTestSupport", "HaulTestTraits"]),
+        .testTarget(
+            name: "HaulTests", dependencies: ["Haul", "HaulCore", "HaulFoundation", "HaulTestSupport", "HaulTestTraits"]),
         // Golden/: the expected output of GoldenOutputTests, read from the source tree.
         .testTarget(
             name: "HaulCLITests", dependencies: ["HaulCLI", "HaulTestSupport", "HaulCore", "HaulTestTraits"],

@@ -260,6 +260,16 @@ void haul_malloc_keep_freed(int mmap_threshold, int trim_threshold) {
 #endif
 }
 
+void haul_set_thread_name(const char *name) {
+    char cut[16];
+    snprintf(cut, sizeof cut, "%s", name);
+#if defined(__APPLE__)
+    pthread_setname_np(cut);
+#else
+    pthread_setname_np(pthread_self(), cut);
+#endif
+}
+
 int haul_lock_byte(int fd, int64_t offset, int lock) {
     struct flock fl;
     memset(&fl, 0, sizeof fl);

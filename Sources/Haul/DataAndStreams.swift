@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import HaulCore
 
 /// A response's status line and headers.
@@ -20,7 +24,7 @@ public struct HTTPResponse: Sendable, Equatable {
 
     /// The first value of a header, compared case-insensitively.
     public func value(forHeader name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        headers.first { $0.name.equalsIgnoringASCIICase(name) }?.value
     }
 
     /// `Content-Length`, when sent.

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import HaulCore
 
 /// A queue of downloads with caps on concurrent downloads and on downloads per host,

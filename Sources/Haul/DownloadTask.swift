@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import HaulCore
 
 /// A download you control: start, suspend, resume, cancel, or cancel keeping resume data.

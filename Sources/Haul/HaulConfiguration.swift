@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import HaulCore
 
 /// Settings shared by every download of a ``HaulSession``.
@@ -34,12 +38,39 @@ public struct HaulConfiguration: Sendable {
         public init() {}
     }
 
-    /// Which HTTP implementation runs the transfers.
-    public enum Transport: Sendable, Equatable {
+    /// Which HTTP implementation runs the transfers: ``curl`` (the default), or `urlSession`
+    /// from the `HaulFoundation` module, which links FoundationNetworking (docs/transports.md).
+    public struct Transport: Sendable, Equatable, CustomStringConvertible {
+        /// The transport's name, as errors and `description` say it.
+        public let description: String
+        /// What this transport cannot do that `configuration` asks, if anything (a transfer then
+        /// fails with ``HaulError/Code/usage`` rather than run without it).
+        package let refuses: @Sendable (HaulConfiguration) -> String?
+        /// Why a download with a rate limit cannot run on it, or nil when it paces reads.
+        package let cannotPace: String?
+        /// Makes the transport; called once per session.
+        package let make: @Sendable () -> Result<any HTTPTransport, HaulError>
+
+        package init(
+            name: String, cannotPace: String? = nil,
+            refuses: @escaping @Sendable (HaulConfiguration) -> String? = { _ in nil },
+            make: @escaping @Sendable () -> Result<any HTTPTransport, HaulError>
+        ) {
+            self.description = name
+            self.cannotPace = cannotPace
+            self.refuses = refuses
+            self.make = make
+        }
+
         /// libcurl's multi interface on one thread (loaded at run time); the default on Linux.
-        case curl
-        /// Foundation's URLSession; on Linux it lacks flow control and is slower (docs/transports.md).
-        case urlSession
+        public static let curl = Transport(name: "curl") {
+            CurlTransport.shared.map { $0 as any HTTPTransport }.mapError {
+                HaulError(.network, "libcurl is not available: \($0.message)")
+            }
+        }
+
+        /// Two transports are the same when they have the same name.
+        public static func == (a: Transport, b: Transport) -> Bool { a.description == b.description }
     }
 
     /// Retry policy.
@@ -52,7 +83,7 @@ public struct HaulConfiguration: Sendable {
     /// a redirect, and never stored).
     public var additionalHeaders: [String: String] = [:]
     /// A PEM bundle of extra certificate authorities to trust. Certificates are always verified.
-    /// Needs the curl transport: with ``Transport/urlSession`` every transfer fails with
+    /// Needs the curl transport: with `urlSession` every transfer fails with
     /// ``HaulError/Code/usage`` (URLSession cannot be given extra certificates).
     public var trustedCertificatesFile: String?
     /// Connections at once to one host (scheme, host, port) for all the session's transfers
@@ -65,7 +96,7 @@ public struct HaulConfiguration: Sendable {
     public var transport: Transport = .curl
     /// The most bytes per second for all downloads of the session together (nil, 0 or less: no
     /// limit), taken in turns by the transfers waiting for it. Needs the curl transport: with
-    /// ``Transport/urlSession`` every transfer fails with ``HaulError/Code/usage``.
+    /// `urlSession` every transfer fails with ``HaulError/Code/usage``.
     public var maxOverallBytesPerSecond: Int64?
     /// Where ``DownloadDestination/custom(_:)`` downloads live until the closure places them
     /// (default: `.partials` under ``HaulSession/defaultDownloadDirectory``).

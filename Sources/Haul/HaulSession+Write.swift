@@ -1,8 +1,12 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import HaulCore
 
 extension HaulSession {
-    /// Downloads `request`'s body into an open file handle as it arrives, in order: standard
+    /// Downloads `request`'s body into an open file descriptor as it arrives, in order: standard
     /// output, a pipe, a device or a FIFO, where a partial file renamed into place has no
     /// meaning. A dropped connection is continued as ``bytes(for:window:)`` continues it (with
     /// `Range` and `If-Range`, never spliced). Of `options`, `maxBytesPerSecond` (with the
@@ -11,14 +15,17 @@ extension HaulSession {
     /// `events` receives `.progress` at most ten times a second, and once a second while nothing
     /// arrives.
     /// - Parameters:
-    ///   - name: How messages name the handle ("standard output", a path).
+    ///   - fileDescriptor: Where the body goes (written, never closed here; `FileHandle` users
+    ///     pass its `fileDescriptor`, or call `HaulFoundation`'s `download(_:to:named:)`).
+    ///   - name: How messages name the descriptor ("standard output", a path).
     /// - Returns: The bytes written.
     /// - Throws: ``HaulError``: `.httpStatus` for an answer outside 2xx (nothing is written),
     ///   `.checksumMismatch` after the whole body was written, `.fileSystem` or `.diskFull` for a
     ///   failed write. A reader that went away ends the process with SIGPIPE unless the program
     ///   ignores that signal (then the write fails).
     public func download(
-        _ request: HaulRequest, to handle: FileHandle, named name: String, options: DownloadOptions = DownloadOptions(),
+        _ request: HaulRequest, toFileDescriptor fileDescriptor: Int32, named name: String,
+        options: DownloadOptions = DownloadOptions(),
         events: (@Sendable (DownloadEvent) -> Void)? = nil
     ) async throws(HaulError) -> Int64 {
         let rate = options.maxBytesPerSecond.flatMap { $0 > 0 ? RateBudget(bytesPerSecond: $0) : nil }
@@ -47,7 +54,7 @@ extension HaulSession {
                         throw HaulError(.cancelled, "cancelled")
                     }
                 }
-                try Self.write(chunk, to: handle.fileDescriptor, named: name)
+                try Self.write(chunk, to: fileDescriptor, named: name)
                 hasher?.update(chunk)
                 written += Int64(chunk.count)
                 reporter.update(written, total: total)

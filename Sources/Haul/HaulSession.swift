@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import HaulCore
 
 /// Where a download is saved.
@@ -148,17 +152,8 @@ public final class HaulSession: Sendable {
     public init(configuration: HaulConfiguration = HaulConfiguration()) {
         self.configuration = configuration
         overallRate = configuration.maxOverallBytesPerSecond.flatMap { $0 > 0 ? RateBudget(bytesPerSecond: $0) : nil }
-        let base: Result<any HTTPTransport, HaulError>
-        switch configuration.transport {
-        case .curl:
-            base = CurlTransport.shared.map { $0 as any HTTPTransport }.mapError {
-                HaulError(.network, "libcurl is not available: \($0.message)")
-            }
-        case .urlSession:
-            base =
-                Self.unsupportedByURLSession(configuration).map { .failure(HaulError(.usage, $0)) }
-                ?? .success(URLSessionTransport())
-        }
+        let chosen = configuration.transport
+        let base = chosen.refuses(configuration).map { .failure(HaulError(.usage, $0)) } ?? chosen.make()
         let activity = self.activity
         let limit = configuration.maxConnectionsPerHost
         transport = base.map {
@@ -166,19 +161,6 @@ public final class HaulSession: Sendable {
             let counted = CountingTransport($0) { activity.change(by: $0) }
             return limit.map { HostLimitedTransport(counted, limit: $0) } ?? counted
         }
-    }
-
-    /// What `configuration` asks of the URLSession transport that it cannot do, if anything: it
-    /// takes no extra certificate authorities, and its transfers cannot be paced (it reads the
-    /// socket whatever its task is told). A transfer with either fails rather than run without it.
-    static func unsupportedByURLSession(_ configuration: HaulConfiguration) -> String? {
-        if configuration.trustedCertificatesFile != nil {
-            return "trustedCertificatesFile needs the curl transport (URLSession cannot be given extra certificates)"
-        }
-        if (configuration.maxOverallBytesPerSecond ?? 0) > 0 {
-            return "maxOverallBytesPerSecond needs the curl transport (URLSession transfers cannot be paced)"
-        }
-        return nil
     }
 
     /// Downloads `url` into `destination`, resuming a partial download of the same URL.
@@ -255,8 +237,8 @@ public final class HaulSession: Sendable {
         engineOptions.keepsClaimWhenSaved = options.keepsClaimWhenSaved
         engineOptions.sha256 = options.sha256
         engineOptions.maxBytesPerSecond = options.maxBytesPerSecond.flatMap { $0 > 0 ? $0 : nil }
-        if configuration.transport == .urlSession, engineOptions.maxBytesPerSecond != nil {
-            throw HaulError(.usage, "maxBytesPerSecond needs the curl transport (URLSession transfers cannot be paced)")
+        if let reason = configuration.transport.cannotPace, engineOptions.maxBytesPerSecond != nil {
+            throw HaulError(.usage, "maxBytesPerSecond needs the curl transport (\(reason))")
         }
         engineOptions.sharedRate = overallRate
         return engineOptions
@@ -313,7 +295,7 @@ public final class HaulSession: Sendable {
             let env = ProcessInfo.processInfo.environment
             let base =
                 env["XDG_CACHE_HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil }
-                ?? URL(fileURLWithPath: env["HOME"] ?? NSTemporaryDirectory()).appendingPathComponent(".cache")
+                ?? URL(fileURLWithPath: env["HOME"] ?? FileManager.default.temporaryDirectory.path).appendingPathComponent(".cache")
         #endif
         return base.appendingPathComponent("haul/downloads")
     }

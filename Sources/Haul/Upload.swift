@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import HaulCore
 
 /// A multipart/form-data body (RFC 7578): fields and files, streamed from disk when sent.
@@ -56,18 +60,18 @@ public struct MultipartForm: Sendable {
     }
 
     /// Adds a file read from a stream of unknown length; the body is then sent chunked, and
-    /// only once (an upload with a stream is not retried).
-    public mutating func addFile(name: String, stream: InputStream, filename: String, contentType: String? = nil) {
-        let reader = SegmentedBody.StreamReader { buffer in
-            if stream.streamStatus == .notOpen { stream.open() }
-            let n = stream.read(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), maxLength: buffer.count)
-            if n <= 0 { stream.close() }
-            return n
-        }
+    /// only once (an upload with a stream is not retried). `read` fills the buffer it is given
+    /// and returns the bytes it put there: 0 at the end, a negative number for a failed read
+    /// (which fails the upload). It is called on the transport's thread, one call at a time.
+    /// (`HaulFoundation` adds the same for an `InputStream`.)
+    public mutating func addFile(
+        name: String, filename: String, contentType: String? = nil,
+        reading read: @escaping @Sendable (UnsafeMutableRawBufferPointer) -> Int
+    ) {
         append(
             Part(
                 name: name, filename: filename, contentType: contentType ?? Self.guessContentType(filename),
-                source: .stream(reader)))
+                source: .stream(SegmentedBody.StreamReader(read))))
     }
 
     /// `multipart/form-data; boundary=…`
@@ -82,10 +86,10 @@ public struct MultipartForm: Sendable {
     }
 
     private func collides() -> Bool {
-        let marker = Data(("--" + boundary).utf8)
+        let marker = Array(("--" + boundary).utf8)
         return parts.contains { part in
-            if case .bytes(let b) = part.source { return Data(b).range(of: marker) != nil }
-            return false
+            guard case .bytes(let b) = part.source, b.count >= marker.count else { return false }
+            return (0...(b.count - marker.count)).contains { b[$0..<$0 + marker.count].elementsEqual(marker) }
         }
     }
 
@@ -112,8 +116,16 @@ public struct MultipartForm: Sendable {
     /// Quotes, CR and LF percent-encoded as browsers do (WHATWG); other characters, non-ASCII
     /// included, go as UTF-8 (RFC 7578 4.2).
     static func escape(_ s: String) -> String {
-        s.replacingOccurrences(of: "\"", with: "%22").replacingOccurrences(of: "\r", with: "%0D")
-            .replacingOccurrences(of: "\n", with: "%0A")
+        var out = ""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "%22"
+            case "\r": out += "%0D"
+            case "\n": out += "%0A"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 
     static func randomBoundary() -> String {
@@ -122,7 +134,9 @@ public struct MultipartForm: Sendable {
 
     /// A content type for a file name's extension.
     public static func guessContentType(_ filename: String) -> String {
-        let ext = (filename as NSString).pathExtension.lowercased()
+        let last = filename.split(separator: "/").last ?? ""
+        let dot = last.dropFirst().lastIndex(of: ".")
+        let ext = dot.map { last[last.index(after: $0)...].lowercased() } ?? ""
         let types = [
             "txt": "text/plain", "html": "text/html", "htm": "text/html", "css": "text/css", "csv": "text/csv",
             "js": "text/javascript", "json": "application/json", "xml": "application/xml",

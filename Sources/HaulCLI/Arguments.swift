@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Haul
 
 /// A small option parser in the style of curl, wget and aria2 (getopt's rules): `-o FILE`,
@@ -117,8 +121,8 @@ extension Dictionary where Key == String, Value == [String] {
 /// value without line breaks or NUL (which would smuggle another header or request).
 func parseHeader(_ raw: String) throws(UsageError) -> (name: String, value: String) {
     guard let colon = raw.firstIndex(of: ":") else { throw UsageError("header '\(raw)' is not 'Name: value'") }
-    let name = raw[..<colon].trimmingCharacters(in: .whitespaces)
-    let value = raw[raw.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    let name = trimmingSpaces(raw[..<colon])
+    let value = trimmingSpaces(raw[raw.index(after: colon)...])
     do throws(HaulError) { try HaulRequest.checkHeader(name: name, value: value) } catch {
         throw UsageError(error.message)
     }
@@ -141,4 +145,11 @@ func parseURL(_ raw: String) throws(UsageError) -> URL {
         hint = "; did you mean https://\(raw)?"
     }
     throw UsageError("invalid URL '\(raw)' (only http:// and https:// URLs\(hint))")
+}
+
+/// Without the spaces and tabs around it (a header's optional white space, RFC 9110 §5.6.3).
+func trimmingSpaces(_ text: Substring) -> String {
+    var trimmed = text.drop { $0 == " " || $0 == "\t" }
+    while let last = trimmed.last, last == " " || last == "\t" { trimmed = trimmed.dropLast() }
+    return String(trimmed)
 }

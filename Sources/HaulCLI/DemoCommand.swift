@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Haul
 import HaulTestServer
 
@@ -54,7 +58,7 @@ struct DemoCommand {
             return .internalError
         }
         defer { server.shutdown() }
-        let workDir = dir ?? (NSTemporaryDirectory() + "haul-demo-\(getpid())")
+        let workDir = dir ?? (FileManager.default.temporaryDirectory.path + "/haul-demo-\(ProcessInfo.processInfo.processIdentifier)")
         try? FileManager.default.createDirectory(atPath: workDir, withIntermediateDirectories: true)
         // A directory of its own goes afterwards, unless it holds the file `--keep` keeps.
         defer { if dir == nil && !(keep && way == .file) { try? FileManager.default.removeItem(atPath: workDir) } }
@@ -82,7 +86,7 @@ struct DemoCommand {
         }
         output.clearLine()
         let seconds = Date().timeIntervalSince(started)
-        print("✔  downloaded \(Output.bytes(result.bytes)) in \(String(format: "%.1f", seconds)) s")
+        print("✔  downloaded \(Output.bytes(result.bytes)) in \(Format.fixed(seconds, 1)) s")
         print("\nrequests the server saw:")
         for r in server.requests(path: "/haul-demo.bin") {
             print(
@@ -164,7 +168,7 @@ private func report(_ event: DownloadEvent, _ output: Output) {
     case .retrying(let attempt, let error, let delay):
         output.clearLine()
         print(
-            "↻  \(error.message); retry \(attempt) in \(String(format: "%.1f", delay)) s, resuming from the bytes on disk"
+            "↻  \(error.message); retry \(attempt) in \(Format.fixed(delay, 1)) s, resuming from the bytes on disk"
         )
     case .started(let s) where s.offset > 0:
         output.clearLine()

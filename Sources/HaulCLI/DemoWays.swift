@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Haul
 import HaulTestServer
 
@@ -53,7 +57,7 @@ struct DemoWays {
         let same = Array(data) == TestContent.bytes(count: size)
         print(
             "✔  HTTP \(response.statusCode): \(Output.bytes(Int64(data.count))) in memory in "
-                + "\(String(format: "%.2f", Date().timeIntervalSince(started))) s, content \(same ? "exact" : "WRONG")")
+                + "\(Format.fixed(Date().timeIntervalSince(started), 2)) s, content \(same ? "exact" : "WRONG")")
         do {
             _ = try await session.data(from: server.url("/data-big.bin?size=\(size * 2)"), maxBytes: size)
         } catch {

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Haul
 
 /// Sizes, checksums and aria2-style input lists, as `haul get` reads them.
@@ -48,7 +52,7 @@ extension GetCommand {
     static func readList(_ path: String) throws(UsageError) -> [ListEntry] {
         // `-i -` reads standard input, as wget and aria2 do.
         let contents =
-            path == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: path)
+            path == "-" ? Output.readAll(0) : FileManager.default.contents(atPath: path)
         guard var data = contents else { throw UsageError("cannot read -i \(path)") }
         // A byte order mark (Notepad's UTF-8) is no part of the first URL.
         if data.starts(with: [0xEF, 0xBB, 0xBF]) { data.removeFirst(3) }

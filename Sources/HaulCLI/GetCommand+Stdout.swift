@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Haul
 
 #if canImport(Glibc)
@@ -43,10 +47,11 @@ enum StreamTarget: Equatable {
         }
     }
 
-    /// Opens it for writing (a FIFO waits for its reader, as with curl and shells).
-    func open() throws(HaulError) -> FileHandle {
+    /// Opens it for writing (a FIFO waits for its reader, as with curl and shells): a file
+    /// descriptor that the caller closes unless it is standard output's.
+    func open() throws(HaulError) -> Int32 {
         switch self {
-        case .standardOutput: return FileHandle.standardOutput
+        case .standardOutput: return 1
         case .special(let path):
             #if canImport(Glibc)
                 let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC)
@@ -59,7 +64,7 @@ enum StreamTarget: Equatable {
                     .fileSystem, "cannot open \(path) for writing: \(String(cString: strerror(failure)))",
                     errno: failure, path: path)
             }
-            return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+            return fd
         }
     }
 
@@ -91,9 +96,10 @@ extension GetCommand {
         let options = self.options
         let started = Date()
         let work = Task { () async throws(HaulError) -> Int64 in
-            let handle = try target.open()
-            defer { if target != .standardOutput { try? handle.close() } }
-            return try await session.download(request, to: handle, named: target.shown, options: options) { event in
+            let fd = try target.open()
+            defer { if target != .standardOutput { close(fd) } }
+            return try await session.download(request, toFileDescriptor: fd, named: target.shown, options: options) {
+                event in
                 if case .progress(let p) = event { output.progress(p, name: name) }
             }
         }
@@ -105,7 +111,7 @@ extension GetCommand {
         case .success(let bytes):
             let seconds = Date().timeIntervalSince(started)
             output.note(
-                "wrote \(Output.bytes(bytes)) from \(shown) to \(target.shown) in \(String(format: "%.1f", seconds)) s")
+                "wrote \(Output.bytes(bytes)) from \(shown) to \(target.shown) in \(Format.fixed(seconds, 1)) s")
             return .success
         case .failure(let failure):
             let error = HaulError.from(failure)

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Haul
 
 /// `haul get URL... [-o FILE | -d DIR] [options]`
@@ -62,7 +66,6 @@ struct GetCommand {
               --checksum sha-256=HEX   verify the finished file (a mismatch deletes it); a file
                                   already there counts as done only if it matches
               --cacert FILE       trust these extra CA certificates (PEM)
-              --transport curl|urlsession   HTTP implementation (default curl)
           -x, --connections N     connections per file, 1-16 (default 4): byte ranges in parallel
                                   when the server supports them and the file is over 2x -k;
                                   -x 1 for one plain request
@@ -125,7 +128,7 @@ struct GetCommand {
         try Self.checkOutputArguments(v)
         (stream, destination) = try Self.destination(v, urls: urls)
         configuration = try Self.configuration(v)
-        options = try Self.downloadOptions(v, urls: urls, transport: configuration)
+        options = try Self.downloadOptions(v, urls: urls)
         waitsForNetwork = !v.flag("--no-wait")
         allowsCellular = !v.flag("--no-cellular")
         output = Output(mode: v.flag("--json") ? .json : v.flag("--quiet") ? .quiet : .human)
@@ -213,13 +216,14 @@ struct GetCommand {
             guard FileManager.default.isReadableFile(atPath: ca) else { throw UsageError("cannot read --cacert \(ca)") }
             c.trustedCertificatesFile = ca
         }
+        // The command runs on libcurl alone: linking the URLSession transport would load
+        // FoundationNetworking at every start (docs/transports.md). `--transport curl` is still
+        // taken, for the scripts that say it.
         switch v.last("--transport") {
-        case nil, "curl": c.transport = .curl
-        case "urlsession": c.transport = .urlSession
-        case let other?: throw UsageError("unknown --transport \(other) (curl or urlsession)")
-        }
-        if c.transport == .urlSession, c.trustedCertificatesFile != nil {
-            throw UsageError("--cacert needs --transport curl (URLSession cannot be given extra certificates)")
+        case nil, "curl": break
+        case "urlsession":
+            throw UsageError("--transport urlsession is not in the command: it runs on libcurl (URLSession is the library's HaulFoundation)")
+        case let other?: throw UsageError("unknown --transport \(other) (the command runs on curl)")
         }
         if let raw = v.last("--max-overall-rate") {
             // 0: no limit, as curl's --limit-rate 0 and aria2's --max-overall-download-limit=0.
@@ -232,10 +236,8 @@ struct GetCommand {
         return c
     }
 
-    /// The downloads' options, checked against the transport of `configuration`.
-    private static func downloadOptions(
-        _ v: [String: [String]], urls: [URL], transport configuration: HaulConfiguration
-    ) throws(UsageError) -> DownloadOptions {
+    /// The downloads' options.
+    private static func downloadOptions(_ v: [String: [String]], urls: [URL]) throws(UsageError) -> DownloadOptions {
         var o = DownloadOptions()
         o.connections = 4  // like aria2's split; small files still take one request (docs/segmented.md)
         o.resume = !v.flag("--no-continue")
@@ -280,16 +282,6 @@ struct GetCommand {
             o.maxBytesPerSecond = rate > 0 ? rate : nil
         }
         o.checksReachability = v.flag("--check-host")
-        if configuration.transport == .urlSession {
-            // URLSession reads the socket whatever its task is told: a limit would be ignored.
-            let limits = [
-                ("--limit-rate", o.maxBytesPerSecond != nil),
-                ("--max-overall-rate", configuration.maxOverallBytesPerSecond != nil),
-            ]
-            for (name, set) in limits where set {
-                throw UsageError("\(name) needs --transport curl (URLSession transfers cannot be paced)")
-            }
-        }
         return o
     }
 

@@ -1,4 +1,9 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
@@ -25,12 +30,13 @@ import Synchronization
 /// (the main thread waits in `sigsuspend` with nothing blocked, so the signal's default action
 /// ends the process there). A signal that comes before a command has made its ``Interrupts``
 /// has its default effect, and so does every signal when no pipe could be made.
-/// Unchecked Sendable: the vars are touched only under `lock`.
-final class Interrupts: @unchecked Sendable {
-    private let lock = NSLock()
-    private var handlers: [Int: @Sendable () -> Void] = [:]
-    private var next = 0
-    private var count = 0
+final class Interrupts: Sendable {
+    private struct Registry {
+        var handlers: [Int: @Sendable () -> Void] = [:]
+        var next = 0
+        var count = 0
+    }
+    private let registry = Mutex(Registry())
 
     /// The instance the signal thread reports to, once a command has made one.
     private static let receiver = Mutex<Interrupts?>(nil)
@@ -72,7 +78,8 @@ final class Interrupts: @unchecked Sendable {
             sigaction(sig, &action, nil)
         }
         let readEnd = ends[0]
-        Thread.detachNewThread {
+        // A serial queue of its own gets a thread of its own, which this loop keeps for life.
+        DispatchQueue(label: "haul.signals").async {
             var byte: UInt8 = 0
             while true {
                 let n = read(readEnd, &byte, 1)
@@ -117,9 +124,9 @@ final class Interrupts: @unchecked Sendable {
 
     /// Signal `sig` arrived.
     func fire(_ sig: Int32 = SIGINT) {
-        let (all, n) = lock.withLock { () -> ([@Sendable () -> Void], Int) in
-            count += 1
-            return (Array(handlers.values), count)
+        let (all, n) = registry.withLock { r -> ([@Sendable () -> Void], Int) in
+            r.count += 1
+            return (Array(r.handlers.values), r.count)
         }
         if n > 1 {
             if sig == SIGINT { exit(ExitCode.interrupted.rawValue) }
@@ -130,14 +137,14 @@ final class Interrupts: @unchecked Sendable {
 
     /// Registers `handler` for the first signal; runs it at once if that signal came already.
     func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> Int {
-        let (token, signalled) = lock.withLock { () -> (Int, Bool) in
-            next += 1
-            handlers[next] = handler
-            return (next, count > 0)
+        let (token, signalled) = registry.withLock { r -> (Int, Bool) in
+            r.next += 1
+            r.handlers[r.next] = handler
+            return (r.next, r.count > 0)
         }
         if signalled { handler() }
         return token
     }
 
-    func remove(_ token: Int) { _ = lock.withLock { handlers.removeValue(forKey: token) } }
+    func remove(_ token: Int) { _ = registry.withLock { $0.handlers.removeValue(forKey: token) } }
 }

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Haul
 
 /// `haul net [--watch] [--json]`
@@ -59,7 +63,7 @@ struct NetCommand {
         for i in path.interfaces {
             let addresses = i.addresses.isEmpty ? "" : "  " + i.addresses.joined(separator: " ")
             lines.append(
-                "  \(i.name.padding(toLength: 10, withPad: " ", startingAt: 0)) \(i.kind.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)) \(i.isUp ? "up  " : "down")\(addresses)"
+                "  \(Format.leftAligned(i.name, 10)) \(Format.leftAligned(i.kind.rawValue, 9)) \(i.isUp ? "up  " : "down")\(addresses)"
             )
         }
         return lines.joined(separator: "\n")

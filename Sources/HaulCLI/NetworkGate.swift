@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Haul
 
 /// `haul get` without `-j`: runs one download task, holding it while the network path is

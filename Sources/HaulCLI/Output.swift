@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Haul
 
 #if canImport(Glibc)
@@ -31,8 +35,30 @@ final class Output: Sendable {
     }
 
     /// Writes `text` to `fd`; a failed write (a closed terminal) is ignored.
-    static func emit(_ text: String, to fd: Int32) {
-        try? FileHandle(fileDescriptor: fd).write(contentsOf: Data(text.utf8))
+    static func emit(_ text: String, to fd: Int32) { emit(bytes: Array(text.utf8), to: fd) }
+
+    /// Writes `data` to `fd`, all of it unless a write fails (then the rest is dropped).
+    static func emit<Bytes: Collection<UInt8>>(bytes data: Bytes, to fd: Int32) {
+        var bytes = Array(data)[...]
+        while !bytes.isEmpty {
+            let n = bytes.withUnsafeBytes { writeBytes(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return }
+            bytes = bytes.dropFirst(n)
+        }
+    }
+
+    /// Everything `fd` gives until its end (standard input's list); nil when a read fails.
+    static func readAll(_ fd: Int32) -> Data? {
+        var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            if n < 0 { return nil }
+            if n == 0 { return data }
+            data.append(contentsOf: chunk[..<n])
+        }
     }
 
     /// A one-line message on stderr (takes the progress line or block off first). The text is
@@ -93,7 +119,7 @@ final class Output: Sendable {
             switch v {
             case let s as String: value = Output.quote(s)
             case let b as Bool: value = b ? "true" : "false"
-            case let d as Double: value = d.isFinite ? String(format: "%.3f", d) : "null"
+            case let d as Double: value = d.isFinite ? Format.fixed(d, 3) : "null"
             case let i as Int64: value = String(i)
             case let i as Int: value = String(i)
             case let i as Int32: value = String(i)
@@ -114,7 +140,7 @@ final class Output: Sendable {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             default:
-                if u.value < 0x20 { out += String(format: "\\u%04x", u.value) } else { out.unicodeScalars.append(u) }
+                if u.value < 0x20 { out += "\\u" + Format.hex(u.value, 4) } else { out.unicodeScalars.append(u) }
             }
         }
         return out + "\""
@@ -280,12 +306,29 @@ final class Output: Sendable {
     /// place: each update would leave a line behind, and `-j`'s block would climb the screen).
     /// The name, after the last double space, loses its middle first (`long…name.iso`); a
     /// terminal too narrow for the figures gets them cut.
+    /// Where the text after the last two spaces in a row starts.
+    private static func lastDoubleSpace(in line: String) -> String.Index? {
+        var index = line.endIndex
+        var spaces = 0
+        while index > line.startIndex {
+            let before = line.index(before: index)
+            if line[before] == " " {
+                spaces += 1
+                if spaces == 2 { return line.index(before, offsetBy: 2) }
+            } else {
+                spaces = 0
+            }
+            index = before
+        }
+        return nil
+    }
+
     static func fitted(_ line: String, width: Int) -> String {
         let room = max(1, width - 1)
         guard displayWidth(line) > room else { return line }
-        if let gap = line.range(of: "  ", options: .backwards) {
-            let head = String(line[..<gap.upperBound])
-            let name = line[gap.upperBound...]
+        if let gap = lastDoubleSpace(in: line) {
+            let head = String(line[..<gap])
+            let name = line[gap...]
             let left = room - displayWidth(head)
             if left >= 5 {
                 // Keep the name's start and end (its extension), one column for the ellipsis.
@@ -341,7 +384,7 @@ final class Output: Sendable {
     static func progressLine(_ p: TransferProgress, name: String, spinner: Int?, bar: String? = nil) -> String {
         let speed = "\(bytes(Int64(p.smoothedBytesPerSecond)))/s"
         if let total = p.totalBytes, let fraction = p.fraction {
-            let percent = String(format: "%3d%%", Int(fraction * 100)) + (bar.map { " " + $0 } ?? "")
+            let percent = Format.rightAligned(String(Int(fraction * 100)), 3) + "%" + (bar.map { " " + $0 } ?? "")
             let eta = p.estimatedTimeRemaining.map { "ETA " + duration($0) } ?? "ETA --:--"
             return "\(percent) \(bytes(p.completedBytes))/\(bytes(total))  \(speed)  \(eta)  \(name)"
         }
@@ -357,13 +400,23 @@ final class Output: Sendable {
             v /= 1024
             u += 1
         }
-        return u == 0 ? "\(n) B" : String(format: "%.1f", v) + " " + units[u]
+        return u == 0 ? "\(n) B" : Format.fixed(v, 1) + " " + units[u]
     }
 
     static func duration(_ s: Double) -> String {
         guard s.isFinite, s < 360_000 else { return "--:--" }
         let t = Int(s.rounded())
         return t >= 3600
-            ? String(format: "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60) : String(format: "%d:%02d", t / 60, t % 60)
+            ? "\(t / 3600):\(Format.zeroPadded(t / 60 % 60, 2)):\(Format.zeroPadded(t % 60, 2))"
+            : "\(t / 60):\(Format.zeroPadded(t % 60, 2))"
     }
+}
+
+/// write(2), under a name that `Output.write` does not shadow.
+private func writeBytes(_ fd: Int32, _ bytes: UnsafeRawPointer?, _ count: Int) -> Int {
+    #if canImport(Glibc)
+        Glibc.write(fd, bytes, count)
+    #else
+        Darwin.write(fd, bytes, count)
+    #endif
 }

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Haul
 
 /// What one download says, the one place it is worded: its events and its outcome as notes on
@@ -63,7 +67,7 @@ final class Reporter: Sendable {
                     ("id", number), ("attempt", attempt), ("delay", delay), ("code", error.code.description),
                     ("message", error.message),
                 ])
-            output.note("\(prefix())\(error.message); retry \(attempt) in \(String(format: "%.1f", delay)) s")
+            output.note("\(prefix())\(error.message); retry \(attempt) in \(Format.fixed(delay, 1)) s")
         case .restarted(let reason):
             output.json("restart", [("id", number), ("reason", reason)])
             output.note("\(prefix())starting over: \(reason)")
@@ -88,7 +92,7 @@ final class Reporter: Sendable {
                 output.note("\(r.fileURL.path) is already complete (\(Output.bytes(r.bytes)))")
             } else if let seconds {
                 output.note(
-                    "saved \(r.fileURL.path) (\(Output.bytes(r.bytes)) in \(String(format: "%.1f", seconds)) s)")
+                    "saved \(r.fileURL.path) (\(Output.bytes(r.bytes)) in \(Format.fixed(seconds, 1)) s)")
             } else {
                 output.note("saved \(r.fileURL.path)")
             }

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Haul
 
 /// `haul upload URL (-F FIELD... | -T FILE) [options]`
@@ -146,7 +150,7 @@ struct UploadCommand {
                 case .progress(let p): output.progress(p, name: name)
                 case .retrying(let attempt, let error, let delay):
                     output.json("retry", [("attempt", attempt), ("delay", delay), ("message", error.message)])
-                    output.note("\(error.message); retry \(attempt) in \(String(format: "%.1f", delay)) s")
+                    output.note("\(error.message); retry \(attempt) in \(Format.fixed(delay, 1)) s")
                 }
             }
             if let form { return try await session.upload(form, to: url, headers: headers, events: events) }
@@ -163,7 +167,7 @@ struct UploadCommand {
                     return .fileSystem
                 }
             } else {
-                FileHandle.standardOutput.write(reply.body)
+                Output.emit(bytes: reply.body, to: 1)
             }
             let status = reply.response.statusCode
             output.json("done", [("status", status), ("bytes", reply.body.count)])

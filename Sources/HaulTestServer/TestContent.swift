@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import HaulCore
 
 /// The deterministic bytes the test server serves: byte `i` of a file with a given seed and

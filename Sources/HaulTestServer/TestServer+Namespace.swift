@@ -1,4 +1,9 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import Dispatch
 import HaulCore
 
 #if canImport(Glibc)
@@ -13,7 +18,7 @@ extension TestServer {
     ) throws -> T {
         let result = Locked<Result<T, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        let thread = Thread {
+        Sys.startThread(name: "haul.testserver.netns") {
             defer { done.signal() }
             let fd = open("/var/run/netns/\(name)", O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else {
@@ -33,7 +38,6 @@ extension TestServer {
             }
             result.set(Result { try body() })
         }
-        thread.start()
         done.wait()
         return try result.get()!.get()
     }

@@ -1,4 +1,14 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import Dispatch
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 import HaulCore
 
 /// The routes: what each query option makes the server answer.
@@ -74,7 +84,7 @@ extension TestServer {
             etag = q["etag"] == "0" ? nil : (q.flag("weak") ? "W/" : "") + "\"s\(seed)-v\(version)-\(size)\""
             lastModified =
                 q["lm"] == "0"
-                ? nil : HTTPDate.format(Date(timeIntervalSince1970: 1_767_225_600 + Double(version) * 3600))
+                ? nil : HTTPDate.format(1_767_225_600 + Int64(version) * 3600)
         }
     }
 
@@ -86,7 +96,7 @@ extension TestServer {
         if let limit = q.int("busy"), !admission.enter(limit: limit) {
             return send(fd, status: 503, headers: [("Content-Length", "0")], body: [])
         }
-        if let delay = q["delay"].flatMap(Double.init) { Thread.sleep(forTimeInterval: delay) }
+        if let delay = q["delay"].flatMap(Double.init) { pause(delay) }
         if let answered = answerWithoutBody(fd, r, q, hit: hit) { return answered }
 
         let representation = Representation(q, hit: hit)
@@ -146,7 +156,7 @@ extension TestServer {
             return send(fd, status: 302, headers: [("Location", r.target), ("Content-Length", "0")], body: [])
         }
         if let count = q.int("redirect"), count > 0 {
-            let next = r.target.replacingOccurrences(of: "redirect=\(count)", with: "redirect=\(count - 1)")
+            let next = r.target.replacing("redirect=\(count)", with: "redirect=\(count - 1)")
             let status = [301, 302, 303, 307, 308][count % 5]
             return send(fd, status: status, headers: [("Location", next), ("Content-Length", "0")], body: [])
         }
@@ -235,7 +245,7 @@ extension TestServer {
                 // request its first 2 MiB so), then `rate`.
                 let due = Double(max(0, sent - (q.int("burst") ?? 0))) / Double(rate)
                 let elapsed = Date().timeIntervalSince(began)
-                if due > elapsed { Thread.sleep(forTimeInterval: due - elapsed) }
+                if due > elapsed { pause(due - elapsed) }
             }
         }
         if let d = dropAfter, sent >= d, offset < last { return false }  // drop: close mid-body

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import HaulCore
 
 #if canImport(Glibc)
@@ -26,7 +30,7 @@ public struct RecordedRequest: Sendable {
 
     /// The first value of a header, case-insensitively.
     public func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        headers.first { $0.name.equalsIgnoringASCIICase(name) }?.value
     }
     /// The `Range` header.
     public var range: String? { header("Range") }
@@ -95,9 +99,7 @@ public final class TestServer: Sendable {
             ?? Self.makeListener(on: host)
         self.port = port
         listenFD = fd
-        let thread = Thread { [self] in acceptLoop() }
-        thread.name = "haul.testserver.accept"
-        thread.start()
+        Sys.startThread(name: "haul.testserver.accept") { [self] in acceptLoop() }
     }
 
     private static func makeListener(on host: String) throws -> (Int32, Int) {
@@ -196,7 +198,7 @@ public final class TestServer: Sendable {
             }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let thread = Thread { [self] in
+            Sys.startThread(name: "haul.testserver.conn") { [self] in
                 serve(fd, connection: id)
                 state.withLock { s in
                     s.active -= 1
@@ -204,8 +206,6 @@ public final class TestServer: Sendable {
                     close(fd)
                 }
             }
-            thread.name = "haul.testserver.conn"
-            thread.start()
         }
         state.withLock { s in
             s.listenClosed = true
@@ -264,7 +264,7 @@ public final class TestServer: Sendable {
     func holdUntil(inFlight n: Int) {
         let deadline = Date().addingTimeInterval(60)
         while state.withLock({ $0.maxInFlightTotal < n && !$0.stopped }), Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.005)
+            pause(0.005)
         }
     }
 
@@ -288,7 +288,7 @@ public final class TestServer: Sendable {
             taken += n
             if let rate {
                 let due = Double(taken) / Double(rate) - Date().timeIntervalSince(began)
-                if due > 0 { Thread.sleep(forTimeInterval: due) }
+                if due > 0 { pause(due) }
             }
         }
         return true
@@ -340,9 +340,12 @@ public final class TestServer: Sendable {
             return n
         }()
         let boundary = r.header("Content-Type").flatMap { type -> String? in
-            guard let range = type.range(of: "boundary=") else { return nil }
-            let value = type[range.upperBound...].split(separator: ";").first.map(String.init) ?? ""
-            return value.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+            guard let range = type.firstRange(of: "boundary=") else { return nil }
+            let value = type[range.upperBound...].split(separator: ";").first ?? ""
+            let quoteOrSpace: (Character) -> Bool = { $0 == "\"" || $0 == " " }
+            var trimmed = value.drop(while: quoteOrSpace)
+            while let last = trimmed.last, quoteOrSpace(last) { trimmed = trimmed.dropLast() }
+            return String(trimmed)
         }
         let parser = mode == "multipart" ? boundary.map { MultipartParser(boundary: $0) } : nil
         var hasher = SHA256()
@@ -397,8 +400,8 @@ public final class TestServer: Sendable {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             if let i = buffer.firstIndex(of: 10) {
-                let line = String(decoding: buffer[..<i], as: UTF8.self).trimmingCharacters(
-                    in: CharacterSet(charactersIn: "\r"))
+                let bytes = buffer[..<i]
+                let line = String(decoding: bytes.last == 13 ? bytes.dropLast() : bytes, as: UTF8.self)
                 buffer.removeFirst(i + 1)
                 return line
             }
@@ -446,7 +449,7 @@ public final class TestServer: Sendable {
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
             headers.append(
-                (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+                (String(line[..<colon]), line[line.index(after: colon)...].trimmingASCIIWhitespace()))
         }
         let comps = URLComponents(string: target)
         var query: [String: String] = [:]
@@ -458,15 +461,12 @@ public final class TestServer: Sendable {
 
 }
 
-/// IMF-fixdate formatting for Last-Modified.
-enum HTTPDate {
-    static func format(_ date: Date) -> String {
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "GMT")
-        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return f.string(from: date)
-    }
+/// Sleeps the calling thread (a server thread's pacing and delays).
+func pause(_ seconds: Double) {
+    guard seconds > 0 else { return }
+    var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
 }
 
 // Module-level shims: TestServer has methods named like these C functions.

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import HaulCore
 
 #if canImport(Glibc)
@@ -106,7 +110,7 @@ final class MultipartParser {
                 name = Self.parameter("name", in: line) ?? ""
                 filename = Self.parameter("filename", in: line)
             } else if lower.hasPrefix("content-type:") {
-                type = line.dropFirst("content-type:".count).trimmingCharacters(in: .whitespaces)
+                type = line.dropFirst("content-type:".count).trimmingASCIIWhitespace()
             }
         }
         current = (name, filename, type, 0, SHA256())
@@ -121,7 +125,7 @@ final class MultipartParser {
     }
 
     static func parameter(_ key: String, in line: String) -> String? {
-        guard let range = line.range(of: "; \(key)=\"") else { return nil }
+        guard let range = line.firstRange(of: "; \(key)=\"") else { return nil }
         let rest = line[range.upperBound...]
         guard let end = rest.firstIndex(of: "\"") else { return nil }
         return String(rest[..<end])

@@ -1,6 +1,7 @@
 import Foundation
 import HaulTestSupport
 import HaulTestTraits
+import HaulFoundation
 import Testing
 
 @testable import HaulCore

@@ -2,6 +2,7 @@ import Foundation
 import Haul
 import HaulTestSupport
 import HaulTestTraits
+import HaulFoundation
 import Testing
 
 @testable import HaulCore

@@ -2,6 +2,7 @@ import Foundation
 import Haul
 import HaulTestSupport
 import HaulTestTraits
+import HaulFoundation
 import Testing
 
 @Suite("TLS", .enabled(if: SelfSignedHTTPSServer.available, "needs openssl, timeout and python3"), .fewAtOnce)

@@ -146,6 +146,9 @@ typedef struct {
 /// The status of `path` itself (not following a link), or of the open file `fd` when `path` is
 /// NULL, from one statx (lstat/fstat where there is none, without a birth time): 0 or an errno.
 int haul_status(int fd, const char *path, haul_file_status *out);
+/// Names the calling thread (the first 15 bytes: what ps and gdb show).
+void haul_set_thread_name(const char *name);
+
 /// Takes (`lock` 1) or drops (0) a write lock on the byte at `offset` of `fd`, without waiting:
 /// an open-file-description lock (F_OFD_SETLK) where there is one, else a process lock
 /// (F_SETLK). Returns 0 or an errno (EAGAIN or EACCES: another holder).

@@ -1,4 +1,9 @@
-import Foundation
+import Dispatch
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import HaulCore
 
 /// Publishes a manager's list: to the subscribers of ``DownloadManager/updates`` within

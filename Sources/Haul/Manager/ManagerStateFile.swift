@@ -1,4 +1,13 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 import HaulCore
 
 /// A persisted manager's list on disk: `<stateDirectory>/managers/<identifier>.json`, held by one
@@ -93,7 +102,7 @@ final class ManagerStateFile: Sendable {
             let plain =
                 (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D
                 || b == 0x5F || (b == 0x2E && i > 0)
-            name += plain ? String(UnicodeScalar(b)) : String(format: "%%%02X", b)
+            name += plain ? String(UnicodeScalar(b)) : "%" + Hex.string([b], uppercase: true)
         }
         return name.utf8.count <= longestName ? name : nil
     }

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 extension UUID {
     /// A version 4 UUID from the system generator (two getrandom(2) calls). Foundation's

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// A response body as a bounded queue between a transport and one consumer, with real flow
 /// control: when more than `window` bytes wait unread, the transport is paused (curl stops

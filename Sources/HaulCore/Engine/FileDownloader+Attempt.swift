@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One request chain: receives the response and body on the transport's thread. Its state is
 /// mutated only there while the transfer runs, and read by the engine after `finished()`
@@ -160,7 +164,7 @@ final class Attempt: TransportHandler, @unchecked Sendable {
     private func stampedRecord(_ partial: PartialFile) -> ResumeRecord? {
         machine.resume.advance(to: partial.writtenBytes)
         guard var record = machine.resume.record else { return nil }
-        record.updatedAt = ISO8601DateFormatter().string(from: Date())
+        record.updatedAt = Date().formatted(.iso8601)
         return record
     }
 

@@ -1,5 +1,9 @@
 import Dispatch
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Turns a transfer's byte count into progress reports: at most one per `interval` while bytes
 /// arrive, and, from ``ProgressClock``, one per `max(interval, 1 s)` while none do, so a stalled

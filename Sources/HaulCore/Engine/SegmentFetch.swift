@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One range request: validates the 206 and writes its bytes at their offsets.
 /// Unchecked Sendable: its vars are the transport thread's while the request runs and its

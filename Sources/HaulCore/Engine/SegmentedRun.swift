@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One segmented transfer: the workers, the shared plan and the checkpoints.
 final class SegmentedRun: Sendable {
@@ -146,7 +150,7 @@ final class SegmentedRun: Sendable {
         let ranges = state.withLock { $0.planner.writtenRanges }
         var record = base
         record.ranges = ranges
-        record.updatedAt = ISO8601DateFormatter().string(from: Date())
+        record.updatedAt = Date().formatted(.iso8601)
         try partial.checkpoint(record)
         partial.reserve(ahead: ByteRange.gaps(in: total, leftBy: ranges))
     }

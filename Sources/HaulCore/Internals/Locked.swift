@@ -11,7 +11,7 @@
 /// (`swift test --sanitize=thread`); pthread mutexes are understood by TSan.
 /// Unchecked Sendable: every access to `value` holds the mutex.
 package final class Locked<Value: Sendable>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    fileprivate let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 
     package init(_ value: Value) {
@@ -38,4 +38,18 @@ package final class Locked<Value: Sendable>: @unchecked Sendable {
 
     /// Replaces the value.
     package func set(_ newValue: Value) { withLock { $0 = newValue } }
+}
+
+/// A lock guarding no value of its own (state kept beside it): Foundation's `NSLock`.
+extension Locked where Value == Void {
+    package convenience init() { self.init(()) }
+
+    /// Runs `body` holding the lock.
+    package func withLock<R>(_ body: () throws -> R) rethrows -> R { try withLock { (_: inout Void) in try body() } }
+
+    /// Takes the lock, for a hold that spans code a closure cannot wrap (a typed throw).
+    package func lock() { pthread_mutex_lock(mutex) }
+
+    /// Gives back what ``lock()`` took.
+    package func unlock() { pthread_mutex_unlock(mutex) }
 }

@@ -81,10 +81,7 @@ package enum WriteLog {
         }()
     #endif
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
-    }
+    static func hex(_ bytes: [UInt8]) -> String { Hex.string(bytes) }
 
     static func log(_ line: @autoclosure () -> String) {
         #if DEBUG

@@ -40,3 +40,44 @@ extension Sys {
         return try result.get()
     }
 }
+
+/// A thread of its own, for the loops that block in poll(2) for their whole life (libcurl's
+/// event loop, the route-event reader): Foundation's `Thread` without Foundation.
+extension Sys {
+    private final class ThreadBody {
+        let name: String
+        let body: () -> Void
+        init(name: String, body: @escaping () -> Void) {
+            self.name = name
+            self.body = body
+        }
+    }
+
+    /// Starts `body` on a new detached thread called `name` (at most 15 bytes show in `ps`).
+    /// Fails only when the system has no thread left to give, which is fatal for the caller's
+    /// loop as it was for `Thread.start()`.
+    package static func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
+        let context = Unmanaged.passRetained(ThreadBody(name: name, body: body)).toOpaque()
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        #if canImport(Darwin)
+            var thread: pthread_t?
+        #else
+            var thread = pthread_t()
+        #endif
+        let status = pthread_create(&thread, &attributes, { raw in
+            #if canImport(Darwin)
+                let context = raw
+            #else
+                let context = raw!
+            #endif
+            let job = Unmanaged<ThreadBody>.fromOpaque(context).takeRetainedValue()
+            haul_set_thread_name(job.name)
+            job.body()
+            return nil
+        }, context)
+        precondition(status == 0, "pthread_create failed: \(Errno(status))")
+    }
+}

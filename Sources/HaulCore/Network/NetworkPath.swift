@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -106,7 +110,7 @@ package enum NetworkProbe {
         default: break
         }
         if let driver = try? FileManager.default.destinationOfSymbolicLink(atPath: dir + "/device/driver") {
-            let name = (driver as NSString).lastPathComponent
+            let name = driver.split(separator: "/").last.map(String.init) ?? driver
             if ["qmi_wwan", "cdc_mbim", "option", "sierra_net", "huawei_cdc_ncm"].contains(name) { return .cellular }
         }
         // Ethernet (ARPHRD_ETHER) with a device behind it is a real port; veth, dummy and
@@ -138,7 +142,7 @@ package enum NetworkProbe {
 
     private static func read(_ path: String) -> String? {
         guard let bytes = try? Sys.readSmallFile(path, limit: 64 << 10) else { return nil }
-        return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return String(decoding: bytes, as: UTF8.self).trimmingASCIIWhitespace()
     }
 
     /// Addresses by interface name, from getifaddrs.

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Host reachability before a download starts: resolve the host, then ask the kernel for a
 /// route to each address (a UDP connect, which sends nothing). A host without one fails at
@@ -36,7 +40,7 @@ package enum Reachability {
             return false
         }
         let noProxy = (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",").map {
-            $0.trimmingCharacters(in: .whitespaces).lowercased()
+            $0.trimmingASCIIWhitespace().lowercased()
         }
         let host = url.host?.lowercased() ?? ""
         return !noProxy.contains {

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Calls `onChange` whenever the kernel reports a link, address or route change, from an
 /// rtnetlink socket watched by one thread that sleeps in poll(2) (no polling loop).
@@ -22,7 +26,7 @@ package final class RouteEvents: Sendable {
         }
         self.socket = socket
         self.wake = (pipe.0, pipe.1)
-        let thread = Thread { [socket, wake, stopped, done] in
+        Sys.startThread(name: "haul.route-events") { [socket, wake, stopped, done] in
             while !stopped.get() {
                 let ready = Sys.waitReadable([socket, wake.read])
                 if ready.contains(wake.read) || stopped.get() { break }
@@ -36,8 +40,6 @@ package final class RouteEvents: Sendable {
             Sys.close(wake.write)
             done.fulfill(())
         }
-        thread.name = "haul.route-events"
-        thread.start()
     }
 
     /// Stops the thread and closes the socket (idempotent).

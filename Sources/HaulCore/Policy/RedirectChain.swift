@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Follows redirects for one request chain: counts hops, detects loops, allows only http(s),
 /// and keeps credentials with their origin (`Authorization`, `Proxy-Authorization` and `Cookie`

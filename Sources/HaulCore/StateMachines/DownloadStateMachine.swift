@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One download over one connection, as events in and actions out; the engine
 /// (``FileDownloader``) does the requests, the writes and the waits. Pure: no I/O, no clock of

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The one judge of whether an answer's bytes belong with bytes already had: a resume's 206, a
 /// segment's 206, a stream's continuation, and a partial held against a probe or a 200. Pure.

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The decisions of a download over several connections, as events in and actions out; the
 /// engine (``SegmentedRun``) does the requests and the waits. Pure: tested without sockets.

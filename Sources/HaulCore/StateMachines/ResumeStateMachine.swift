@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Decides, for each response, whether the bytes on disk can be continued, must be discarded,
 /// are already complete, or the download must retry or fail. Pure: no I/O, tested directly.

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The one owner of a download's place on disk. Both engines (one connection, ranges) and the
 /// public API (``DownloadTask``'s resume data and cancel) ask it, and only it, about a

@@ -1,4 +1,9 @@
-import Foundation
+import Dispatch
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -31,7 +36,7 @@ package final class PartialFile: @unchecked Sendable {
     /// Held while a record is written: checkpoints (on a worker) and notes (on the notes queue)
     /// share the record's temporary. One per destination in the process, not per object: a retry's
     /// new object and an old one's queued note, or a task's discard, write the same files.
-    private let recordLock: NSLock
+    private let recordLock: Locked<Void>
     /// The last record a checkpoint wrote (claiming synced bytes only), which notes extend.
     private var lastCheckpointed: ResumeRecord?
     /// The ranges the last note claimed as written: a checkpoint keeps claiming them.
@@ -48,7 +53,7 @@ package final class PartialFile: @unchecked Sendable {
 
     /// Record locks, one chosen by the destination's normalized path: every object of one
     /// destination takes the same one (two destinations may share one; no code holds two).
-    private static let recordLocks = (0..<64).map { _ in NSLock() }
+    private static let recordLocks = (0..<64).map { _ in Locked<Void>() }
 
     /// The record on disk as this object last saw it, synced and written ranges apart: read by
     /// ``inspect()`` when it found the partial bound to it, or written by a checkpoint since.

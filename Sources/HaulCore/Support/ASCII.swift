@@ -20,4 +20,28 @@ extension StringProtocol {
             x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A)
         }
     }
+
+    /// Without leading and trailing Unicode white space (spaces, line breaks, U+0085, U+00A0,
+    /// U+2000-U+200A, U+3000 and the rest of the White_Space property).
+    package func trimmingUnicodeWhitespace() -> String {
+        let scalars = Substring(self).unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+        let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })!
+        return String(scalars[first...last])
+    }
+}
+
+/// Hex digits of bytes, for names and logs (what `String(format: "%02x")` gave, without Foundation).
+package enum Hex {
+    /// Two digits per byte, lower case unless `uppercase`.
+    package static func string<C: Collection>(_ bytes: C, uppercase: Bool = false) -> String where C.Element == UInt8 {
+        let digits = Array((uppercase ? "0123456789ABCDEF" : "0123456789abcdef").utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 }

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Response or request header fields in order, looked up case-insensitively.
 package struct HTTPHeaders: Sendable, Equatable, Sequence {
@@ -147,29 +151,10 @@ package enum HTTPParsing {
 
     /// `Retry-After`: delay seconds or an HTTP date. Returns seconds from `now`, never negative.
     package static func retryAfter(_ value: String, now: Date = Date()) -> Double? {
-        let v = value.trimmingCharacters(in: .whitespaces)
+        let v = value.trimmingASCIIWhitespace()
         if let seconds = Double(v), seconds >= 0, seconds.isFinite { return seconds }
-        if let date = httpDate(v) { return max(0, date.timeIntervalSince(now)) }
+        if let date = HTTPDate.parse(v) { return max(0, Double(date) - now.timeIntervalSince1970) }
         return nil
-    }
-
-    package static func httpDate(_ value: String) -> Date? {
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "GMT")
-        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
-            f.dateFormat = format
-            if let d = f.date(from: value) { return d }
-        }
-        return nil
-    }
-
-    package static func formatHTTPDate(_ date: Date) -> String {
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "GMT")
-        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return f.string(from: date)
     }
 
     /// The file name from `Content-Disposition` (RFC 6266): `filename*` (RFC 8187, UTF-8 or
@@ -219,7 +204,7 @@ package enum SafeFileName {
                     lastComponent.unicodeScalars.filter {
                         !($0.properties.generalCategory == .control || $0 == "\u{7F}" || $0.value == 0)
                     }))
-            name = name.trimmingCharacters(in: .whitespacesAndNewlines)
+            name = name.trimmingUnicodeWhitespace()
         }
         while name.hasPrefix(".") || name.hasPrefix("-") { name.removeFirst() }
         if name.isEmpty || name == "." || name == ".." { return nil }

@@ -1,5 +1,9 @@
 import CHaulCurl
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Synchronization
 
 /// One transfer on the curl thread. Its mutable state is touched only by that thread (the

@@ -1,5 +1,9 @@
 import CHaulCurl
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Synchronization
 
 /// The Linux default transport: libcurl's multi interface driven by one thread.
@@ -55,9 +59,7 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
         // one, and --max-connections-per-host would count streams. HTTP/2 itself stays, one
         // stream per connection, reused when idle.
         _ = haul_multi_setopt_long(m, Int32(HAUL_CURLMOPT_PIPELINING), 0)
-        let thread = Thread { [unowned self] in self.run() }
-        thread.name = "haul.curl"
-        thread.start()
+        Sys.startThread(name: "haul.curl") { [unowned self] in self.run() }
     }
 
     /// libcurl's version string.

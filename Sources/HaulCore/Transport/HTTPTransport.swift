@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One HTTP request, as the engine hands it to a transport. The transport never follows
 /// redirects and never decodes content unless asked: the engine decides both.
@@ -49,6 +53,12 @@ package struct TransportResponse: Sendable {
     package var status: Int
     package var headers: HTTPHeaders
     package var url: URL
+
+    package init(status: Int, headers: HTTPHeaders, url: URL) {
+        self.status = status
+        self.headers = headers
+        self.url = url
+    }
 }
 
 /// What a handler wants after a chunk of body.

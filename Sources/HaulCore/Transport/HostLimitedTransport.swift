@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// A transport that runs at most `limit` transfers at once against one host (scheme, host,
 /// port), for every download, range and upload of a session together; the others wait in

@@ -1,4 +1,5 @@
 import Foundation
+import HaulCore
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking

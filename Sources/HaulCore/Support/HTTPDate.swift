@@ -1,0 +1,101 @@
+/// HTTP dates (RFC 9110 §5.6.7) read and written byte by byte: the three forms a recipient must
+/// accept, always in GMT. Foundation's `DateFormatter` would load ICU for these fixed English
+/// formats.
+package enum HTTPDate {
+    private static let days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    private static let longDays = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    /// Seconds since 1970 for an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the obsolete
+    /// RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`) or asctime's (`Sun Nov  6 08:49:37 1994`);
+    /// nil for anything else, including a day or time out of range. The weekday is not checked
+    /// against the date (as curl does not).
+    package static func parse(_ text: String) -> Int64? {
+        let fields = text.split(separator: " ", omittingEmptySubsequences: true)
+        if fields.count == 6, fields[0].count == 4, fields[0].hasSuffix(","), days.contains(String(fields[0].dropLast())),
+            fields[5] == "GMT", let day = number(fields[1], digits: 2), let month = month(fields[2]),
+            let year = number(fields[3], digits: 4), let time = time(fields[4])
+        {
+            return seconds(year: year, month: month, day: day, time: time)
+        }
+        if fields.count == 4, fields[0].hasSuffix(","), longDays.contains(String(fields[0].dropLast())),
+            fields[3] == "GMT"
+        {
+            let parts = fields[1].split(separator: "-", omittingEmptySubsequences: false)
+            guard parts.count == 3, let day = number(parts[0], digits: 2), let month = month(parts[1]),
+                let yy = number(parts[2], digits: 2), let time = time(fields[2])
+            else { return nil }
+            // RFC 9110: a two-digit year more than 50 years ahead is in the past century.
+            return seconds(year: yy < 70 ? 2000 + yy : 1900 + yy, month: month, day: day, time: time)
+        }
+        if fields.count == 5, days.contains(String(fields[0])), let month = month(fields[1]),
+            let day = number(fields[2], digits: 1...2), let time = time(fields[3]), let year = number(fields[4], digits: 4)
+        {
+            return seconds(year: year, month: month, day: day, time: time)
+        }
+        return nil
+    }
+
+    /// The IMF-fixdate of `secondsSince1970` (`Sun, 06 Nov 1994 08:49:37 GMT`).
+    package static func format(_ secondsSince1970: Int64) -> String {
+        let dayNumber = secondsSince1970 >= 0 ? secondsSince1970 / 86400 : (secondsSince1970 - 86399) / 86400
+        let inDay = secondsSince1970 - dayNumber * 86400
+        let (year, month, day) = civil(fromDays: dayNumber)
+        // 1970-01-01 was a Thursday (index 3 from Monday).
+        let weekday = Int(((dayNumber % 7) + 7 + 3) % 7)
+        func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(days[weekday]), \(two(day)) \(months[Int(month) - 1]) \(year) "
+            + "\(two(inDay / 3600)):\(two(inDay / 60 % 60)):\(two(inDay % 60)) GMT"
+    }
+
+    private static func number(_ text: Substring, digits: Int) -> Int64? { number(text, digits: digits...digits) }
+
+    private static func number(_ text: Substring, digits: ClosedRange<Int>) -> Int64? {
+        let bytes = text.utf8
+        guard digits.contains(bytes.count), bytes.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return bytes.reduce(0) { $0 * 10 + Int64($1 - 0x30) }
+    }
+
+    private static func month(_ text: Substring) -> Int64? {
+        months.firstIndex(of: String(text)).map { Int64($0) + 1 }
+    }
+
+    /// `HH:MM:SS` as seconds into the day (a leap second's 60 is taken, as the grammar allows).
+    private static func time(_ text: Substring) -> Int64? {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 3, let h = number(parts[0], digits: 2), let m = number(parts[1], digits: 2),
+            let s = number(parts[2], digits: 2), h < 24, m < 60, s <= 60
+        else { return nil }
+        return h * 3600 + m * 60 + s
+    }
+
+    private static func seconds(year: Int64, month: Int64, day: Int64, time: Int64) -> Int64? {
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let lengths: [Int64] = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard day >= 1, day <= lengths[Int(month) - 1] else { return nil }
+        return days(fromYear: year, month: month, day: day) * 86400 + time
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+    private static func days(fromYear year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146097 + dayOfEra - 719468
+    }
+
+    /// The date of a day number since 1970-01-01 (`civil_from_days`).
+    private static func civil(fromDays z0: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = z0 + 719468
+        let era = (z >= 0 ? z : z - 146096) / 146097
+        let dayOfEra = z - era * 146097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}
