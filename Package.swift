@@ -25,6 +25,8 @@ let package = Package(
             linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]
         ),
         .target(name: "HaulCore", dependencies: ["CHaulCurl"]),
+        // The command's own start: libcurl starts loading before Swift's runtime and `main`.
+        .target(name: "CHaulStart", dependencies: ["CHaulCurl"]),
         .target(name: "Haul", dependencies: ["HaulCore"]),
         .target(name: "HaulFoundation", dependencies: ["Haul", "HaulCore"]),
         // The misbehaving local server of the tests and of `haul demo` (which links it alone).
@@ -33,7 +35,17 @@ let package = Package(
         // A Swift Testing trait every suite carries (it imports Testing, so it is kept out of the
         // support targets).
         .target(name: "HaulTestTraits"),
-        .executableTarget(name: "HaulCLI", dependencies: ["Haul", "HaulTestServer"]),
+        // A release `haul` carries Swift's runtime and FoundationEssentials inside it (Swift's
+        // -static-stdlib): a start then maps six libraries instead of nineteen (docs/startup.md).
+        // Debug builds (the tests) link them as shared libraries, as the test runner does.
+        .executableTarget(
+            name: "HaulCLI", dependencies: ["Haul", "HaulTestServer", "CHaulStart"],
+            linkerSettings: [
+                .unsafeFlags(
+                    ["-static-stdlib", "-Xlinker", "-l_FoundationCShims", "-Xlinker", "-l_FoundationCollections"],
+                    .when(platforms: [.linux], configuration: .release))
+            ]
+        ),
         // Examples/: one small program per way to use the library, built with the package and run
         // against the test server by HaulCLITests.
         .executableTarget(name: "OneShotExample", dependencies: ["Haul"], path: "Examples/OneShot"),
@@ -45,7 +57,8 @@ let package = Package(
         .testTarget(
             name: "HaulCoreTests", dependencies: ["HaulCore", "HaulFoundation", "HaulTestSupport", "HaulTestTraits"]),
         .testTarget(
-            name: "HaulTests", dependencies: ["Haul", "HaulCore", "HaulFoundation", "HaulTestSupport", "HaulTestTraits"]),
+            name: "HaulTests",
+            dependencies: ["Haul", "HaulCore", "HaulFoundation", "HaulTestSupport", "HaulTestTraits"]),
         // Golden/: the expected output of GoldenOutputTests, read from the source tree.
         .testTarget(
             name: "HaulCLITests", dependencies: ["HaulCLI", "HaulTestSupport", "HaulCore", "HaulTestTraits"],
@@ -54,6 +67,6 @@ let package = Package(
     swiftLanguageModes: [.v6]
 )
 
-for target in package.targets where target.type != .system && target.name != "CHaulCurl" {
+for target in package.targets where target.type != .system && !target.name.hasPrefix("CHaul") {
     target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
 }

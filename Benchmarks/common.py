@@ -30,14 +30,34 @@ def sha256(path):
 
 
 def measure(cmd, cwd=None):
-    """Runs cmd; returns (wall seconds, user+sys CPU seconds, peak RSS MiB)."""
+    """Runs cmd; returns (wall seconds, user+sys CPU seconds, peak RSS MiB).
+
+    Under GNU time, whose own fork gives cmd a fresh process: wait4's ru_maxrss of a child that
+    Python started counts Python's own resident size (the vfork'd child shares Python's memory
+    until exec, and Linux keeps that high-water mark across exec), which put curl --version at
+    18 MiB instead of 12. Wall time is taken here and includes time's start (about 1.5 ms, the
+    same for every client); start-up rows are timed without it (startup.py)."""
+    gnu_time = ensure("time", "time")
+    with tempfile.NamedTemporaryFile("r", prefix="haul-bench-time-") as report:
+        start = time.monotonic()
+        p = subprocess.Popen([gnu_time, "-q", "-o", report.name, "-f", "%x %U %S %M"] + cmd,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+        p.wait()
+        wall = time.monotonic() - start
+        fields = report.read().split()
+    if p.returncode != 0 or len(fields) < 4 or fields[-4] != "0":
+        sys.exit(f"{cmd[0]} failed with status {p.returncode} ({' '.join(fields)})")
+    status, user, system, rss_kib = fields[-4:]
+    return wall, float(user) + float(system), int(rss_kib) / 1024
+
+
+def timed(cmd, cwd=None):
+    """Runs cmd directly; returns its wall seconds (for start-up rows, where time's 1.5 ms shows)."""
     start = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.monotonic() - start
+    status = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd).returncode
     if status != 0:
         sys.exit(f"{cmd[0]} failed with status {status}")
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+    return time.monotonic() - start
 
 
 class Nginx:

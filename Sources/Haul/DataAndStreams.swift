@@ -1,9 +1,9 @@
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 /// A response's status line and headers.
 public struct HTTPResponse: Sendable, Equatable {

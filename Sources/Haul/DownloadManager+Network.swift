@@ -1,9 +1,10 @@
+import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 /// The network policy: which paths a manager may use, which downloads the policy holds, and
 /// how a path change, or a failure that shows the path gone, reaches the queue.
@@ -52,7 +53,8 @@ extension DownloadManager {
         if let xdg = env["XDG_STATE_HOME"], xdg.hasPrefix("/") {
             return URL(fileURLWithPath: xdg).appendingPathComponent("haul")
         }
-        return URL(fileURLWithPath: env["HOME"] ?? FileManager.default.temporaryDirectory.path).appendingPathComponent(".local/state/haul")
+        return URL(fileURLWithPath: env["HOME"] ?? FileManager.default.temporaryDirectory.path).appendingPathComponent(
+            ".local/state/haul")
     }
 
     /// Follows `network`'s paths until the manager is gone or shut down.

@@ -1,9 +1,9 @@
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 /// A queue of downloads with caps on concurrent downloads and on downloads per host,
 /// priorities, per-item progress and completion closures, an observable list, an aggregate

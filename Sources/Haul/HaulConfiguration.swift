@@ -1,9 +1,9 @@
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 /// Settings shared by every download of a ``HaulSession``.
 ///

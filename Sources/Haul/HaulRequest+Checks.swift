@@ -1,9 +1,9 @@
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 extension HaulRequest {
     /// `url` as haul writes it in records and messages: without a user name and password.

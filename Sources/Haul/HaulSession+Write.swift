@@ -1,9 +1,9 @@
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 extension HaulSession {
     /// Downloads `request`'s body into an open file descriptor as it arrives, in order: standard

@@ -1,9 +1,10 @@
+import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 /// Where a download is saved.
 public enum DownloadDestination: Sendable {
@@ -153,7 +154,10 @@ public final class HaulSession: Sendable {
         self.configuration = configuration
         overallRate = configuration.maxOverallBytesPerSecond.flatMap { $0 > 0 ? RateBudget(bytesPerSecond: $0) : nil }
         let chosen = configuration.transport
-        let base = chosen.refuses(configuration).map { .failure(HaulError(.usage, $0)) } ?? chosen.make()
+        // Made at the first transfer: a new session does not wait for libcurl to load.
+        let base: Result<any HTTPTransport, HaulError> =
+            chosen.refuses(configuration).map { .failure(HaulError(.usage, $0)) }
+            ?? .success(DeferredTransport { chosen.make().mapError { TransportError(.other, $0.message) } })
         let activity = self.activity
         let limit = configuration.maxConnectionsPerHost
         transport = base.map {
@@ -295,7 +299,8 @@ public final class HaulSession: Sendable {
             let env = ProcessInfo.processInfo.environment
             let base =
                 env["XDG_CACHE_HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil }
-                ?? URL(fileURLWithPath: env["HOME"] ?? FileManager.default.temporaryDirectory.path).appendingPathComponent(".cache")
+                ?? URL(fileURLWithPath: env["HOME"] ?? FileManager.default.temporaryDirectory.path)
+                .appendingPathComponent(".cache")
         #endif
         return base.appendingPathComponent("haul/downloads")
     }

@@ -1,9 +1,9 @@
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 /// The network state on Linux, from sysfs, procfs and getifaddrs: which interfaces exist, of
 /// which kind (Wi-Fi, wired, cellular), and whether a default route makes the path usable.

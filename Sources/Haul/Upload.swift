@@ -1,9 +1,9 @@
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 /// A multipart/form-data body (RFC 7578): fields and files, streamed from disk when sent.
 ///

@@ -1,9 +1,9 @@
+import Haul
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Haul
 
 /// A small option parser in the style of curl, wget and aria2 (getopt's rules): `-o FILE`,
 /// `-oFILE`, `--output FILE`, `--output=FILE`, repeated `-H`, flags, and short options run

@@ -1,10 +1,11 @@
+import Haul
+import HaulTestServer
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Haul
-import HaulTestServer
 
 /// `haul demo`: the main job, for real, with no internet: a large download from a built-in
 /// local server that drops the connection twice, a pause and resume, and a SHA-256 check.
@@ -58,7 +59,9 @@ struct DemoCommand {
             return .internalError
         }
         defer { server.shutdown() }
-        let workDir = dir ?? (FileManager.default.temporaryDirectory.path + "/haul-demo-\(ProcessInfo.processInfo.processIdentifier)")
+        let workDir =
+            dir
+            ?? (FileManager.default.temporaryDirectory.path + "/haul-demo-\(ProcessInfo.processInfo.processIdentifier)")
         try? FileManager.default.createDirectory(atPath: workDir, withIntermediateDirectories: true)
         // A directory of its own goes afterwards, unless it holds the file `--keep` keeps.
         defer { if dir == nil && !(keep && way == .file) { try? FileManager.default.removeItem(atPath: workDir) } }

@@ -1,10 +1,10 @@
+import Haul
+import HaulTestServer
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Haul
-import HaulTestServer
 
 /// The modes of `haul demo`, one per way to use the library.
 enum DemoWay: String {

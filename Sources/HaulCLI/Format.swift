@@ -1,8 +1,10 @@
 /// The number formats of the output (`%.1f`, `%02d`, `%3d`), without `String(format:)`, which
 /// needs Foundation proper (and its ICU data) loaded at every start.
 enum Format {
-    /// `value` with `decimals` digits after the point, rounded half to even as printf's `%.Nf`
-    /// rounds an exact tie (0.25 is "0.2"); "nan", "inf" or "-inf" when not finite.
+    /// `value` with `decimals` digits after the point (`%.Nf`): the nearest, a tie to even
+    /// (0.25 is "0.2"), judged on the scaled double, so a value a hair from a tie may round the
+    /// other way than printf's exact expansion (0.35 gives "0.4", printf "0.3"); "nan", "inf"
+    /// or "-inf" when not finite.
     static func fixed(_ value: Double, _ decimals: Int) -> String {
         guard value.isFinite else { return value.isNaN ? "nan" : (value < 0 ? "-inf" : "inf") }
         var scale = 1.0

@@ -1,9 +1,9 @@
+import Haul
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Haul
 
 /// Sizes, checksums and aria2-style input lists, as `haul get` reads them.
 extension GetCommand {

@@ -1,9 +1,9 @@
+import Haul
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Haul
 
 extension GetCommand {
     /// `-j N`: the URLs go through a ``DownloadManager`` with N downloads at once (and at most N

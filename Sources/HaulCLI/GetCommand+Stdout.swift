@@ -1,9 +1,9 @@
+import Haul
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Haul
 
 #if canImport(Glibc)
     import Glibc

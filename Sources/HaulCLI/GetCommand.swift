@@ -1,9 +1,10 @@
+import Haul
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Haul
 
 /// `haul get URL... [-o FILE | -d DIR] [options]`
 struct GetCommand {
@@ -222,7 +223,9 @@ struct GetCommand {
         switch v.last("--transport") {
         case nil, "curl": break
         case "urlsession":
-            throw UsageError("--transport urlsession is not in the command: it runs on libcurl (URLSession is the library's HaulFoundation)")
+            throw UsageError(
+                "--transport urlsession is not in the command: it runs on libcurl (URLSession is the library's HaulFoundation)"
+            )
         case let other?: throw UsageError("unknown --transport \(other) (the command runs on curl)")
         }
         if let raw = v.last("--max-overall-rate") {

@@ -1,9 +1,9 @@
+import Haul
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Haul
 
 #if canImport(Glibc)
     import Glibc
@@ -27,34 +27,23 @@ struct HaulCLI {
                                           injected connection drops, a pause and resume, and a
                                           SHA-256 check
           help [command]                  this text, or a command's options
-          version                         print versions
+          version                         print haul's and libcurl's versions (--version:
+                                          haul's alone, without loading libcurl)
 
         Run 'haul help get' for download options.
         """
 
     static func main() async {
         Interrupts.listen()  // first: a Ctrl-C from here on is never lost
-        keepFreedMemoryForReuse()
+        // Before this, CHaulStart's constructor set the allocator's thresholds and started
+        // loading libcurl on a thread of its own (start.c).
         let args = Array(CommandLine.arguments.dropFirst())
         let code = await run(args)
-        exit(code.rawValue)
-    }
-
-    /// glibc's defaults hand freed heap memory back to the system once 1 MiB is free at the top
-    /// of an arena, and a thousand small downloads free and take again a 512 KiB receive buffer
-    /// each (libcurl's, per transfer): the pages would be returned and faulted in again every
-    /// time. Buffers under 1 MiB come from the heap instead, and up to 8 MiB stays for reuse. Set
-    /// by the command, not the library: an application's allocator is its own business.
-    static func keepFreedMemoryForReuse() {
-        #if canImport(Glibc)
-            // mallopt(3), which Swift's Glibc module does not import; M_TRIM_THRESHOLD is -1,
-            // M_MMAP_THRESHOLD -3.
-            typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
-            guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "mallopt") else { return }
-            let mallopt = unsafeBitCast(symbol, to: Mallopt.self)
-            _ = mallopt(-3, 1 << 20)
-            _ = mallopt(-1, 8 << 20)
-        #endif
+        // Straight out: exit(3) would run the atexit handlers of OpenSSL and the other libraries
+        // libcurl loaded, a millisecond of freeing what the process is about to drop anyway.
+        // Output goes out with write(2), and `print`'s buffer is flushed here.
+        fflush(nil)
+        _exit(code.rawValue)
     }
 
     static func run(_ args: [String]) async -> ExitCode {
@@ -93,8 +82,12 @@ struct HaulCLI {
                 default: Output.emit(help + "\n", to: 1)
                 }
                 return .success
-            case "version", "--version":
+            case "version":
                 Output.emit("haul \(HaulInfo.version) (\(HaulInfo.transportDescription))\n", to: 1)
+                return .success
+            case "--version", "-V":
+                // What scripts ask to check what they run: no libcurl loaded for it.
+                Output.emit("haul \(HaulInfo.version)\n", to: 1)
                 return .success
             default:
                 throw UsageError("unknown command '\(command)' (see haul help)")

@@ -1,10 +1,10 @@
+import Dispatch
+import Synchronization
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Dispatch
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -99,6 +99,12 @@ final class Interrupts: Sendable {
     /// (the shell sees an interrupted command, not an exit code).
     private static func endByDefault(_ sig: Int32) -> Never {
         signal(sig, SIG_DFL)
+        // The reader runs on a Dispatch thread, and Dispatch threads block signals: raise()
+        // would leave it pending there and the exit below would end the process with 130.
+        var only = sigset_t()
+        sigemptyset(&only)
+        sigaddset(&only, sig)
+        pthread_sigmask(SIG_UNBLOCK, &only, nil)
         raise(sig)
         exit(128 + sig)
     }

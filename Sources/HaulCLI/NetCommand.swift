@@ -1,9 +1,9 @@
+import Haul
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Haul
 
 /// `haul net [--watch] [--json]`
 struct NetCommand {

@@ -1,9 +1,9 @@
+import Haul
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Haul
 
 /// `haul get` without `-j`: runs one download task, holding it while the network path is
 /// unusable (no default route, or cellular with `--no-cellular`): "waiting for network", then

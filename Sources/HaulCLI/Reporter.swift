@@ -1,9 +1,9 @@
+import Haul
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Haul
 
 /// What one download says, the one place it is worded: its events and its outcome as notes on
 /// stderr, the progress line, and `--json` lines. The same for `haul get URL` and for each

@@ -1,9 +1,9 @@
+import Haul
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Haul
 
 /// `haul upload URL (-F FIELD... | -T FILE) [options]`
 struct UploadCommand {

@@ -13,7 +13,8 @@ extension HaulConfiguration.Transport {
         name: "urlSession", cannotPace: "URLSession transfers cannot be paced",
         refuses: { configuration in
             if configuration.trustedCertificatesFile != nil {
-                return "trustedCertificatesFile needs the curl transport (URLSession cannot be given extra certificates)"
+                return
+                    "trustedCertificatesFile needs the curl transport (URLSession cannot be given extra certificates)"
             }
             if (configuration.maxOverallBytesPerSecond ?? 0) > 0 {
                 return "maxOverallBytesPerSecond needs the curl transport (URLSession transfers cannot be paced)"

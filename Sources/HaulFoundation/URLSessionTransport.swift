@@ -30,7 +30,7 @@ package final class URLSessionTransport: HTTPTransport, Sendable {
         if request.body != nil {
             // Streaming a body needs an InputStream subclass, which swift-corelibs-foundation does
             // not support well; uploads use the curl transport (docs/transports.md).
-            return FailedTask(TransportError(.other, "uploads need the curl transport"))
+            return FailedTransportTask(TransportError(.other, "uploads need the curl transport"))
         }
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method
@@ -41,7 +41,7 @@ package final class URLSessionTransport: HTTPTransport, Sendable {
         for (name, value) in request.headers {
             // As in the curl transport: refused, not dropped (a dropped If-Range could splice).
             guard HTTPHeaders.problem(name: name, value: value) == nil else {
-                return FailedTask(
+                return FailedTransportTask(
                     TransportError(.invalidURL, "a request header cannot be sent (a line break or NUL in it)"))
             }
             urlRequest.setValue(value, forHTTPHeaderField: name)
@@ -267,15 +267,4 @@ private final class URLSessionTransfer: TransportTask, Sendable {
         }
         return .failure(TransportError(kind, message))
     }
-}
-
-/// A transfer that failed before it started.
-private final class FailedTask: TransportTask {
-    let error: TransportError
-    init(_ error: TransportError) { self.error = error }
-    func pause() {}
-    func resume() {}
-    func cancel() {}
-    func finished() async -> Result<Void, TransportError> { .failure(error) }
-    func onFinish(_ body: @escaping @Sendable (Result<Void, TransportError>) -> Void) { body(.failure(error)) }
 }

@@ -1,9 +1,9 @@
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 extension TestContent {
     /// The SHA-256 (hex) of the server's body for `seed`/`version`, `count` bytes long, worked out

@@ -1,9 +1,9 @@
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 /// The deterministic bytes the test server serves: byte `i` of a file with a given seed and
 /// version is `pattern[(i) % period]`, where the pattern is pseudo-random per (seed, version).

@@ -1,10 +1,10 @@
+import Dispatch
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Dispatch
-import HaulCore
 
 #if canImport(Glibc)
     import Glibc

@@ -1,15 +1,15 @@
+import Dispatch
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Dispatch
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import HaulCore
 
 /// The routes: what each query option makes the server answer.
 extension TestServer {

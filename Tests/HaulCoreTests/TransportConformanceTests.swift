@@ -1,7 +1,7 @@
 import Foundation
+import HaulFoundation
 import HaulTestSupport
 import HaulTestTraits
-import HaulFoundation
 import Testing
 
 @testable import HaulCore

@@ -1,8 +1,8 @@
 import Foundation
 import Haul
+import HaulFoundation
 import HaulTestSupport
 import HaulTestTraits
-import HaulFoundation
 import Testing
 
 @testable import HaulCore

@@ -1,8 +1,8 @@
 import Foundation
 import Haul
+import HaulFoundation
 import HaulTestSupport
 import HaulTestTraits
-import HaulFoundation
 import Testing
 
 @Suite("TLS", .enabled(if: SelfSignedHTTPSServer.available, "needs openssl, timeout and python3"), .fewAtOnce)

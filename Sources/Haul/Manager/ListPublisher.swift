@@ -1,10 +1,10 @@
 import Dispatch
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 /// Publishes a manager's list: to the subscribers of ``DownloadManager/updates`` within
 /// `publishDelay` of a change (a burst of changes gives one list, the latest), to the state file

@@ -1,3 +1,4 @@
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -8,7 +9,6 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import HaulCore
 
 /// A persisted manager's list on disk: `<stateDirectory>/managers/<identifier>.json`, held by one
 /// manager at a time through a lock on `<identifier>.lock` beside it (an open-file-description

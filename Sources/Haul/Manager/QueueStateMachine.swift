@@ -1,9 +1,9 @@
+import HaulCore
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import HaulCore
 
 /// The manager's queue as a state machine: events in (an item added, paused, resumed, cancelled
 /// or removed; a task made for it; a task's progress or end; a change of the network; a

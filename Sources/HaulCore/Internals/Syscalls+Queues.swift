@@ -67,17 +67,19 @@ extension Sys {
         #else
             var thread = pthread_t()
         #endif
-        let status = pthread_create(&thread, &attributes, { raw in
-            #if canImport(Darwin)
-                let context = raw
-            #else
-                let context = raw!
-            #endif
-            let job = Unmanaged<ThreadBody>.fromOpaque(context).takeRetainedValue()
-            haul_set_thread_name(job.name)
-            job.body()
-            return nil
-        }, context)
+        let status = pthread_create(
+            &thread, &attributes,
+            { raw in
+                #if canImport(Darwin)
+                    let context = raw
+                #else
+                    let context = raw!
+                #endif
+                let job = Unmanaged<ThreadBody>.fromOpaque(context).takeRetainedValue()
+                haul_set_thread_name(job.name)
+                job.body()
+                return nil
+            }, context)
         precondition(status == 0, "pthread_create failed: \(Errno(status))")
     }
 }

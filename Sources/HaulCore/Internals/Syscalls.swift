@@ -184,11 +184,6 @@ package enum Sys {
         return path
     }
 
-    /// Allocator policy for a process (glibc): blocks under `below` bytes come from the heap
-    /// rather than their own mapping, and freed memory goes back to the system only once more
-    /// than `upTo` bytes are free at the top of an arena. A no-op elsewhere.
-    package static func keepFreedMemory(below: Int32, upTo: Int32) { haul_malloc_keep_freed(below, upTo) }
-
     /// Renames `from` to `to` unless `to` exists (then `EEXIST`), in one atomic step where the
     /// file system supports it (renameat2 RENAME_NOREPLACE); elsewhere a check, then a rename.
     package static func renameNoReplace(_ from: String, _ to: String) throws(Errno) {

@@ -12,7 +12,8 @@ package enum HTTPDate {
     /// against the date (as curl does not).
     package static func parse(_ text: String) -> Int64? {
         let fields = text.split(separator: " ", omittingEmptySubsequences: true)
-        if fields.count == 6, fields[0].count == 4, fields[0].hasSuffix(","), days.contains(String(fields[0].dropLast())),
+        if fields.count == 6, fields[0].count == 4, fields[0].hasSuffix(","),
+            days.contains(String(fields[0].dropLast())),
             fields[5] == "GMT", let day = number(fields[1], digits: 2), let month = month(fields[2]),
             let year = number(fields[3], digits: 4), let time = time(fields[4])
         {
@@ -29,7 +30,8 @@ package enum HTTPDate {
             return seconds(year: yy < 70 ? 2000 + yy : 1900 + yy, month: month, day: day, time: time)
         }
         if fields.count == 5, days.contains(String(fields[0])), let month = month(fields[1]),
-            let day = number(fields[2], digits: 1...2), let time = time(fields[3]), let year = number(fields[4], digits: 4)
+            let day = number(fields[2], digits: 1...2), let time = time(fields[3]),
+            let year = number(fields[4], digits: 4)
         {
             return seconds(year: year, month: month, day: day, time: time)
         }

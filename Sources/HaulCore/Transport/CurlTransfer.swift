@@ -1,10 +1,10 @@
 import CHaulCurl
+import Synchronization
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Synchronization
 
 /// One transfer on the curl thread. Its mutable state is touched only by that thread (the
 /// atomics aside), which is why it can be `@unchecked Sendable`.

@@ -1,10 +1,10 @@
 import CHaulCurl
+import Synchronization
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import Synchronization
 
 /// The Linux default transport: libcurl's multi interface driven by one thread.
 ///
