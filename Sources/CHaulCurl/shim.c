@@ -6,6 +6,7 @@
 #include <malloc.h>
 #endif
 #include <fcntl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -17,6 +18,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -72,6 +74,17 @@ static void load(void) {
 #endif
         NULL};
     void *lib = NULL;
+#ifdef DEBUG
+    // Tests of a machine without libcurl name one that is not there (debug builds only).
+    const char *only = getenv("HAUL_TEST_LIBCURL");
+    if (only) {
+        lib = dlopen(only, RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            snprintf(load_error, sizeof load_error, "cannot load libcurl: %s", dlerror());
+            return;
+        }
+    }
+#endif
     for (int i = 0; candidates[i] && !lib; i++) lib = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *e = dlerror();
@@ -169,6 +182,29 @@ int haul_rename_noreplace(const char *from, const char *to) {
 #else
     (void)from;
     (void)to;
+    return ENOSYS;
+#endif
+}
+
+int haul_open_unnamed(const char *directory, int mode) {
+#if defined(__linux__) && defined(O_TMPFILE)
+    int fd = open(directory, O_TMPFILE | O_WRONLY | O_CLOEXEC, (mode_t)mode);
+    return fd >= 0 ? fd : -errno;
+#else
+    (void)directory;
+    (void)mode;
+    return -EOPNOTSUPP;
+#endif
+}
+
+int haul_link_unnamed(int fd, const char *path) {
+#ifdef __linux__
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0 ? 0 : errno;
+#else
+    (void)fd;
+    (void)path;
     return ENOSYS;
 #endif
 }

@@ -1,8 +1,10 @@
 // Starts loading libcurl the moment the `haul` process starts, on a thread of its own, when the
 // command is one that transfers: libcurl and the thirty libraries it brings take about 9 ms to
 // load, as long as Swift's start-up and the command's look at the disk together, and on a
-// second core the two overlap where glibc lets them (docs/startup.md). Linked into the command
-// alone: a library has no business loading anything at its host's start.
+// second core the two overlap where glibc lets them (docs/startup.md). Linked with the command's
+// code (into `haul`, and into the test runner that tests that code, where no argument is a
+// command and only the allocator thresholds apply); never with the library, which has no
+// business changing anything at its host's start.
 #include "CHaulCurl.h"
 #include "CHaulStart.h"
 
@@ -26,7 +28,9 @@ static int transfers(int argc, char **argv) {
     return 1;
 }
 
-// glibc and dyld pass a program's arguments to its constructors.
+#if defined(__GLIBC__) || defined(__APPLE__)
+// glibc and dyld pass a program's arguments to its constructors (musl does not: there the
+// first transfer loads libcurl, as a library's does).
 __attribute__((constructor)) static void haul_start(int argc, char **argv) {
     // glibc's defaults hand freed heap memory back to the system once 1 MiB is free at the top
     // of an arena, and a thousand small downloads free and take again a 512 KiB receive buffer
@@ -43,3 +47,4 @@ __attribute__((constructor)) static void haul_start(int argc, char **argv) {
     (void)pthread_create(&thread, &attributes, load_curl, NULL);
     pthread_attr_destroy(&attributes);
 }
+#endif

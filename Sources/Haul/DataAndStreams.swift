@@ -218,7 +218,7 @@ extension HaulSession {
     func open(
         _ request: HaulRequest, extraHeaders: [(String, String)], decodeContent: Bool, window: Int
     ) async throws(HaulError) -> (TransportResponse, BodyStream, URL) {
-        let transport = try transport.get()
+        let transport = try readyTransport()
         var chain = RedirectChain(
             url: request.url, headers: try headers(adding: request.headers), maxRedirects: configuration.maxRedirects)
         while true {

@@ -40,15 +40,16 @@ public struct HaulConfiguration: Sendable {
 
     /// Which HTTP implementation runs the transfers: ``curl`` (the default), or `urlSession`
     /// from the `HaulFoundation` module, which links FoundationNetworking (docs/transports.md).
-    public struct Transport: Sendable, Equatable, CustomStringConvertible {
-        /// The transport's name, as errors and `description` say it.
-        public let description: String
+    public struct Transport: Sendable, Hashable, CustomStringConvertible {
+        /// The transport's name (`curl`, `urlSession`): what makes two transports the same.
+        public let name: String
+        public var description: String { name }
         /// What this transport cannot do that `configuration` asks, if anything (a transfer then
         /// fails with ``HaulError/Code/usage`` rather than run without it).
         package let refuses: @Sendable (HaulConfiguration) -> String?
         /// Why a download with a rate limit cannot run on it, or nil when it paces reads.
         package let cannotPace: String?
-        /// Makes the transport; called once per session.
+        /// Makes the transport; called once per session, when its first transfer needs it.
         package let make: @Sendable () -> Result<any HTTPTransport, HaulError>
 
         package init(
@@ -56,7 +57,7 @@ public struct HaulConfiguration: Sendable {
             refuses: @escaping @Sendable (HaulConfiguration) -> String? = { _ in nil },
             make: @escaping @Sendable () -> Result<any HTTPTransport, HaulError>
         ) {
-            self.description = name
+            self.name = name
             self.cannotPace = cannotPace
             self.refuses = refuses
             self.make = make
@@ -70,7 +71,9 @@ public struct HaulConfiguration: Sendable {
         }
 
         /// Two transports are the same when they have the same name.
-        public static func == (a: Transport, b: Transport) -> Bool { a.description == b.description }
+        public static func == (a: Transport, b: Transport) -> Bool { a.name == b.name }
+
+        public func hash(into hasher: inout Hasher) { hasher.combine(name) }
     }
 
     /// Retry policy.

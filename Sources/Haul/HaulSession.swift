@@ -143,7 +143,8 @@ public struct DownloadResult: Sendable, Equatable {
 public final class HaulSession: Sendable {
     /// The session's settings.
     public let configuration: HaulConfiguration
-    let transport: Result<any HTTPTransport, HaulError>
+    private let transport: Result<any HTTPTransport, HaulError>
+    private let deferred: DeferredTransport
     /// The budget every download of this session shares, when there is an overall limit.
     let overallRate: RateBudget?
     /// Transfers of this session on the wire now (also counted in ``NetworkActivity/shared``).
@@ -154,10 +155,11 @@ public final class HaulSession: Sendable {
         self.configuration = configuration
         overallRate = configuration.maxOverallBytesPerSecond.flatMap { $0 > 0 ? RateBudget(bytesPerSecond: $0) : nil }
         let chosen = configuration.transport
-        // Made at the first transfer: a new session does not wait for libcurl to load.
+        // Made when a transfer first needs it: a new session does not wait for libcurl to load.
+        let deferred = DeferredTransport(chosen.make)
+        self.deferred = deferred
         let base: Result<any HTTPTransport, HaulError> =
-            chosen.refuses(configuration).map { .failure(HaulError(.usage, $0)) }
-            ?? .success(DeferredTransport { chosen.make().mapError { TransportError(.other, $0.message) } })
+            chosen.refuses(configuration).map { .failure(HaulError(.usage, $0)) } ?? .success(deferred)
         let activity = self.activity
         let limit = configuration.maxConnectionsPerHost
         transport = base.map {
@@ -165,6 +167,15 @@ public final class HaulSession: Sendable {
             let counted = CountingTransport($0) { activity.change(by: $0) }
             return limit.map { HostLimitedTransport(counted, limit: $0) } ?? counted
         }
+    }
+
+    /// The session's transport, made (libcurl loaded) if it was not yet: called before a
+    /// transfer touches the disk, so that one that cannot run fails before anything is created
+    /// or removed.
+    func readyTransport() throws(HaulError) -> any HTTPTransport {
+        let transport = try transport.get()
+        _ = try deferred.resolve().get()
+        return transport
     }
 
     /// Downloads `url` into `destination`, resuming a partial download of the same URL.
@@ -196,7 +207,7 @@ public final class HaulSession: Sendable {
         _ url: URL, to destination: DownloadDestination, options: DownloadOptions,
         events: @escaping @Sendable (DownloadEvent) -> Void
     ) async throws(HaulError) -> DownloadResult {
-        let transport = try transport.get()
+        let transport = try readyTransport()
         if options.checksReachability, let unreachable = Reachability.check(url) { throw unreachable }
         let engineOptions = try self.engineOptions(options)
         let (target, placement) = try engineTarget(url, destination)

@@ -80,17 +80,25 @@ public struct MultipartForm: Sendable {
     /// The exact body length, nil when a stream part has none (the body is then sent chunked).
     public var contentLength: Int64? { SegmentedBody(segments).length }
 
+    /// Adds `part`, choosing a new boundary if it occurs in the part: then every part is looked
+    /// at again for the new one (rare: 24 random hex digits).
     private mutating func append(_ part: Part) {
         parts.append(part)
-        while collides() { boundary = Self.randomBoundary() }
+        guard Self.holds(part, boundary) else { return }
+        repeat { boundary = Self.randomBoundary() } while parts.contains { Self.holds($0, boundary) }
     }
 
-    private func collides() -> Bool {
+    /// Whether an in-memory part holds `--boundary`: a scan from one `-` to the next.
+    private static func holds(_ part: Part, _ boundary: String) -> Bool {
+        guard case .bytes(let bytes) = part.source else { return false }
         let marker = Array(("--" + boundary).utf8)
-        return parts.contains { part in
-            guard case .bytes(let b) = part.source, b.count >= marker.count else { return false }
-            return (0...(b.count - marker.count)).contains { b[$0..<$0 + marker.count].elementsEqual(marker) }
+        var at = bytes.startIndex
+        while let dash = bytes[at...].firstIndex(of: 0x2D) {
+            if bytes.count - dash < marker.count { return false }
+            if bytes[dash..<dash + marker.count].elementsEqual(marker) { return true }
+            at = dash + 1
         }
+        return false
     }
 
     var segments: [SegmentedBody.Segment] {
@@ -250,7 +258,7 @@ extension HaulSession {
         _ body: SegmentedBody, to url: URL, method: String, headers: [String: String],
         events: (@Sendable (UploadEvent) -> Void)?
     ) async throws(HaulError) -> UploadResponse {
-        let transport = try transport.get()
+        let transport = try readyTransport()
         var options = UploadOptions()
         options.method = method
         options.headers = try self.headers(adding: headers)

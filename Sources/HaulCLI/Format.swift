@@ -7,6 +7,7 @@ enum Format {
     /// or "-inf" when not finite.
     static func fixed(_ value: Double, _ decimals: Int) -> String {
         guard value.isFinite else { return value.isNaN ? "nan" : (value < 0 ? "-inf" : "inf") }
+        let decimals = min(max(decimals, 0), 9)
         var scale = 1.0
         for _ in 0..<decimals { scale *= 10 }
         let scaled = (value.magnitude * scale).rounded(.toNearestOrEven)
@@ -32,7 +33,8 @@ enum Format {
 
     /// `text` with spaces after it up to `width` characters, or cut to `width`.
     static func leftAligned(_ text: String, _ width: Int) -> String {
-        text.count >= width ? String(text.prefix(width)) : text + String(repeating: " ", count: width - text.count)
+        text.count >= width
+            ? String(text.prefix(max(0, width))) : text + String(repeating: " ", count: width - text.count)
     }
 
     /// Lower-case hex, at least `width` digits (`%04x`).

@@ -27,8 +27,8 @@ struct HaulCLI {
                                           injected connection drops, a pause and resume, and a
                                           SHA-256 check
           help [command]                  this text, or a command's options
-          version                         print haul's and libcurl's versions (--version:
-                                          haul's alone, without loading libcurl)
+          version                         print haul's and libcurl's versions (--version or
+                                          -V: haul's alone, without loading libcurl)
 
         Run 'haul help get' for download options.
         """
@@ -39,11 +39,19 @@ struct HaulCLI {
         // loading libcurl on a thread of its own (start.c).
         let args = Array(CommandLine.arguments.dropFirst())
         let code = await run(args)
-        // Straight out: exit(3) would run the atexit handlers of OpenSSL and the other libraries
-        // libcurl loaded, a millisecond of freeing what the process is about to drop anyway.
-        // Output goes out with write(2), and `print`'s buffer is flushed here.
+        leave(code.rawValue)
+    }
+
+    /// Ends the process, straight out: exit(3) would run the atexit handlers and destructors of
+    /// OpenSSL and the other libraries libcurl loaded, a millisecond of freeing what the process
+    /// is about to drop, and while another thread may still be using them: a transfer at a
+    /// second Ctrl-C, or libcurl still loading (CHaulStart) when a usage error ends the run at
+    /// once, which crashed one run in a few dozen. Output goes out with write(2), and `print`'s
+    /// buffer is flushed here. (Code coverage of the command's processes, which would be written
+    /// from atexit, is not collected.)
+    static func leave(_ code: Int32) -> Never {
         fflush(nil)
-        _exit(code.rawValue)
+        _exit(code)
     }
 
     static func run(_ args: [String]) async -> ExitCode {

@@ -106,7 +106,7 @@ final class Interrupts: Sendable {
         sigaddset(&only, sig)
         pthread_sigmask(SIG_UNBLOCK, &only, nil)
         raise(sig)
-        exit(128 + sig)
+        HaulCLI.leave(128 + sig)
     }
 
     private static func setHandler(_ action: inout sigaction, _ handler: @escaping @convention(c) (Int32) -> Void) {
@@ -135,7 +135,7 @@ final class Interrupts: Sendable {
             return (Array(r.handlers.values), r.count)
         }
         if n > 1 {
-            if sig == SIGINT { exit(ExitCode.interrupted.rawValue) }
+            if sig == SIGINT { HaulCLI.leave(ExitCode.interrupted.rawValue) }
             return  // a repeated hangup or termination: the first is being acted on
         }
         for h in all { h() }

@@ -37,15 +37,19 @@ final class Output: Sendable {
     /// Writes `text` to `fd`; a failed write (a closed terminal) is ignored.
     static func emit(_ text: String, to fd: Int32) { emit(bytes: Array(text.utf8), to: fd) }
 
-    /// Writes `data` to `fd`, all of it unless a write fails (then the rest is dropped).
-    static func emit<Bytes: Collection<UInt8>>(bytes data: Bytes, to fd: Int32) {
+    /// Writes `data` to `fd`, all of it unless a write fails: then the rest is dropped and the
+    /// failure's errno returned (EAGAIN for a non-blocking descriptor that is full, EPIPE when
+    /// SIGPIPE is ignored).
+    @discardableResult
+    static func emit<Bytes: Collection<UInt8>>(bytes data: Bytes, to fd: Int32) -> Int32? {
         var bytes = Array(data)[...]
         while !bytes.isEmpty {
             let n = bytes.withUnsafeBytes { writeBytes(fd, $0.baseAddress, $0.count) }
             if n < 0, errno == EINTR { continue }
-            guard n > 0 else { return }
+            guard n > 0 else { return n < 0 ? errno : EIO }
             bytes = bytes.dropFirst(n)
         }
+        return nil
     }
 
     /// Everything `fd` gives until its end (standard input's list); nil when a read fails.
@@ -302,10 +306,6 @@ final class Output: Sendable {
         return Array(lines.prefix(shown)) + ["… and \(lines.count - 1 - shown) more", lines.last!]
     }
 
-    /// A progress line that fits in `width` columns less one (a line that wraps is not redrawn in
-    /// place: each update would leave a line behind, and `-j`'s block would climb the screen).
-    /// The name, after the last double space, loses its middle first (`long…name.iso`); a
-    /// terminal too narrow for the figures gets them cut.
     /// Where the text after the last two spaces in a row starts.
     private static func lastDoubleSpace(in line: String) -> String.Index? {
         var index = line.endIndex
@@ -323,6 +323,10 @@ final class Output: Sendable {
         return nil
     }
 
+    /// A progress line that fits in `width` columns less one (a line that wraps is not redrawn in
+    /// place: each update would leave a line behind, and `-j`'s block would climb the screen).
+    /// The name, after the last double space, loses its middle first (`long…name.iso`); a
+    /// terminal too narrow for the figures gets them cut.
     static func fitted(_ line: String, width: Int) -> String {
         let room = max(1, width - 1)
         guard displayWidth(line) > room else { return line }

@@ -1,8 +1,14 @@
 import Haul
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 /// `haul upload URL (-F FIELD... | -T FILE) [options]`
@@ -166,8 +172,9 @@ struct UploadCommand {
                     output.error("cannot write \(outputFile)")
                     return .fileSystem
                 }
-            } else {
-                Output.emit(bytes: reply.body, to: 1)
+            } else if let failure = Output.emit(bytes: reply.body, to: 1) {
+                output.error("cannot write the reply to standard output: \(String(cString: strerror(failure)))")
+                return .fileSystem
             }
             let status = reply.response.statusCode
             output.json("done", [("status", status), ("bytes", reply.body.count)])

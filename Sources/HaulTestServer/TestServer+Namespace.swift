@@ -18,7 +18,7 @@ extension TestServer {
     ) throws -> T {
         let result = Locked<Result<T, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        Sys.startThread(name: "haul.testserver.netns") {
+        Sys.startThread(name: "haul.ts.netns") {
             defer { done.signal() }
             let fd = open("/var/run/netns/\(name)", O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else {

@@ -96,7 +96,7 @@ extension TestServer {
         if let limit = q.int("busy"), !admission.enter(limit: limit) {
             return send(fd, status: 503, headers: [("Content-Length", "0")], body: [])
         }
-        if let delay = q["delay"].flatMap(Double.init) { pause(delay) }
+        if let delay = q["delay"].flatMap(Double.init) { sleepFor(delay) }
         if let answered = answerWithoutBody(fd, r, q, hit: hit) { return answered }
 
         let representation = Representation(q, hit: hit)
@@ -245,7 +245,7 @@ extension TestServer {
                 // request its first 2 MiB so), then `rate`.
                 let due = Double(max(0, sent - (q.int("burst") ?? 0))) / Double(rate)
                 let elapsed = Date().timeIntervalSince(began)
-                if due > elapsed { pause(due - elapsed) }
+                if due > elapsed { sleepFor(due - elapsed) }
             }
         }
         if let d = dropAfter, sent >= d, offset < last { return false }  // drop: close mid-body

@@ -99,7 +99,7 @@ public final class TestServer: Sendable {
             ?? Self.makeListener(on: host)
         self.port = port
         listenFD = fd
-        Sys.startThread(name: "haul.testserver.accept") { [self] in acceptLoop() }
+        Sys.startThread(name: "haul.ts.accept") { [self] in acceptLoop() }
     }
 
     private static func makeListener(on host: String) throws -> (Int32, Int) {
@@ -198,7 +198,7 @@ public final class TestServer: Sendable {
             }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            Sys.startThread(name: "haul.testserver.conn") { [self] in
+            Sys.startThread(name: "haul.ts.conn") { [self] in
                 serve(fd, connection: id)
                 state.withLock { s in
                     s.active -= 1
@@ -264,7 +264,7 @@ public final class TestServer: Sendable {
     func holdUntil(inFlight n: Int) {
         let deadline = Date().addingTimeInterval(60)
         while state.withLock({ $0.maxInFlightTotal < n && !$0.stopped }), Date() < deadline {
-            pause(0.005)
+            sleepFor(0.005)
         }
     }
 
@@ -288,7 +288,7 @@ public final class TestServer: Sendable {
             taken += n
             if let rate {
                 let due = Double(taken) / Double(rate) - Date().timeIntervalSince(began)
-                if due > 0 { pause(due) }
+                if due > 0 { sleepFor(due) }
             }
         }
         return true
@@ -462,8 +462,9 @@ public final class TestServer: Sendable {
 }
 
 /// Sleeps the calling thread (a server thread's pacing and delays).
-func pause(_ seconds: Double) {
+func sleepFor(_ seconds: Double) {
     guard seconds > 0 else { return }
+    let seconds = min(seconds, 3600)  // `?delay=inf` or a huge one: an hour, not a trap
     var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
     var remaining = timespec()
     while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }

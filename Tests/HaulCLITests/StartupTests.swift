@@ -1,4 +1,5 @@
 import Foundation
+import HaulTestSupport
 import HaulTestTraits
 import Testing
 
@@ -28,5 +29,20 @@ struct StartupTests {
         let long = try await CLI.run(["version"])
         #expect(long.status == 0)
         #expect(long.stdout.hasPrefix(short.stdout.trimmingCharacters(in: .newlines) + " (libcurl/"), "\(long.stdout)")
+    }
+
+    /// libcurl is loaded when a download first needs it, and a download checks for it before it
+    /// touches the disk: without it, `-d DIR` is not created and nothing is written or removed.
+    @Test func withoutLibcurlADownloadFailsBeforeItTouchesTheDisk() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let target = dir.path + "/new"
+        let run = try await CLI.run(
+            ["get", "-d", target, "http://127.0.0.1:9/x.bin"],
+            environment: ["HAUL_TEST_LIBCURL": "/nonexistent/libcurl.so.4"])
+        #expect(run.status != 0)
+        #expect(run.stderr.contains("libcurl is not available"), "\(run.stderr)")
+        #expect(run.stderr.split(separator: "\n").count == 1, "\(run.stderr)")
+        #expect(dir.contents().isEmpty, "\(dir.contents())")
     }
 }

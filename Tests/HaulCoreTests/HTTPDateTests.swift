@@ -26,16 +26,33 @@ struct HTTPDateTests {
         }
     }
 
-    /// A two-digit year of the obsolete form is read as RFC 9110 says: 70-99 in the 1900s.
+    /// A two-digit year of the obsolete form is read as RFC 9110 says: one more than 50 years
+    /// ahead of now is the latest past year with those digits.
     @Test func twoDigitYears() {
-        #expect(HTTPDate.parse("Thursday, 01-Jan-70 00:00:00 GMT") == 0)
-        #expect(HTTPDate.parse("Saturday, 01-Jan-00 00:00:00 GMT") == 946_684_800)
+        let in2026: Int64 = 1_767_225_600
+        #expect(HTTPDate.parse("Thursday, 01-Jan-70 00:00:00 GMT", now: 0) == 0)
+        #expect(HTTPDate.parse("Saturday, 01-Jan-00 00:00:00 GMT", now: in2026) == 946_684_800)
+        #expect(HTTPDate.parse("Friday, 01-Jan-99 00:00:00 GMT", now: in2026) == 915_148_800)  // 1999
+        #expect(HTTPDate.parse("Wednesday, 01-Jan-76 00:00:00 GMT", now: in2026) == 3_345_062_400)  // 2076
+        #expect(HTTPDate.parse("Saturday, 01-Jan-77 00:00:00 GMT", now: in2026) == 220_924_800)  // 1977
+    }
+
+    /// What senders write that the grammar does not allow, but DateFormatter took and curl takes.
+    @Test func lenientWhereSendersAre() {
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 UTC") == 784_111_777)
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 gmt") == 784_111_777)
+        #expect(HTTPDate.parse("Sun, 6 Nov 1994 08:49:37 GMT") == 784_111_777)
+    }
+
+    @Test func writtenWithinFourDigitYears() {
+        #expect(HTTPDate.format(Int64.min) == "Mon, 01 Jan 0001 00:00:00 GMT")
+        #expect(HTTPDate.format(Int64.max) == "Fri, 31 Dec 9999 23:59:59 GMT")
     }
 
     @Test(arguments: [
         "", "GMT", "Sun, 06 Nov 1994 08:49:37", "Sun, 06 Nov 1994 08:49:37 PST", "Sun, 06 Nov 1994 08:49:37 +0000",
         "Sun, 31 Feb 1994 08:49:37 GMT", "Sun, 29 Feb 1900 00:00:00 GMT", "Sun, 06 Nov 1994 24:00:00 GMT",
-        "Sun, 06 Nov 1994 08:60:00 GMT", "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 94 08:49:37 GMT",
+        "Sun, 06 Nov 1994 08:60:00 GMT", "Sun, 006 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 94 08:49:37 GMT",
         "Sun, 06 Foo 1994 08:49:37 GMT", "Xyz, 06 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49 GMT",
         "Sun, ٠٦ Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 GMT trailing", "Sun Nov  6 08:49:37 94",
     ])

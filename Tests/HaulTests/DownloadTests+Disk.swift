@@ -153,6 +153,8 @@ extension DownloadTests {
         let part = dest.path + ".part"
         // The sync of this partial fails: the download must fail before the rename, keeping the
         // partial (the checksum check used to close the file first, and then it was never synced).
+        // A small file that came whole (4 connections) has no partial: it is written with no
+        // name, so a failed sync leaves nothing at all.
         let hook = FaultInjection.add { call, _, path in call == .fsync && path == part ? Errno(EIO) : nil }
         var options = DownloadOptions()
         options.connections = connections
@@ -162,7 +164,11 @@ extension DownloadTests {
         let error = try #require(result.error)
         #expect(error.code == .fileSystem && error.message.contains("sync"), "\(error)")
         #expect(!fileExists(dest.path))
-        expectFile(part, equals: TestContent.bytes(count: 70000))
+        if connections == 1 {
+            expectFile(part, equals: TestContent.bytes(count: 70000))
+        } else {
+            #expect(dir.contents().isEmpty, "\(dir.contents())")
+        }
     }
 
     @Test(arguments: [1, 4])

@@ -63,6 +63,13 @@ struct UploadTests {
         let first = form.boundary
         form.addFile(name: "trap", data: Data("xx--\(first)yy".utf8), filename: "t.bin")
         #expect(form.boundary != first)
+        // At the very end, after more dashes: still found.
+        let second = form.boundary
+        form.addField(name: "tail", value: "---\(second)")
+        #expect(form.boundary != second && form.boundary != first)
+        let third = form.boundary
+        form.addField(name: "near", value: "-\(third)-")  // one dash: not the marker
+        #expect(form.boundary == third)
     }
 
     @Test func rawPutStreamsTheFileAndRetriesADroppedConnection() async throws {

@@ -119,6 +119,12 @@ int haul_start_writeback(int fd);
 /// returns 0 or an errno (ENOSYS where there is no renameat2, EINVAL where the file system
 /// cannot do it).
 int haul_rename_noreplace(const char *from, const char *to);
+/// A regular file with no name yet in `directory` (O_TMPFILE, write-only, close-on-exec): a file
+/// descriptor, or -errno (-EOPNOTSUPP where the kernel or file system has no unnamed files).
+int haul_open_unnamed(const char *directory, int mode);
+/// Gives the unnamed file `fd` the name `path` (linkat through /proc/self/fd): fails with EEXIST
+/// when anything is at `path` (a symbolic link there is not followed). 0 or an errno.
+int haul_link_unnamed(int fd, const char *path);
 /// Reserves disk space for `length` bytes of `fd` from `offset` (Linux fallocate(2), mode 0: the
 /// file grows where it is shorter); 0, or an errno (EOPNOTSUPP where the file system cannot, and
 /// ENOTSUP off Linux). Never writes the file's blocks.

@@ -289,7 +289,8 @@ package final class SegmentedDownloader: Sendable {
     }
 
     /// A small file that came whole with the probe: written, verified, synced and put in place in
-    /// one job on the ``FileWorker``.
+    /// one job on the ``FileWorker``. Unless it may replace the destination, it is written with
+    /// no name and named once synced (``WholeFile``), which needs no partial and no record.
     private func save(
         _ body: [UInt8], of probe: Probe, at place: DownloadStore.Place
     ) async throws(HaulError)
@@ -298,11 +299,28 @@ package final class SegmentedDownloader: Sendable {
         let total = Int64(body.count)
         let existing = try await FileWorker.shared.perform {
             [self] () throws(HaulError) -> FileWorker.Step<DownloadOutcome?> in
-            switch try write(body, of: probe, at: place) {
-            case .alreadyComplete(let outcome): return .done(outcome)
-            case .written(let partial):
-                return try partial.committing(replacing: options.overwrite, verifying: options.sha256, then: nil)
+            if let size = try place.fileInPlace(serverSize: total) {
+                return .done(DownloadOutcome(path: place.destination, bytes: size, alreadyComplete: true))
             }
+            onEvent(
+                .started(
+                    status: probe.status, url: probe.finalURL, destination: place.destination, offset: 0,
+                    totalBytes: total))
+            if !options.overwrite, let whole = try WholeFile.create(for: place.destination) {
+                try whole.write(body, verifying: options.sha256)
+                return whole.committing(then: nil) { [self] () throws(HaulError) -> Never in
+                    // Another program took the name while the file was synced: the bytes are kept
+                    // as a partial with its record, as a partial's rename would have kept them.
+                    let partial = try write(body, of: probe, at: place)
+                    try partial.checkpoint(record(of: probe, total: total), syncingData: true)
+                    throw HaulError(
+                        .destinationExists,
+                        "\(place.destination) appeared during the download; the data is in \(partial.partPath)",
+                        path: place.destination)
+                }
+            }
+            return try write(body, of: probe, at: place).committing(
+                replacing: options.overwrite, verifying: options.sha256, then: nil)
         }
         if let existing {
             return try await DownloadStore.confirmComplete(existing.path, bytes: existing.bytes, sha256: options.sha256)
@@ -311,33 +329,23 @@ package final class SegmentedDownloader: Sendable {
         return DownloadOutcome(path: place.destination, bytes: total, alreadyComplete: false)
     }
 
-    private enum Written {
-        case alreadyComplete(DownloadOutcome)
-        case written(PartialFile)
+    private func record(of probe: Probe, total: Int64) -> ResumeRecord {
+        ResumeRecord(
+            url: ResumeRecord.redacted(url), finalURL: ResumeRecord.location(probe.finalURL),
+            etag: probe.etag, lastModified: probe.lastModified, totalLength: total)
     }
 
+    /// Writes `body` as the destination's partial, its record first.
     private func write(
         _ body: [UInt8], of probe: Probe, at place: DownloadStore.Place
-    ) throws(HaulError) -> Written {
-        let total = Int64(body.count)
-        let destination = place.destination
-        if let size = try place.fileInPlace(serverSize: total) {
-            return .alreadyComplete(DownloadOutcome(path: destination, bytes: size, alreadyComplete: true))
-        }
+    ) throws(HaulError) -> PartialFile {
         let partial = place.makePartial()
         // Nothing is left at the side-file names (``DownloadStore/claim(_:)``), so the partial is
         // created exclusively.
-        onEvent(
-            .started(
-                status: probe.status, url: probe.finalURL, destination: destination, offset: 0, totalBytes: total))
         try partial.open(at: 0)
         // Its record first (no sync: it claims no bytes), so that a kill before the rename
         // leaves a partial haul can vouch for, not one the next run must refuse.
-        try partial.checkpoint(
-            ResumeRecord(
-                url: ResumeRecord.redacted(url), finalURL: ResumeRecord.location(probe.finalURL),
-                etag: probe.etag, lastModified: probe.lastModified, totalLength: total),
-            syncingData: false)
+        try partial.checkpoint(record(of: probe, total: Int64(body.count)), syncingData: false)
         let failure = body.withUnsafeBytes { buffer -> HaulError? in
             do throws(HaulError) {
                 try partial.write(buffer)
@@ -347,7 +355,7 @@ package final class SegmentedDownloader: Sendable {
             }
         }
         if let failure { throw failure }
-        return .written(partial)
+        return partial
     }
 }
 

@@ -195,6 +195,32 @@ package enum Sys {
         try rename(from, to)
     }
 
+    /// A regular file with no name yet, in `directory`, open for writing (O_TMPFILE): it is on
+    /// disk only once ``linkUnnamed(_:to:)`` names it, and a process that dies first leaves
+    /// nothing. Nil where the kernel or the file system has no unnamed files (then a named
+    /// partial is the way).
+    package static func openUnnamed(inDirectory directory: String, mode: mode_t = 0o644) throws(Errno) -> Int32? {
+        if let injected = FaultInjection.check(.open, path: directory) { throw injected }
+        while true {
+            let r = haul_open_unnamed(directory, Int32(mode))
+            if r >= 0 { return r }
+            switch -r {
+            case EINTR: continue
+            // No O_TMPFILE: EOPNOTSUPP (the file system), EISDIR or EINVAL (a kernel before 3.11).
+            case EOPNOTSUPP, EISDIR, EINVAL, ENOSYS: return nil
+            default: throw Errno(-r)
+            }
+        }
+    }
+
+    /// Names the unnamed file `fd` `path`, failing with `EEXIST` when anything is there: never
+    /// replaced, a symbolic link there never followed. ENOENT for /proc not mounted.
+    package static func linkUnnamed(_ fd: Int32, to path: String) throws(Errno) {
+        if let injected = FaultInjection.check(.link, path: path) { throw injected }
+        let r = haul_link_unnamed(fd, path)
+        if r != 0 { throw Errno(r) }
+    }
+
     /// Which file a path or descriptor is, without following a symbolic link: what a resume
     /// record binds its partial by (docs/resume-record.md).
     package struct FileStatus: Equatable, Sendable {

@@ -26,7 +26,7 @@ package final class RouteEvents: Sendable {
         }
         self.socket = socket
         self.wake = (pipe.0, pipe.1)
-        Sys.startThread(name: "haul.route-events") { [socket, wake, stopped, done] in
+        Sys.startThread(name: "haul.routes") { [socket, wake, stopped, done] in
             while !stopped.get() {
                 let ready = Sys.waitReadable([socket, wake.read])
                 if ready.contains(wake.read) || stopped.get() { break }

@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 /// HTTP dates (RFC 9110 §5.6.7) read and written byte by byte: the three forms a recipient must
 /// accept, always in GMT. Foundation's `DateFormatter` would load ICU for these fixed English
 /// formats.
@@ -8,26 +14,32 @@ package enum HTTPDate {
 
     /// Seconds since 1970 for an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the obsolete
     /// RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`) or asctime's (`Sun Nov  6 08:49:37 1994`);
-    /// nil for anything else, including a day or time out of range. The weekday is not checked
-    /// against the date (as curl does not).
-    package static func parse(_ text: String) -> Int64? {
+    /// nil for anything else, including a day or time out of range. Lenient where senders are
+    /// (as curl is): the zone may be `UTC` as well as `GMT`, in any case, and the day one digit.
+    /// The weekday is not checked against the date (nor by curl). `now` (seconds since 1970)
+    /// places an RFC 850 date's two-digit year.
+    package static func parse(_ text: String, now: Int64 = Int64(Date().timeIntervalSince1970)) -> Int64? {
         let fields = text.split(separator: " ", omittingEmptySubsequences: true)
         if fields.count == 6, fields[0].count == 4, fields[0].hasSuffix(","),
             days.contains(String(fields[0].dropLast())),
-            fields[5] == "GMT", let day = number(fields[1], digits: 2), let month = month(fields[2]),
+            isGMT(fields[5]), let day = number(fields[1], digits: 1...2), let month = month(fields[2]),
             let year = number(fields[3], digits: 4), let time = time(fields[4])
         {
             return seconds(year: year, month: month, day: day, time: time)
         }
         if fields.count == 4, fields[0].hasSuffix(","), longDays.contains(String(fields[0].dropLast())),
-            fields[3] == "GMT"
+            isGMT(fields[3])
         {
             let parts = fields[1].split(separator: "-", omittingEmptySubsequences: false)
-            guard parts.count == 3, let day = number(parts[0], digits: 2), let month = month(parts[1]),
+            guard parts.count == 3, let day = number(parts[0], digits: 1...2), let month = month(parts[1]),
                 let yy = number(parts[2], digits: 2), let time = time(fields[2])
             else { return nil }
-            // RFC 9110: a two-digit year more than 50 years ahead is in the past century.
-            return seconds(year: yy < 70 ? 2000 + yy : 1900 + yy, month: month, day: day, time: time)
+            // RFC 9110 §5.6.7: a two-digit year that would be more than 50 years ahead is the
+            // latest past year with those digits.
+            let thisYear = civil(fromDays: now / 86400).year
+            var year = thisYear - thisYear % 100 + yy
+            if year > thisYear + 50 { year -= 100 }
+            return seconds(year: year, month: month, day: day, time: time)
         }
         if fields.count == 5, days.contains(String(fields[0])), let month = month(fields[1]),
             let day = number(fields[2], digits: 1...2), let time = time(fields[3]),
@@ -38,19 +50,27 @@ package enum HTTPDate {
         return nil
     }
 
-    /// The IMF-fixdate of `secondsSince1970` (`Sun, 06 Nov 1994 08:49:37 GMT`).
+    /// The IMF-fixdate of `secondsSince1970` (`Sun, 06 Nov 1994 08:49:37 GMT`), within years
+    /// 0001-9999 (an instant outside is written as the nearest end).
     package static func format(_ secondsSince1970: Int64) -> String {
+        // 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z.
+        let secondsSince1970 = min(max(secondsSince1970, -62_135_596_800), 253_402_300_799)
         let dayNumber = secondsSince1970 >= 0 ? secondsSince1970 / 86400 : (secondsSince1970 - 86399) / 86400
         let inDay = secondsSince1970 - dayNumber * 86400
         let (year, month, day) = civil(fromDays: dayNumber)
         // 1970-01-01 was a Thursday (index 3 from Monday).
         let weekday = Int(((dayNumber % 7) + 7 + 3) % 7)
         func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(days[weekday]), \(two(day)) \(months[Int(month) - 1]) \(year) "
+        let paddedYear = String(repeating: "0", count: max(0, 4 - String(year).count)) + String(year)
+        return "\(days[weekday]), \(two(day)) \(months[Int(month) - 1]) \(paddedYear) "
             + "\(two(inDay / 3600)):\(two(inDay / 60 % 60)):\(two(inDay % 60)) GMT"
     }
 
     private static func number(_ text: Substring, digits: Int) -> Int64? { number(text, digits: digits...digits) }
+
+    private static func isGMT(_ zone: Substring) -> Bool {
+        zone.equalsIgnoringASCIICase("GMT") || zone.equalsIgnoringASCIICase("UTC")
+    }
 
     private static func number(_ text: Substring, digits: ClosedRange<Int>) -> Int64? {
         let bytes = text.utf8

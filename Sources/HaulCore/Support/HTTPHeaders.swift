@@ -196,7 +196,7 @@ package enum SafeFileName {
         var name: String
         if lastComponent.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) {
             // Printable ASCII, the usual case: no controls to drop, only ASCII spaces to trim
-            // (the Unicode path below goes through NSString on Linux, per file of a long list).
+            // (the Unicode path below looks at every scalar's properties).
             name = lastComponent.trimmingASCIIWhitespace()
         } else {
             name = String(

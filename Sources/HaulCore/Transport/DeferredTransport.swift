@@ -1,17 +1,29 @@
-/// A transport made at its first transfer rather than with its session: a session (and the
-/// command's reading of its arguments, its look at the disk) need not wait the ~9 ms that
-/// libcurl and its libraries take to load, which a background load then hides (docs/startup.md).
+/// A transport made when first needed rather than with its session: making a session does not
+/// wait the ~9 ms that libcurl and its libraries take to load (docs/startup.md). The session
+/// calls ``resolve()`` before it touches the disk, so that a transport that cannot load fails a
+/// download before anything is created or removed.
 package final class DeferredTransport: HTTPTransport {
-    private let make: @Sendable () -> Result<any HTTPTransport, TransportError>
+    private let make: @Sendable () -> Result<any HTTPTransport, HaulError>
+    /// The transport once made (made once: a URLSession transport is a URLSession).
+    private let made = Locked<(any HTTPTransport)?>(nil)
 
-    /// `make` is called at every transfer's start: it must be cheap once it has succeeded (a
-    /// `static let`, as ``CurlTransport/shared``).
-    package init(_ make: @escaping @Sendable () -> Result<any HTTPTransport, TransportError>) { self.make = make }
+    package init(_ make: @escaping @Sendable () -> Result<any HTTPTransport, HaulError>) { self.make = make }
+
+    /// The transport, made on the first call (later callers wait for that one); a failure is
+    /// tried again at the next call.
+    package func resolve() -> Result<any HTTPTransport, HaulError> {
+        made.withLock { made in
+            if let made { return .success(made) }
+            let result = make()
+            if case .success(let transport) = result { made = transport }
+            return result
+        }
+    }
 
     package func start(_ request: TransportRequest, handler: any TransportHandler) -> any TransportTask {
-        switch make() {
+        switch resolve() {
         case .success(let transport): return transport.start(request, handler: handler)
-        case .failure(let error): return FailedTransportTask(error)
+        case .failure(let error): return FailedTransportTask(TransportError(.other, error.message))
         }
     }
 }

@@ -130,7 +130,7 @@ extension TransportTask {
 }
 
 /// Sends HTTP requests. Implementations: ``CurlTransport`` (Linux default) and
-/// ``URLSessionTransport``; both pass the same conformance tests.
+/// `URLSessionTransport` (module HaulFoundation); both pass the same conformance tests.
 package protocol HTTPTransport: Sendable {
     func start(_ request: TransportRequest, handler: any TransportHandler) -> any TransportTask
 }
