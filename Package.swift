@@ -20,8 +20,10 @@ let package = Package(
     targets: [
         // Our own declarations of the few libcurl symbols we use; libcurl is dlopen()ed at run
         // time, so building needs no curl headers or -dev package.
+        // HAUL_TEST_HOOKS: what only tests may steer (which libcurl to load), never in a release.
         .target(
             name: "CHaulCurl",
+            cSettings: [.define("HAUL_TEST_HOOKS", .when(configuration: .debug))],
             linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]
         ),
         .target(name: "HaulCore", dependencies: ["CHaulCurl"]),

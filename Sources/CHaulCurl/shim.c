@@ -74,9 +74,14 @@ static void load(void) {
 #endif
         NULL};
     void *lib = NULL;
-#ifdef DEBUG
-    // Tests of a machine without libcurl name one that is not there (debug builds only).
+#ifdef HAUL_TEST_HOOKS
+    // Tests of a machine without libcurl name one that is not there (debug builds only; not
+    // for a process with raised privileges).
+#ifdef __GLIBC__
+    const char *only = secure_getenv("HAUL_TEST_LIBCURL");
+#else
     const char *only = getenv("HAUL_TEST_LIBCURL");
+#endif
     if (only) {
         lib = dlopen(only, RTLD_NOW | RTLD_LOCAL);
         if (!lib) {
@@ -200,7 +205,8 @@ int haul_open_unnamed(const char *directory, int mode) {
 int haul_link_unnamed(int fd, const char *path) {
 #ifdef __linux__
     char self[64];
-    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    // thread-self: /proc/self is the thread group leader's, gone if that thread has exited.
+    snprintf(self, sizeof self, "/proc/thread-self/fd/%d", fd);
     return linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0 ? 0 : errno;
 #else
     (void)fd;

@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <string.h>
 
-
+#if defined(__GLIBC__) || defined(__APPLE__)
 static void *load_curl(void *unused) {
     (void)unused;
     haul_curl_load(NULL, 0);  // pthread_once inside: the first transfer waits for this load
@@ -28,7 +28,6 @@ static int transfers(int argc, char **argv) {
     return 1;
 }
 
-#if defined(__GLIBC__) || defined(__APPLE__)
 // glibc and dyld pass a program's arguments to its constructors (musl does not: there the
 // first transfer loads libcurl, as a library's does).
 __attribute__((constructor)) static void haul_start(int argc, char **argv) {

@@ -187,7 +187,8 @@ public final class HaulSession: Sendable {
     ///   - options: Resume, overwrite and checksum choices.
     ///   - events: Called with progress and other events, from a background thread.
     /// - Returns: The finished file.
-    /// - Throws: ``HaulError``; on failure or cancellation the partial data stays resumable.
+    /// - Throws: ``HaulError``; on failure or cancellation the partial data stays resumable (a
+    ///   small file that came whole with the first request had no partial: nothing is left).
     @discardableResult
     public func download(
         from url: URL, to destination: DownloadDestination, options: DownloadOptions = DownloadOptions(),
@@ -197,7 +198,8 @@ public final class HaulSession: Sendable {
     }
 
     /// Where a download to `destination` keeps its bytes until it completes and the file is
-    /// renamed into place (its resume record lies beside it). Nothing but haul should write there.
+    /// renamed into place (its resume record lies beside it); a small file that comes whole with
+    /// the first request is written with no name instead. Nothing but haul should write there.
     public static func partialFileURL(for destination: URL) -> URL {
         URL(fileURLWithPath: DownloadStore.partialPath(of: destination.path), isDirectory: false)
     }

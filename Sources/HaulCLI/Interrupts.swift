@@ -135,7 +135,9 @@ final class Interrupts: Sendable {
             return (Array(r.handlers.values), r.count)
         }
         if n > 1 {
-            if sig == SIGINT { HaulCLI.leave(ExitCode.interrupted.rawValue) }
+            // Straight out, not even a flush: another thread may hold standard output's lock
+            // while it waits on a full pipe or a stopped terminal.
+            if sig == SIGINT { _exit(ExitCode.interrupted.rawValue) }
             return  // a repeated hangup or termination: the first is being acted on
         }
         for h in all { h() }

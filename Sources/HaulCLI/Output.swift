@@ -38,14 +38,19 @@ final class Output: Sendable {
     static func emit(_ text: String, to fd: Int32) { emit(bytes: Array(text.utf8), to: fd) }
 
     /// Writes `data` to `fd`, all of it unless a write fails: then the rest is dropped and the
-    /// failure's errno returned (EAGAIN for a non-blocking descriptor that is full, EPIPE when
-    /// SIGPIPE is ignored).
+    /// failure's errno returned (EPIPE when SIGPIPE is ignored, ENOSPC). A descriptor left
+    /// non-blocking by the parent that is full (EAGAIN) is waited for, as a blocking one would be.
     @discardableResult
     static func emit<Bytes: Collection<UInt8>>(bytes data: Bytes, to fd: Int32) -> Int32? {
         var bytes = Array(data)[...]
         while !bytes.isEmpty {
             let n = bytes.withUnsafeBytes { writeBytes(fd, $0.baseAddress, $0.count) }
             if n < 0, errno == EINTR { continue }
+            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&ready, 1, -1)
+                continue
+            }
             guard n > 0 else { return n < 0 ? errno : EIO }
             bytes = bytes.dropFirst(n)
         }

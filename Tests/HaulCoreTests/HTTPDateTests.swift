@@ -35,6 +35,8 @@ struct HTTPDateTests {
         #expect(HTTPDate.parse("Friday, 01-Jan-99 00:00:00 GMT", now: in2026) == 915_148_800)  // 1999
         #expect(HTTPDate.parse("Wednesday, 01-Jan-76 00:00:00 GMT", now: in2026) == 3_345_062_400)  // 2076
         #expect(HTTPDate.parse("Saturday, 01-Jan-77 00:00:00 GMT", now: in2026) == 220_924_800)  // 1977
+        // The rule compares instants: the last day of 2076 is more than 50 years after 1 Jan 2026.
+        #expect(HTTPDate.parse("Friday, 31-Dec-76 00:00:00 GMT", now: in2026) == 220_838_400)  // 1976
     }
 
     /// What senders write that the grammar does not allow, but DateFormatter took and curl takes.

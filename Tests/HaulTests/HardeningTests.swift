@@ -473,7 +473,7 @@ struct RecordFirstTests {
     /// streamed, it leaves a partial with its record, which the next run takes as haul's own
     /// instead of refusing it (exit 5); whole, it leaves nothing.
     @Test(arguments: [1, 4])
-    func aSmallFileStoppedBeforeItIsInPlaceLeavesNothingTheNextRunRefuses(connections: Int) async throws {
+    func aSmallFileStoppedBeforeItIsInPlaceLeavesNothingToRefuse(connections: Int) async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }

@@ -297,10 +297,9 @@ package final class SegmentedDownloader: Sendable {
         -> DownloadOutcome
     {
         let total = Int64(body.count)
-        let existing = try await FileWorker.shared.perform {
-            [self] () throws(HaulError) -> FileWorker.Step<DownloadOutcome?> in
+        let saved = try await FileWorker.shared.perform { [self] () throws(HaulError) -> FileWorker.Step<Saved> in
             if let size = try place.fileInPlace(serverSize: total) {
-                return .done(DownloadOutcome(path: place.destination, bytes: size, alreadyComplete: true))
+                return .done(.existing(DownloadOutcome(path: place.destination, bytes: size, alreadyComplete: true)))
             }
             onEvent(
                 .started(
@@ -308,25 +307,42 @@ package final class SegmentedDownloader: Sendable {
                     totalBytes: total))
             if !options.overwrite, let whole = try WholeFile.create(for: place.destination) {
                 try whole.write(body, verifying: options.sha256)
-                return whole.committing(then: nil) { [self] () throws(HaulError) -> Never in
-                    // Another program took the name while the file was synced: the bytes are kept
-                    // as a partial with its record, as a partial's rename would have kept them.
-                    let partial = try write(body, of: probe, at: place)
-                    try partial.checkpoint(record(of: probe, total: total), syncingData: true)
-                    throw HaulError(
-                        .destinationExists,
-                        "\(place.destination) appeared during the download; the data is in \(partial.partPath)",
-                        path: place.destination)
-                }
+                return whole.committing { .named($0) }
             }
             return try write(body, of: probe, at: place).committing(
-                replacing: options.overwrite, verifying: options.sha256, then: nil)
+                replacing: options.overwrite, verifying: options.sha256, then: .written)
         }
-        if let existing {
+        switch saved {
+        case .existing(let existing):
             return try await DownloadStore.confirmComplete(existing.path, bytes: existing.bytes, sha256: options.sha256)
+        case .written, .named(.linked): break
+        case .named(.refused):
+            // This system would not name the file (nothing is left of it): the partial's way.
+            _ = try await FileWorker.shared.perform { [self] () throws(HaulError) -> FileWorker.Step<Saved> in
+                try write(body, of: probe, at: place).committing(replacing: false, then: .written)
+            }
+        case .named(.taken):
+            // Another program took the name while the file was synced: the bytes are kept as a
+            // partial with its record, as a partial's rename would have kept them.
+            let kept = try await FileWorker.shared.perform { [self] () throws(HaulError) -> FileWorker.Step<String> in
+                .done(try write(body, of: probe, at: place).partPath)
+            }
+            throw HaulError(
+                .destinationExists, "\(place.destination) appeared during the download; the data is in \(kept)",
+                path: place.destination)
         }
         onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
         return DownloadOutcome(path: place.destination, bytes: total, alreadyComplete: false)
+    }
+
+    /// What the file worker's job made of a small file.
+    private enum Saved: Sendable {
+        /// It was there already, complete (to be confirmed).
+        case existing(DownloadOutcome)
+        /// Written as a partial and renamed into place.
+        case written
+        /// Written with no name, then named (or not).
+        case named(WholeFile.Named)
     }
 
     private func record(of probe: Probe, total: Int64) -> ResumeRecord {

@@ -24,6 +24,10 @@ package struct Errno: Error, Equatable, Sendable, CustomStringConvertible {
 
     /// True for "the disk is full" in both its forms (ENOSPC, EDQUOT).
     package var isDiskFull: Bool { self == .noSpace || self == .quotaExceeded }
+    /// True when a link(2) was refused by what the system allows rather than by what is at the
+    /// name: a security module (EPERM, EACCES), /proc of another namespace (ENOENT), a mount
+    /// (EXDEV), a file system or kernel without it (EOPNOTSUPP, ENOSYS, EMLINK).
+    package var refusesLinking: Bool { [EPERM, EACCES, ENOENT, EXDEV, EOPNOTSUPP, ENOSYS, EMLINK].contains(rawValue) }
     package var description: String { String(cString: strerror(rawValue)) }
 }
 
@@ -42,7 +46,7 @@ package enum Sys {
     }
 
     package static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws(Errno) -> Int32 {
-        try retrying(.open) { c_open(path, flags | O_CLOEXEC, mode) }
+        try retrying(.open, path: path) { c_open(path, flags | O_CLOEXEC, mode) }
     }
 
     package static func close(_ fd: Int32) {
@@ -150,7 +154,7 @@ package enum Sys {
     }
 
     package static func rename(_ from: String, _ to: String) throws(Errno) {
-        _ = try retrying(.rename) { c_rename(from, to) }
+        _ = try retrying(.rename, path: to) { c_rename(from, to) }
     }
 
     /// Takes a write lock on one byte of `fd` without waiting; false when another process (or
@@ -199,11 +203,20 @@ package enum Sys {
     /// disk only once ``linkUnnamed(_:to:)`` names it, and a process that dies first leaves
     /// nothing. Nil where the kernel or the file system has no unnamed files (then a named
     /// partial is the way).
+    /// The mode is `mode` less the process's umask, set explicitly: kernels before 6.0 skipped
+    /// the umask for O_TMPFILE on file systems without POSIX ACLs.
     package static func openUnnamed(inDirectory directory: String, mode: mode_t = 0o644) throws(Errno) -> Int32? {
-        if let injected = FaultInjection.check(.open, path: directory) { throw injected }
+        guard let umask = processUmask else { return nil }
         while true {
-            let r = haul_open_unnamed(directory, Int32(mode))
-            if r >= 0 { return r }
+            let r = FaultInjection.check(.open, path: directory).map { -$0.rawValue } ?? haul_open_unnamed(directory, 0)
+            if r >= 0 {
+                guard fchmod(r, mode & ~umask) == 0 else {
+                    let failure = Errno.current
+                    close(r)
+                    throw failure
+                }
+                return r
+            }
             switch -r {
             case EINTR: continue
             // No O_TMPFILE: EOPNOTSUPP (the file system), EISDIR or EINVAL (a kernel before 3.11).
@@ -213,12 +226,25 @@ package enum Sys {
         }
     }
 
+    /// The process's umask, read from /proc/self/status (Linux 4.7): umask(2) can only read it
+    /// by setting it, which races the other threads' creates. Nil where it cannot be read.
+    private static let processUmask: mode_t? = {
+        guard let bytes = try? readSmallFile("/proc/self/status", limit: 64 << 10) else { return nil }
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("Umask:") {
+            return mode_t(line.dropFirst(6).trimmingASCIIWhitespace(), radix: 8)
+        }
+        return nil
+    }()
+
     /// Names the unnamed file `fd` `path`, failing with `EEXIST` when anything is there: never
-    /// replaced, a symbolic link there never followed. ENOENT for /proc not mounted.
+    /// replaced, a symbolic link there never followed.
     package static func linkUnnamed(_ fd: Int32, to path: String) throws(Errno) {
         if let injected = FaultInjection.check(.link, path: path) { throw injected }
-        let r = haul_link_unnamed(fd, path)
-        if r != 0 { throw Errno(r) }
+        while true {
+            let r = haul_link_unnamed(fd, path)
+            if r == 0 { return }
+            if r != EINTR { throw Errno(r) }
+        }
     }
 
     /// Which file a path or descriptor is, without following a symbolic link: what a resume

@@ -19,21 +19,24 @@ package final class WholeFile: @unchecked Sendable {
 
     deinit { if fd >= 0 { Sys.close(fd) } }
 
-    /// The name its sync is known by in fault injection and errors: the partial's, whose place
-    /// it takes.
+    /// The name its writes and sync are known by in fault injection and the write log: the
+    /// partial's, whose place it takes (messages name the destination).
     package var syncName: String { destination + ".part" }
 
-    /// Whether files with no name can be made and then named here: a kernel and file system
-    /// with O_TMPFILE (tried by ``create(for:)``), and /proc to name them through.
-    private static let canName = Sys.isDirectory("/proc/self/fd")
+    /// Whether files with no name can be named: /proc to name them through (the kernel's and
+    /// the file system's O_TMPFILE are tried by ``create(for:)``).
+    private static let procFD = Sys.isDirectory("/proc/thread-self/fd")
+    /// Directories where a link was refused by a security module or a mount: every later one
+    /// there would be too, so their files take the partial's way (a few hundred at most).
+    private static let refused = Locked<Set<String>>([])
 
     /// An unnamed file beside `destination`; nil where there can be none (then a partial).
     package static func create(for destination: String) throws(HaulError) -> WholeFile? {
-        guard canName else { return nil }
         let directory = Sys.parentDirectory(of: destination)
+        guard procFD, !refused.withLock({ $0.contains(directory) }) else { return nil }
         let fd: Int32?
         do { fd = try Sys.openUnnamed(inDirectory: directory) } catch {
-            throw .fileSystem(error, "create a file in", path: directory)
+            throw .fileSystem(error, "create", path: destination)
         }
         return fd.map { WholeFile(destination: destination, fd: $0) }
     }
@@ -45,8 +48,8 @@ package final class WholeFile: @unchecked Sendable {
             let actual = SHA256.hexDigest(of: body)
             guard actual == expected else {
                 throw HaulError(
-                    .checksumMismatch, "SHA-256 of \(destination) is \(actual), expected \(expected)", path: destination
-                )
+                    .checksumMismatch, "SHA-256 of \(destination) is \(actual), expected \(expected)",
+                    path: destination)
             }
         }
         let failure = body.withUnsafeBytes { buffer -> Errno? in
@@ -60,14 +63,22 @@ package final class WholeFile: @unchecked Sendable {
         if let failure { throw .fileSystem(failure, "write", path: destination) }
     }
 
-    /// The file worker's step: sync the file (grouped with others), then give it its name.
-    /// When something took the name meanwhile, `taken` runs instead (the caller keeps the bytes
-    /// another way) and its error ends the download.
-    package func committing<T: Sendable>(
-        then value: T, taken: @escaping @Sendable () throws(HaulError) -> Never
-    ) -> FileWorker.Step<T> {
+    /// How naming the file went.
+    package enum Named: Sendable {
+        /// It is the destination now.
+        case linked
+        /// Something took the destination's name meanwhile; the file is gone.
+        case taken
+        /// This system does not let the file be named (a security module, a mount, /proc of
+        /// another namespace); the file is gone, and later ones take the partial's way.
+        case refused
+    }
+
+    /// The file worker's step: sync the file (grouped with others), then give it its name;
+    /// `then` turns how that went into the job's value. A failed sync or a full disk throws.
+    package func committing<T: Sendable>(then value: @escaping @Sendable (Named) -> T) -> FileWorker.Step<T> {
         .sync(fd: fd, path: syncName) { [self] error throws(HaulError) in
-            if let error { throw .fileSystem(error, "sync", path: syncName) }
+            if let error { throw .fileSystem(error, "sync", path: destination) }
             let failure: Errno?
             do throws(Errno) {
                 try Sys.linkUnnamed(fd, to: destination)
@@ -75,13 +86,15 @@ package final class WholeFile: @unchecked Sendable {
             } catch {
                 failure = error
             }
-            if let failure {
-                close()
-                if failure == .fileExists { try taken() }
-                throw .fileSystem(failure, "link into", path: destination)
-            }
             close()
-            return value
+            guard let failure else { return value(.linked) }
+            if failure == .fileExists { return value(.taken) }
+            if failure.refusesLinking {
+                let directory = Sys.parentDirectory(of: destination)
+                Self.refused.withLock { if $0.count < 512 { $0.insert(directory) } }
+                return value(.refused)
+            }
+            throw .fileSystem(failure, "rename into", path: destination)
         }
     }
 

@@ -37,9 +37,11 @@ package enum HTTPDate {
             // RFC 9110 §5.6.7: a two-digit year that would be more than 50 years ahead is the
             // latest past year with those digits.
             let thisYear = civil(fromDays: now / 86400).year
-            var year = thisYear - thisYear % 100 + yy
-            if year > thisYear + 50 { year -= 100 }
-            return seconds(year: year, month: month, day: day, time: time)
+            let year = thisYear - thisYear % 100 + yy
+            guard let instant = seconds(year: year, month: month, day: day, time: time) else { return nil }
+            // Fifty years of 365.2425 days: the rule compares instants, not years.
+            if instant - now > 1_577_836_800 { return seconds(year: year - 100, month: month, day: day, time: time) }
+            return instant
         }
         if fields.count == 5, days.contains(String(fields[0])), let month = month(fields[1]),
             let day = number(fields[2], digits: 1...2), let time = time(fields[3]),
