@@ -312,6 +312,16 @@ public final class TestServer: Sendable {
     /// Upload routes: `upload=multipart` reports each part, `upload=raw` the body's size and
     /// SHA-256, `upload=count` only its size. Faults: `status=413` answers before reading the
     /// body, `drop=N` closes after N body bytes, `rate=B` reads at B bytes/s.
+    /// A multipart Content-Type's boundary parameter, without quotes or spaces around it.
+    static func boundary(of type: String) -> String? {
+        guard let range = type.firstRange(of: "boundary=") else { return nil }
+        let value = type[range.upperBound...].split(separator: ";").first ?? ""
+        let quoteOrSpace: (Character) -> Bool = { $0 == "\"" || $0 == " " }
+        var trimmed = value.drop(while: quoteOrSpace)
+        while let last = trimmed.last, quoteOrSpace(last) { trimmed = trimmed.dropLast() }
+        return String(trimmed)
+    }
+
     private func receiveUpload(
         _ fd: Int32, _ r: RecordedRequest, mode: String, hit: Int, buffer: inout [UInt8]
     )
@@ -339,14 +349,7 @@ public final class TestServer: Sendable {
             if let drops = q["drops"].flatMap(Int.init), hit >= drops { return nil }
             return n
         }()
-        let boundary = r.header("Content-Type").flatMap { type -> String? in
-            guard let range = type.firstRange(of: "boundary=") else { return nil }
-            let value = type[range.upperBound...].split(separator: ";").first ?? ""
-            let quoteOrSpace: (Character) -> Bool = { $0 == "\"" || $0 == " " }
-            var trimmed = value.drop(while: quoteOrSpace)
-            while let last = trimmed.last, quoteOrSpace(last) { trimmed = trimmed.dropLast() }
-            return String(trimmed)
-        }
+        let boundary = r.header("Content-Type").flatMap(Self.boundary(of:))
         let parser = mode == "multipart" ? boundary.map { MultipartParser(boundary: $0) } : nil
         var hasher = SHA256()
         var received = 0

@@ -199,54 +199,6 @@ package enum Sys {
         try rename(from, to)
     }
 
-    /// A regular file with no name yet, in `directory`, open for writing (O_TMPFILE): it is on
-    /// disk only once ``linkUnnamed(_:to:)`` names it, and a process that dies first leaves
-    /// nothing. Nil where the kernel or the file system has no unnamed files (then a named
-    /// partial is the way).
-    /// The mode is `mode` less the process's umask, set explicitly: kernels before 6.0 skipped
-    /// the umask for O_TMPFILE on file systems without POSIX ACLs.
-    package static func openUnnamed(inDirectory directory: String, mode: mode_t = 0o644) throws(Errno) -> Int32? {
-        guard let umask = processUmask else { return nil }
-        while true {
-            let r = FaultInjection.check(.open, path: directory).map { -$0.rawValue } ?? haul_open_unnamed(directory, 0)
-            if r >= 0 {
-                guard fchmod(r, mode & ~umask) == 0 else {
-                    let failure = Errno.current
-                    close(r)
-                    throw failure
-                }
-                return r
-            }
-            switch -r {
-            case EINTR: continue
-            // No O_TMPFILE: EOPNOTSUPP (the file system), EISDIR or EINVAL (a kernel before 3.11).
-            case EOPNOTSUPP, EISDIR, EINVAL, ENOSYS: return nil
-            default: throw Errno(-r)
-            }
-        }
-    }
-
-    /// The process's umask, read from /proc/self/status (Linux 4.7): umask(2) can only read it
-    /// by setting it, which races the other threads' creates. Nil where it cannot be read.
-    private static let processUmask: mode_t? = {
-        guard let bytes = try? readSmallFile("/proc/self/status", limit: 64 << 10) else { return nil }
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("Umask:") {
-            return mode_t(line.dropFirst(6).trimmingASCIIWhitespace(), radix: 8)
-        }
-        return nil
-    }()
-
-    /// Names the unnamed file `fd` `path`, failing with `EEXIST` when anything is there: never
-    /// replaced, a symbolic link there never followed.
-    package static func linkUnnamed(_ fd: Int32, to path: String) throws(Errno) {
-        if let injected = FaultInjection.check(.link, path: path) { throw injected }
-        while true {
-            let r = haul_link_unnamed(fd, path)
-            if r == 0 { return }
-            if r != EINTR { throw Errno(r) }
-        }
-    }
-
     /// Which file a path or descriptor is, without following a symbolic link: what a resume
     /// record binds its partial by (docs/resume-record.md).
     package struct FileStatus: Equatable, Sendable {
