@@ -37,9 +37,9 @@ enum Format {
             ? String(text.prefix(max(0, width))) : text + String(repeating: " ", count: width - text.count)
     }
 
-    /// Lower-case hex, at least `width` digits (`%04x`).
-    static func hex(_ n: UInt32, _ width: Int) -> String {
-        let digits = String(n, radix: 16)
+    /// Hex, at least `width` digits (`%04x`; `%02X` when `uppercase`).
+    static func hex(_ n: UInt32, _ width: Int, uppercase: Bool = false) -> String {
+        let digits = String(n, radix: 16, uppercase: uppercase)
         return String(repeating: "0", count: max(0, width - digits.count)) + digits
     }
 }

@@ -110,7 +110,7 @@ final class Output: Sendable {
         var out = ""
         for u in text.unicodeScalars {
             if isControl(u) {
-                out += "\\x" + (u.value < 0x10 ? "0" : "") + String(u.value, radix: 16, uppercase: true)
+                out += "\\x" + Format.hex(u.value, 2, uppercase: true)
             } else {
                 out.unicodeScalars.append(u)
             }

@@ -30,6 +30,7 @@ struct FormatTests {
         #expect(Format.leftAligned("eth0", 6) == "eth0  ")
         #expect(Format.leftAligned("enp0s31f6-long", 6) == "enp0s3")
         #expect(Format.hex(0x1b, 4) == "001b")
+        #expect(Format.hex(0x7, 2, uppercase: true) == "07" && Format.hex(0x9f, 2, uppercase: true) == "9F")
     }
 
     @Test func durationsAndSizes() {

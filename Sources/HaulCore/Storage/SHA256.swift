@@ -65,10 +65,7 @@ package struct SHA256: Sendable {
     }
 
     /// Lower-case hex of the digest.
-    package mutating func hexDigest() -> String {
-        finalize().map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
-            .joined()
-    }
+    package mutating func hexDigest() -> String { Hex.string(finalize()) }
 
     private mutating func compress(_ block: UnsafeRawPointer) {
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in

@@ -75,9 +75,7 @@ package enum HTTPDate {
     }
 
     private static func number(_ text: Substring, digits: ClosedRange<Int>) -> Int64? {
-        let bytes = text.utf8
-        guard digits.contains(bytes.count), bytes.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return bytes.reduce(0) { $0 * 10 + Int64($1 - 0x30) }
+        digits.contains(text.utf8.count) ? HTTPHeaders.decimal(text) : nil
     }
 
     private static func month(_ text: Substring) -> Int64? {
