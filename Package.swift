@@ -8,6 +8,9 @@ if Context.environment["CI"] == "true" || Context.environment["HAUL_WERROR"] == 
     swiftSettings.append(.treatAllWarnings(as: .error))
 }
 
+// The package's own directory, for the one linker flag that names a file of it.
+let packageDirectory = String(#filePath.dropLast("/Package.swift".count))
+
 let package = Package(
     name: "Haul",
     platforms: [.macOS(.v15)],
@@ -40,11 +43,21 @@ let package = Package(
         // A release `haul` carries Swift's runtime and FoundationEssentials inside it (Swift's
         // -static-stdlib): a start then maps six libraries instead of nineteen (docs/startup.md).
         // Debug builds (the tests) link them as shared libraries, as the test runner does.
+        // It is linked by lld with packed relative relocations and with the functions a run
+        // executes placed together (Link/haul.order, made by scripts/link-order.sh), so that
+        // a run maps fewer of the binary's pages (docs/startup.md).
         .executableTarget(
             name: "HaulCLI", dependencies: ["Haul", "HaulTestServer", "CHaulStart"],
+            exclude: ["Link"],
             linkerSettings: [
                 .unsafeFlags(
-                    ["-static-stdlib", "-Xlinker", "-l_FoundationCShims", "-Xlinker", "-l_FoundationCollections"],
+                    [
+                        "-static-stdlib", "-use-ld=lld",
+                        "-Xlinker", "-l_FoundationCShims", "-Xlinker", "-l_FoundationCollections",
+                        "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                        "-Xlinker", "--symbol-ordering-file=\(packageDirectory)/Sources/HaulCLI/Link/haul.order",
+                        "-Xlinker", "--no-warn-symbol-ordering",
+                    ],
                     .when(platforms: [.linux], configuration: .release))
             ]
         ),
