@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build -c release --product haul
 work=$(mktemp -d)
-trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+server=
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 # valgrind cannot read the toolchain's DWARF 5; the symbol table is enough.
 objcopy --strip-debug .build/release/haul "$work/haul"
 head -c 2000000 /dev/urandom >"$work/file.bin"
