@@ -1,21 +1,27 @@
 # The functions of one binary (argv[2], a file name) that callgrind outputs (cg.*.out in argv[1])
-# executed, one mangled name a line: the input of scripts/link-order.sh.
-import glob, re, sys
-syms=set()
-for f in glob.glob(sys.argv[1] + "/cg.*.out"):
-    obs={}; fns={}; cur_ob=None; cfn_ob=None
-    for line in open(f, errors="replace"):
-        line=line.rstrip("\n")
-        m=re.match(r"^(c?ob)=\((\d+)\)(?: (.*))?$", line)
-        if m:
-            if m.group(3): obs[m.group(2)]=m.group(3)
-            if m.group(1)=="ob": cur_ob=obs[m.group(2)]
-            else: cfn_ob=obs[m.group(2)]
-            continue
-        m=re.match(r"^(c?fn)=\((\d+)\)(?: (.*))?$", line)
-        if m:
-            if m.group(3): fns[m.group(2)]=(m.group(3), cur_ob if m.group(1)=="fn" else (cfn_ob or cur_ob))
-            if m.group(1)=="fn" and cur_ob and cur_ob.endswith(sys.argv[2]): syms.add(fns[m.group(2)][0])
-            cfn_ob=None
+# executed, one mangled name a line: the input of scripts/link-order.sh. Callgrind names an
+# object or function once as "ob=(id) name" / "fn=(id) name" and after that by "(id)" alone;
+# "cob="/"cfn=" lines (the callee of a call) share those tables. A function without a symbol
+# is named by its address, a recursion level gets a "'N" suffix: neither is a symbol to order.
+import glob, os, re, sys
 
-for s in sorted(syms): print(s)
+functions = set()
+for path in glob.glob(os.path.join(sys.argv[1], "cg.*.out")):
+    objects, names, current = {}, {}, None
+    for line in open(path, errors="replace"):
+        m = re.match(r"^(c?ob|c?fn)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
+        if not m:
+            continue
+        kind, key, name = m.groups()
+        table = objects if kind.endswith("ob") else names
+        if name:
+            table[key] = name
+        if kind == "ob":
+            current = objects[key]
+        elif kind == "fn" and current and os.path.basename(current) == sys.argv[2]:
+            functions.add(names[key])
+
+for name in sorted(functions):
+    base = re.sub(r"'\d+$", "", name)
+    if not base.startswith(("0x", "(")):
+        print(base)
