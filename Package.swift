@@ -1,6 +1,10 @@
 // swift-tools-version:6.2
 import PackageDescription
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 // Shared settings, applied to every Swift target in a loop (as AsyncHTTPClient does).
 // CI (CI=true) treats warnings as errors; local builds only warn.
 var swiftSettings: [SwiftSetting] = []
@@ -8,8 +12,26 @@ if Context.environment["CI"] == "true" || Context.environment["HAUL_WERROR"] == 
     swiftSettings.append(.treatAllWarnings(as: .error))
 }
 
-// The package's own directory, for the one linker flag that names a file of it.
-let packageDirectory = String(#filePath.dropLast("/Package.swift".count))
+// The release `haul`'s link (docs/startup.md). The Swift runtime inside it, always on Linux. With
+// a glibc of 2.36 or later on the building machine (the one that runs what it builds), also lld
+// with the functions a run executes placed together (Link/haul.order, made by
+// scripts/link-order.sh) and packed relative relocations, which only such a glibc can load.
+var releaseLinkFlags = ["-static-stdlib", "-Xlinker", "-l_FoundationCShims", "-Xlinker", "-l_FoundationCollections"]
+#if canImport(Glibc)
+    // confstr gives "glibc 2.36"; nothing (another C library) leaves the list empty.
+    var glibcName = [CChar](repeating: 0, count: 64)
+    let glibcLength = confstr(Int32(_CS_GNU_LIBC_VERSION), &glibcName, glibcName.count)
+    let glibc = glibcLength > 0 ? String(cString: glibcName).split(separator: " ").last ?? "" : ""
+    let glibcVersion = glibc.split(separator: ".").compactMap { Int($0) }
+    if glibcVersion.count >= 2, !glibcVersion.lexicographicallyPrecedes([2, 36]) {
+        releaseLinkFlags += [
+            "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+            "-Xlinker", "--symbol-ordering-file",
+            "-Xlinker", "\(Context.packageDirectory)/Sources/HaulCLI/Link/haul.order",
+            "-Xlinker", "--no-warn-symbol-ordering",
+        ]
+    }
+#endif
 
 let package = Package(
     name: "Haul",
@@ -43,22 +65,11 @@ let package = Package(
         // A release `haul` carries Swift's runtime and FoundationEssentials inside it (Swift's
         // -static-stdlib): a start then maps six libraries instead of nineteen (docs/startup.md).
         // Debug builds (the tests) link them as shared libraries, as the test runner does.
-        // It is linked by lld with packed relative relocations and with the functions a run
-        // executes placed together (Link/haul.order, made by scripts/link-order.sh), so that
-        // a run maps fewer of the binary's pages (docs/startup.md).
         .executableTarget(
             name: "HaulCLI", dependencies: ["Haul", "HaulTestServer", "CHaulStart"],
             exclude: ["Link"],
             linkerSettings: [
-                .unsafeFlags(
-                    [
-                        "-static-stdlib", "-use-ld=lld",
-                        "-Xlinker", "-l_FoundationCShims", "-Xlinker", "-l_FoundationCollections",
-                        "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
-                        "-Xlinker", "--symbol-ordering-file=\(packageDirectory)/Sources/HaulCLI/Link/haul.order",
-                        "-Xlinker", "--no-warn-symbol-ordering",
-                    ],
-                    .when(platforms: [.linux], configuration: .release))
+                .unsafeFlags(releaseLinkFlags, .when(platforms: [.linux], configuration: .release))
             ]
         ),
         // Examples/: one small program per way to use the library, built with the package and run
