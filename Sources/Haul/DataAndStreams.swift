@@ -226,7 +226,7 @@ extension HaulSession {
             for (name, value) in extraHeaders { headers.replace(name, value) }
             var t = TransportRequest(
                 url: chain.current, headers: headers, connectTimeout: configuration.timeout.connect,
-                idleTimeout: configuration.timeout.idle, caFile: configuration.trustedCertificatesFile)
+                idleTimeout: configuration.timeout.idle, connection: configuration.connectionSettings)
             t.decodeContent = decodeContent
             let body = BodyStream(window: max(1, window))
             switch await body.start(t, on: transport) {

@@ -1,4 +1,5 @@
 import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -76,6 +77,32 @@ public struct HaulConfiguration: Sendable {
         public func hash(into hasher: inout Hasher) { hasher.combine(name) }
     }
 
+    /// How the server's certificate is checked, beyond ``trustedCertificatesFile``: URLSession's
+    /// server trust, Alamofire's trust evaluators (default, pinned public keys, disabled).
+    public struct TLS: Sendable, Equatable {
+        /// Check the certificate chain against the trusted authorities and its name against the
+        /// host (the default). False is curl's `--insecure`: anyone on the path can then read and
+        /// change what is downloaded. A pin is still checked.
+        public var verifiesCertificate = true
+        /// Public keys the server must present one of, each as `sha256//` and the base64 of the
+        /// SHA-256 of its SubjectPublicKeyInfo in DER (curl's `--pinnedpubkey` form). Empty (the
+        /// default): no pinning. A malformed entry fails every transfer with ``HaulError/Code/usage``.
+        public var pinnedPublicKeys: [String] = []
+        /// Creates the defaults: verified, no pins.
+        public init() {}
+    }
+
+    /// The HTTP version asked for.
+    public enum HTTPVersion: Sendable, Equatable {
+        /// HTTP/2 over TLS where the server offers it, HTTP/1.1 otherwise (the default).
+        case automatic
+        /// HTTP/1.1 only.
+        case http1_1
+        /// HTTP/2: over TLS where the server offers it, and over plain HTTP by an upgrade the
+        /// server may ignore (HTTP/1.1 then).
+        case http2
+    }
+
     /// Retry policy.
     public var retry = Retry()
     /// Timeouts.
@@ -89,6 +116,10 @@ public struct HaulConfiguration: Sendable {
     /// Needs the curl transport: with `urlSession` every transfer fails with
     /// ``HaulError/Code/usage`` (URLSession cannot be given extra certificates).
     public var trustedCertificatesFile: String?
+    /// Certificate checks and public-key pins. Anything but the default needs the curl transport.
+    public var tls = TLS()
+    /// The HTTP version asked for. Anything but ``HTTPVersion/automatic`` needs the curl transport.
+    public var httpVersion: HTTPVersion = .automatic
     /// Connections at once to one host (scheme, host, port) for all the session's transfers
     /// together: every range of every download, and uploads. Others wait for a free one, in
     /// order. Nil (the default) sets no cap; `haul get` uses 16.
@@ -107,4 +138,33 @@ public struct HaulConfiguration: Sendable {
 
     /// Creates the default configuration.
     public init() {}
+}
+
+extension HaulConfiguration.TLS {
+    /// Whether `pin` is in the form ``pinnedPublicKeys`` takes.
+    package static func isPin(_ pin: String) -> Bool { ConnectionSettings.validPin(pin) != nil }
+}
+
+extension HaulConfiguration {
+    /// What the transport is told of trust and HTTP version.
+    package var connectionSettings: ConnectionSettings {
+        var settings = ConnectionSettings(caFile: trustedCertificatesFile)
+        settings.verifiesCertificate = tls.verifiesCertificate
+        settings.pinnedPublicKeys = tls.pinnedPublicKeys
+        switch httpVersion {
+        case .automatic: settings.httpVersion = .automatic
+        case .http1_1: settings.httpVersion = .http1_1
+        case .http2: settings.httpVersion = .http2
+        }
+        return settings
+    }
+
+    /// Why no transfer can run with these settings (a malformed pin), or nil.
+    package var settingsProblem: String? {
+        if let bad = tls.pinnedPublicKeys.first(where: { !TLS.isPin($0) }) {
+            let shown = bad.count > 60 ? String(bad.prefix(60)) + "..." : bad
+            return "public key pin \"\(shown)\" is not sha256// and the base64 of a SHA-256 hash"
+        }
+        return nil
+    }
 }

@@ -159,7 +159,8 @@ public final class HaulSession: Sendable {
         let deferred = DeferredTransport(chosen.make)
         self.deferred = deferred
         let base: Result<any HTTPTransport, HaulError> =
-            chosen.refuses(configuration).map { .failure(HaulError(.usage, $0)) } ?? .success(deferred)
+            (configuration.settingsProblem ?? chosen.refuses(configuration)).map { .failure(HaulError(.usage, $0)) }
+            ?? .success(deferred)
         let activity = self.activity
         let limit = configuration.maxConnectionsPerHost
         transport = base.map {
@@ -246,7 +247,7 @@ public final class HaulSession: Sendable {
         engineOptions.connectTimeout = configuration.timeout.connect
         engineOptions.idleTimeout = configuration.timeout.idle
         engineOptions.maxRedirects = configuration.maxRedirects
-        engineOptions.caFile = configuration.trustedCertificatesFile
+        engineOptions.connection = configuration.connectionSettings
         engineOptions.progressInterval = configuration.progressInterval
         engineOptions.resume = options.resume
         engineOptions.overwrite = options.overwrite

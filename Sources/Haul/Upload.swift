@@ -265,7 +265,7 @@ extension HaulSession {
         options.retry = retryPolicy
         options.connectTimeout = configuration.timeout.connect
         options.idleTimeout = configuration.timeout.idle
-        options.caFile = configuration.trustedCertificatesFile
+        options.connection = configuration.connectionSettings
         options.progressInterval = configuration.progressInterval
         let uploader = Uploader(url: url, body: body, options: options, transport: transport) { event in
             switch event {

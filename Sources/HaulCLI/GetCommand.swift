@@ -8,35 +8,35 @@ import Haul
 
 /// `haul get URL... [-o FILE | -d DIR] [options]`
 struct GetCommand {
-    static let options: [Arguments.Option] = [
-        .init("-o", "--output", value: true),
-        .init("-d", "--dir", value: true),
-        .init("-c", "--continue"),
-        .init("--no-continue"),
-        .init("--overwrite"),
-        .init("--retries", value: true),
-        .init("--retry-delay", value: true),
-        .init("--timeout", value: true),
-        .init("--connect-timeout", value: true),
-        .init("--max-redirects", value: true),
-        .init("-H", "--header", value: true),
-        .init("--checksum", value: true),
-        .init("--cacert", value: true),
-        .init("--transport", value: true),
-        .init("-x", "--connections", value: true),
-        .init("-k", "--min-split-size", value: true),
-        .init("--limit-rate", value: true),
-        .init("--lowest-speed-limit", value: true),
-        .init("--max-overall-rate", value: true),
-        .init("-j", "--max-concurrent", value: true),
-        .init("--max-connections-per-host", value: true),
-        .init("-i", "--input-file", value: true),
-        .init("--no-wait"),
-        .init("--no-cellular"),
-        .init("--check-host"),
-        .init("-q", "--quiet"),
-        .init("--json"),
-    ]
+    static let options: [Arguments.Option] =
+        [
+            .init("-o", "--output", value: true),
+            .init("-d", "--dir", value: true),
+            .init("-c", "--continue"),
+            .init("--no-continue"),
+            .init("--overwrite"),
+            .init("--retries", value: true),
+            .init("--retry-delay", value: true),
+            .init("--timeout", value: true),
+            .init("--connect-timeout", value: true),
+            .init("--max-redirects", value: true),
+            .init("-H", "--header", value: true),
+            .init("--checksum", value: true),
+            .init("--transport", value: true),
+            .init("-x", "--connections", value: true),
+            .init("-k", "--min-split-size", value: true),
+            .init("--limit-rate", value: true),
+            .init("--lowest-speed-limit", value: true),
+            .init("--max-overall-rate", value: true),
+            .init("-j", "--max-concurrent", value: true),
+            .init("--max-connections-per-host", value: true),
+            .init("-i", "--input-file", value: true),
+            .init("--no-wait"),
+            .init("--no-cellular"),
+            .init("--check-host"),
+            .init("-q", "--quiet"),
+            .init("--json"),
+        ] + ConnectionFlags.options
 
     static let help = """
         usage: haul get URL... [-o FILE | -d DIR] [options]
@@ -66,7 +66,7 @@ struct GetCommand {
                                   headers are, as with curl)
               --checksum sha-256=HEX   verify the finished file (a mismatch deletes it); a file
                                   already there counts as done only if it matches
-              --cacert FILE       trust these extra CA certificates (PEM)
+        \(ConnectionFlags.help)
           -x, --connections N     connections per file, 1-16 (default 4): byte ranges in parallel
                                   when the server supports them and the file is over 2x -k;
                                   -x 1 for one plain request
@@ -213,10 +213,7 @@ struct GetCommand {
         if let t = try v.number("--timeout", min: 1) { c.timeout.idle = t }
         if let t = try v.number("--connect-timeout", min: 1) { c.timeout.connect = t }
         if let n = try v.integer("--max-redirects") { c.maxRedirects = n }
-        if let ca = v.last("--cacert") {
-            guard FileManager.default.isReadableFile(atPath: ca) else { throw UsageError("cannot read --cacert \(ca)") }
-            c.trustedCertificatesFile = ca
-        }
+        try ConnectionFlags.apply(v, to: &c)
         // The command runs on libcurl alone: linking the URLSession transport would load
         // FoundationNetworking at every start (docs/transports.md). `--transport curl` is still
         // taken, for the scripts that say it.
@@ -311,6 +308,7 @@ struct GetCommand {
     /// Runs every download in turn (or `-j` at once); returns the exit code of the first
     /// failure, else 0.
     func run(interrupts: Interrupts) async -> ExitCode {
+        if !configuration.tls.verifiesCertificate { output.warning(ConnectionFlags.insecureWarning) }
         for url in repeatedURLs {
             output.note("\(HaulRequest.redacted(url)) is listed more than once; downloading it once")
         }

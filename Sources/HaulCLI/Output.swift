@@ -77,6 +77,12 @@ final class Output: Sendable {
         message("haul: \(Output.printable(text()))\n")
     }
 
+    /// A one-line warning on stderr, in every mode (`-q` and `--json` too): for what must not
+    /// go unnoticed, such as a connection that is not verified.
+    func warning(_ text: String) {
+        message("haul: warning: \(Output.printable(text))\n")
+    }
+
     func error(_ text: String) {
         if mode == .json {
             clearLine()

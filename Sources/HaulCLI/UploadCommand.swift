@@ -13,20 +13,20 @@ import Haul
 
 /// `haul upload URL (-F FIELD... | -T FILE) [options]`
 struct UploadCommand {
-    static let options: [Arguments.Option] = [
-        .init("-F", "--form", value: true),
-        .init("-T", "--upload-file", value: true),
-        .init("-X", "--request", value: true),
-        .init("-o", "--output", value: true),
-        .init("-H", "--header", value: true),
-        .init("--retries", value: true),
-        .init("--retry-delay", value: true),
-        .init("--timeout", value: true),
-        .init("--connect-timeout", value: true),
-        .init("--cacert", value: true),
-        .init("-q", "--quiet"),
-        .init("--json"),
-    ]
+    static let options: [Arguments.Option] =
+        [
+            .init("-F", "--form", value: true),
+            .init("-T", "--upload-file", value: true),
+            .init("-X", "--request", value: true),
+            .init("-o", "--output", value: true),
+            .init("-H", "--header", value: true),
+            .init("--retries", value: true),
+            .init("--retry-delay", value: true),
+            .init("--timeout", value: true),
+            .init("--connect-timeout", value: true),
+            .init("-q", "--quiet"),
+            .init("--json"),
+        ] + ConnectionFlags.options
 
     static let help = """
         usage: haul upload URL -F 'name=value' -F 'file=@path[;type=mime][;filename=name]'...
@@ -44,7 +44,8 @@ struct UploadCommand {
           -X, --request METHOD    PUT (default for -T) or POST
           -o, --output FILE       save the response body to FILE
           -H, --header 'N: v'     extra request header (repeatable)
-              --retries N, --retry-delay S, --timeout S, --connect-timeout S, --cacert FILE
+              --retries N, --retry-delay S, --timeout S, --connect-timeout S
+        \(ConnectionFlags.help)
           -q, --quiet             no progress
               --json              JSON event lines on stdout (the body then needs -o)
         """
@@ -99,7 +100,7 @@ struct UploadCommand {
         if let d = try v.number("--retry-delay") { c.retry.initialDelay = d }
         if let t = try v.number("--timeout", min: 1) { c.timeout.idle = t }
         if let t = try v.number("--connect-timeout", min: 1) { c.timeout.connect = t }
-        if let ca = v.last("--cacert") { c.trustedCertificatesFile = ca }
+        try ConnectionFlags.apply(v, to: &c)
         configuration = c
         if v.flag("--json") && outputFile == nil {
             throw UsageError("--json prints events; save the body with -o FILE")
@@ -146,6 +147,7 @@ struct UploadCommand {
     }
 
     func run(interrupts: Interrupts) async -> ExitCode {
+        if !configuration.tls.verifiesCertificate { output.warning(ConnectionFlags.insecureWarning) }
         let session = HaulSession(configuration: configuration)
         let output = self.output
         let (form, file, url, method, headers) = (self.form, self.file, self.url, self.method, self.headers)

@@ -6,7 +6,7 @@ extension HaulConfiguration.Transport {
     /// (and, on Linux, Foundation with its ICU data), which `Haul` alone never loads. On Linux it
     /// lacks flow control and is slower (docs/transports.md).
     ///
-    /// It takes no extra certificate authorities, and its transfers cannot be paced (it reads the
+    /// It takes no extra certificate authorities, pins or TLS and HTTP version choices, and its transfers cannot be paced (it reads the
     /// socket whatever its task is told): a transfer that asks for either fails with
     /// ``HaulError/Code/usage`` rather than run without it.
     public static let urlSession = HaulConfiguration.Transport(
@@ -15,6 +15,12 @@ extension HaulConfiguration.Transport {
             if configuration.trustedCertificatesFile != nil {
                 return
                     "trustedCertificatesFile needs the curl transport (URLSession cannot be given extra certificates)"
+            }
+            if configuration.tls != HaulConfiguration.TLS() {
+                return "tls (insecure or pinned keys) needs the curl transport"
+            }
+            if configuration.httpVersion != .automatic {
+                return "httpVersion needs the curl transport"
             }
             if (configuration.maxOverallBytesPerSecond ?? 0) > 0 {
                 return "maxOverallBytesPerSecond needs the curl transport (URLSession transfers cannot be paced)"

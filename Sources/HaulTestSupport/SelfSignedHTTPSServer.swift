@@ -13,6 +13,9 @@ public final class SelfSignedHTTPSServer: Sendable {
     public let port: Int
     /// The certificate (PEM), to trust it explicitly.
     public var certificate: String { dir.file("cert.pem") }
+    /// Its public key's pin as curl's `--pinnedpubkey` takes it: `sha256//` and the base64 of
+    /// the SHA-256 of the key's SubjectPublicKeyInfo (DER), made by openssl.
+    public let publicKeyPin: String
 
     /// Whether openssl, timeout and python3 are installed.
     public static var available: Bool {
@@ -27,7 +30,11 @@ public final class SelfSignedHTTPSServer: Sendable {
 
     /// Starts serving `files` (name → bytes) over HTTPS. Waits by polling (making the key
     /// takes up to a second), so no cooperative thread is blocked meanwhile.
-    public init(serving files: [String: [UInt8]]) async throws {
+    ///
+    /// - Parameter offersHTTP2: offer `h2` before `http/1.1` by ALPN. The server speaks only
+    ///   HTTP/1.1: a connection for which `h2` is chosen is closed at once. Each connection's
+    ///   choice is in ``alpnChoices``.
+    public init(serving files: [String: [UInt8]], offersHTTP2: Bool = false) async throws {
         let dir = try TemporaryDirectory("haul-tls")
         self.dir = dir
         let openssl = try ChildProcess(
@@ -40,6 +47,22 @@ public final class SelfSignedHTTPSServer: Sendable {
             dir.remove()
             throw POSIXError(.EIO)
         }
+        let der = try ChildProcess(
+            "/usr/bin/openssl",
+            ["pkey", "-in", dir.file("key.pem"), "-pubout", "-outform", "DER", "-out", dir.file("pub.der")],
+            mergingStderr: true)
+        guard await der.finish(timeout: 30) == 0,
+            let hash = try? ChildProcess(
+                "/usr/bin/openssl",
+                ["dgst", "-sha256", "-binary", "-out", dir.file("pub.sha256"), dir.file("pub.der")],
+                mergingStderr: true),
+            await hash.finish(timeout: 30) == 0,
+            let digest = FileManager.default.contents(atPath: dir.file("pub.sha256")), digest.count == 32
+        else {
+            dir.remove()
+            throw POSIXError(.EIO)
+        }
+        publicKeyPin = "sha256//" + digest.base64EncodedString()
         let root = dir.file("www")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         for (name, bytes) in files {
@@ -50,9 +73,19 @@ public final class SelfSignedHTTPSServer: Sendable {
             os.chdir(sys.argv[3])
             class Quiet(http.server.SimpleHTTPRequestHandler):
                 def log_message(self, *a): pass
-            httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+            class Server(http.server.ThreadingHTTPServer):
+                def process_request(self, request, address):
+                    chosen = request.selected_alpn_protocol()
+                    print("alpn", chosen or "-", flush=True)
+                    if chosen == "h2":
+                        self.shutdown_request(request)
+                        return
+                    super().process_request(request, address)
+            httpd = Server(("127.0.0.1", 0), Quiet)
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+            if sys.argv[4] == "h2":
+                ctx.set_alpn_protocols(["h2", "http/1.1"])
             httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
             print(httpd.server_address[1], flush=True)
             httpd.serve_forever()
@@ -61,18 +94,25 @@ public final class SelfSignedHTTPSServer: Sendable {
             "/usr/bin/timeout",
             [
                 "-s", "KILL", "120", Self.which("python3")!, "-c", script, dir.file("cert.pem"), dir.file("key.pem"),
-                root,
+                root, offersHTTP2 ? "h2" : "-",
             ])
         self.process = process
         // Its first line is the port.
         _ = await eventually(timeout: 20) { process.stdout.contains(UInt8(ascii: "\n")) || !process.isRunning }
-        let line = String(decoding: process.stdout, as: UTF8.self)
-        guard let port = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        let line = String(decoding: process.stdout, as: UTF8.self).split(separator: "\n").first ?? ""
+        guard let port = Int(line.trimmingCharacters(in: .whitespaces)) else {
             process.killGroup()
             dir.remove()
             throw POSIXError(.EIO)
         }
         self.port = port
+    }
+
+    /// The protocol ALPN chose for each connection so far, in order ("-" for none).
+    public var alpnChoices: [String] {
+        String(decoding: process.stdout, as: UTF8.self).split(separator: "\n").compactMap { line in
+            line.hasPrefix("alpn ") ? String(line.dropFirst(5)) : nil
+        }
     }
 
     /// `https://127.0.0.1:PORT/path`

@@ -344,7 +344,7 @@ struct HostLimitedTransportTests {
             let request = TransportRequest(
                 url: server.url("/w\(n).bin?size=300000&rate=1000000&hold=2"), headers: HTTPHeaders(),
                 connectTimeout: 5,
-                idleTimeout: 5, caFile: nil)
+                idleTimeout: 5, connection: ConnectionSettings())
             tasks.append(transport.start(request, handler: Sink()))
         }
         for (n, task) in tasks.enumerated() {

@@ -89,6 +89,7 @@ enum {
     HAUL_CURLOPT_POST = 47,
     HAUL_CURLOPT_INFILESIZE_LARGE = 30115,
     HAUL_CURLOPT_POSTFIELDSIZE_LARGE = 30120,
+    HAUL_CURLOPT_PINNEDPUBLICKEY = 10230,
 };
 
 // Info (CURLINFO_*).
@@ -109,6 +110,8 @@ enum {
     HAUL_CURL_READFUNC_ABORT = 0x10000000,
     HAUL_CURLPAUSE_CONT = 0,
     HAUL_CURL_HTTP_VERSION_1_1 = 2,
+    HAUL_CURL_HTTP_VERSION_2_0 = 3,
+    HAUL_CURL_HTTP_VERSION_2TLS = 4,
 };
 
 /// Starts writeback of a file's dirty pages without waiting (Linux sync_file_range with

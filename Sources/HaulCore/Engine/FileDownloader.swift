@@ -29,7 +29,7 @@ package struct EngineOptions: Sendable {
     /// (``DestinationClaims/keep(_:savedFrom:)``): the rest of a `haul get` run may not write it
     /// again. False: the claim ends with the download.
     package var keepsClaimWhenSaved = false
-    package var caFile: String?
+    package var connection = ConnectionSettings()
     /// Expected SHA-256 of the whole file (lower-case hex).
     package var sha256: String?
     /// Seconds between progress events.
@@ -50,11 +50,12 @@ package struct EngineOptions: Sendable {
 }
 
 extension EngineOptions {
-    /// A request to `url` with these options' timeouts, CA file and pacing: one of
+    /// A request to `url` with these options' timeouts, connection settings and pacing: one of
     /// `connections` transfers sharing the download's rate limit, and the overall budget.
     package func request(_ url: URL, headers: HTTPHeaders, connections: Int = 1) -> TransportRequest {
         var request = TransportRequest(
-            url: url, headers: headers, connectTimeout: connectTimeout, idleTimeout: idleTimeout, caFile: caFile)
+            url: url, headers: headers, connectTimeout: connectTimeout, idleTimeout: idleTimeout, connection: connection
+        )
         request.maxReceiveRate = maxBytesPerSecond.map { max(1, $0 / Int64(max(1, connections))) }
         request.sharedRate = sharedRate
         return request

@@ -217,6 +217,24 @@ package final class SegmentedDownloader: Sendable {
         return 1
     }
 
+    /// After a probe that got no answer: the failure when one connection would meet it again
+    /// (an answer that broke HTTP, a TLS failure, a name that does not resolve), else the tries
+    /// it spent, as ``waitOutBusyAnswer(_:from:)`` counts them: a lost connection is one failed
+    /// try, waited out before the next one (or the failure, when there are no retries left).
+    private func waitOutFailedProbe(_ failure: TransportError, at asked: URL) async throws(HaulError) -> Int {
+        let error = failure.haulError(
+            url: asked, origin: url, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
+        switch failure.kind {
+        case .invalidResponse, .tls, .resolve, .invalidURL: throw error
+        case .connect, .connectTimeout, .idleTimeout, .connectionLost:
+            let delay = try options.retry.delay(after: error, failures: 1)
+            onEvent(.retrying(attempt: 1, error: error, delay: delay))
+            try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))  // a cancel: the engine stops at once
+            return 1
+        case .aborted, .cancelled, .other: return 0
+        }
+    }
+
     /// The most a probe keeps: a file this small needs no split, so it arrives in the probe's
     /// answer and that one request is the whole download.
     /// When a partial download of this file is there to resume (`resuming`), its first range is
@@ -245,12 +263,8 @@ package final class SegmentedDownloader: Sendable {
             }
             guard let response = head.response else {
                 task.cancel()
-                if case .failure(let error) = result, error.kind == .invalidResponse {
-                    throw error.haulError(
-                        url: chain.current, origin: url, connectTimeout: options.connectTimeout,
-                        idleTimeout: options.idleTimeout)
-                }
-                return (nil, 0)
+                guard case .failure(let failure) = result else { return (nil, 0) }
+                return (nil, try await waitOutFailedProbe(failure, at: chain.current))
             }
             if let next = RedirectChain.target(of: response, askedFor: chain.current) {
                 task.cancel()

@@ -198,7 +198,7 @@ package struct UploadOptions: Sendable {
     package var retry = RetryPolicy()
     package var connectTimeout: Double = 30
     package var idleTimeout: Double = 30
-    package var caFile: String?
+    package var connection = ConnectionSettings()
     package var progressInterval: Double = 0.1
     /// The most response body bytes kept; the rest is read and dropped.
     package var maxResponseBytes = 1 << 20
@@ -302,7 +302,7 @@ extension Uploader {
     fileprivate func request(sending body: any RequestBodySource) -> TransportRequest {
         var request = TransportRequest(
             url: url, headers: options.headers, connectTimeout: options.connectTimeout,
-            idleTimeout: options.idleTimeout, caFile: options.caFile)
+            idleTimeout: options.idleTimeout, connection: options.connection)
         request.method = options.method
         request.body = body
         return request

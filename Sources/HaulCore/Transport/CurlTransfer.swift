@@ -1,5 +1,6 @@
 import CHaulCurl
 import Synchronization
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -123,9 +124,17 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         // fires up to 5 s late); once bytes flow, ``CurlTransport/expireStalled(at:)`` is exact.
         set(Int32(HAUL_CURLOPT_LOW_SPEED_LIMIT), 1)
         set(Int32(HAUL_CURLOPT_LOW_SPEED_TIME), Seconds.wholeUp(request.idleTimeout))
-        set(Int32(HAUL_CURLOPT_SSL_VERIFYPEER), 1)
-        set(Int32(HAUL_CURLOPT_SSL_VERIFYHOST), 2)
-        if let ca = request.caFile { set(Int32(HAUL_CURLOPT_CAINFO), ca) }
+        let connection = request.connection
+        set(Int32(HAUL_CURLOPT_SSL_VERIFYPEER), connection.verifiesCertificate ? 1 : 0)
+        set(Int32(HAUL_CURLOPT_SSL_VERIFYHOST), connection.verifiesCertificate ? 2 : 0)
+        if let ca = connection.caFile { set(Int32(HAUL_CURLOPT_CAINFO), ca) }
+        // Checked by curl with or without the checks above.
+        if let pins = connection.curlPins { set(Int32(HAUL_CURLOPT_PINNEDPUBLICKEY), pins) }
+        switch connection.httpVersion {
+        case .automatic: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_2TLS))
+        case .http1_1: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_1_1))
+        case .http2: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_2_0))
+        }
         set(Int32(HAUL_CURLOPT_USERAGENT), HaulVersion.userAgent)
         if request.decodeContent {
             set(Int32(HAUL_CURLOPT_ACCEPT_ENCODING), "")

@@ -14,8 +14,8 @@ package struct TransportRequest: Sendable {
     package var connectTimeout: Double = 30
     /// Seconds without any received byte before the transfer counts as stalled.
     package var idleTimeout: Double = 30
-    /// Extra CA bundle to trust (PEM). Certificates are always verified.
-    package var caFile: String?
+    /// Trust and HTTP version (certificates are verified unless this says otherwise).
+    package var connection = ConnectionSettings()
     /// Ask for gzip/deflate and decode it (off for file downloads: the bytes on disk are what was sent).
     package var decodeContent = false
     /// The most bytes per second to receive (the transfer pauses while over budget); nil for no limit.
@@ -29,12 +29,14 @@ package struct TransportRequest: Sendable {
     package init(url: URL) { self.url = url }
 
     /// A request with the settings every engine passes along.
-    package init(url: URL, headers: HTTPHeaders, connectTimeout: Double, idleTimeout: Double, caFile: String?) {
+    package init(
+        url: URL, headers: HTTPHeaders, connectTimeout: Double, idleTimeout: Double, connection: ConnectionSettings
+    ) {
         self.url = url
         self.headers = headers
         self.connectTimeout = connectTimeout
         self.idleTimeout = idleTimeout
-        self.caFile = caFile
+        self.connection = connection
     }
 }
 

@@ -1,0 +1,62 @@
+import Haul
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The flags `get` and `upload` share for how a connection is made (trust, pins, HTTP version),
+/// in curl's spelling. `-k` is not `--insecure` here: it is aria2's `--min-split-size`.
+enum ConnectionFlags {
+    static let options: [Arguments.Option] = [
+        .init("--cacert", value: true),
+        .init("--insecure"),
+        .init("--pinnedpubkey", value: true),
+        .init("--http1.1"),
+        .init("--http2"),
+    ]
+
+    /// The lines of `--help` for these flags.
+    static let help = """
+              --cacert FILE       trust these extra CA certificates (PEM)
+              --insecure          do not verify the server's certificate or name (warned about
+                                  on every run: anyone on the path can read and change the
+                                  download); a --pinnedpubkey is still checked
+              --pinnedpubkey sha256//BASE64[;sha256//BASE64...]   the server's public key must
+                                  have one of these SHA-256 hashes (curl's form), else exit 7
+              --http1.1           HTTP/1.1 only
+              --http2             HTTP/2, also over plain http (an upgrade the server may
+                                  ignore); over https HTTP/2 is the default where offered
+        """
+
+    /// What `--insecure` prints on every run that uses it.
+    static let insecureWarning =
+        "--insecure: the server's certificate is not checked; anyone on the path can read and change what is sent and received"
+
+    /// Sets `c`'s trust and HTTP version from the flags.
+    static func apply(_ v: [String: [String]], to c: inout HaulConfiguration) throws(UsageError) {
+        if let ca = v.last("--cacert") {
+            guard FileManager.default.isReadableFile(atPath: ca) else { throw UsageError("cannot read --cacert \(ca)") }
+            c.trustedCertificatesFile = ca
+        }
+        c.tls.verifiesCertificate = !v.flag("--insecure")
+        for value in v["--pinnedpubkey"] ?? [] {
+            for pin in value.split(separator: ";", omittingEmptySubsequences: false) {
+                let pin = String(pin)
+                guard HaulConfiguration.TLS.isPin(pin) else {
+                    let shown = pin.count > 60 ? pin.prefix(60) + "..." : pin
+                    throw UsageError(
+                        "--pinnedpubkey expects sha256// and the base64 of a SHA-256 hash, got '\(shown)'")
+                }
+                c.tls.pinnedPublicKeys.append(pin)
+            }
+        }
+        switch (v.flag("--http1.1"), v.flag("--http2")) {
+        case (true, true): throw UsageError("use either --http1.1 or --http2")
+        case (true, false): c.httpVersion = .http1_1
+        case (false, true): c.httpVersion = .http2
+        case (false, false): c.httpVersion = .automatic
+        }
+    }
+}

@@ -1,0 +1,45 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// How a transfer's connection is made: whom it trusts and which HTTP it speaks. The same for
+/// every request of a session, and for every hop of a redirect chain.
+package struct ConnectionSettings: Sendable, Equatable {
+    /// Which HTTP version to ask for.
+    package enum HTTPVersion: Sendable, Equatable {
+        /// HTTP/2 over TLS where the server offers it (ALPN), HTTP/1.1 otherwise (curl's default).
+        case automatic
+        /// HTTP/1.1 only (no ALPN offer of h2).
+        case http1_1
+        /// HTTP/2: over TLS by ALPN, over cleartext by an `Upgrade: h2c` the server may ignore.
+        case http2
+    }
+
+    /// Extra CA bundle to trust (PEM), on top of the system's.
+    package var caFile: String?
+    /// Whether the certificate chain and host name are checked. False only when asked for by name
+    /// (`--insecure`); a pin is still checked then.
+    package var verifiesCertificate = true
+    /// `sha256//BASE64` hashes of acceptable server public keys (SubjectPublicKeyInfo, DER); empty
+    /// for no pinning. Checked by ``validPin(_:)`` before they get here.
+    package var pinnedPublicKeys: [String] = []
+    package var httpVersion: HTTPVersion = .automatic
+
+    package init(caFile: String? = nil) { self.caFile = caFile }
+
+    /// The pins as curl's `CURLOPT_PINNEDPUBLICKEY` takes them, or nil for none.
+    package var curlPins: String? { pinnedPublicKeys.isEmpty ? nil : pinnedPublicKeys.joined(separator: ";") }
+
+    /// `pin` when it is `sha256//` and the base64 of 32 bytes (curl's form), else nil: nothing
+    /// else reaches curl (no `;`, which separates pins, and no file name, which curl would open).
+    package static func validPin(_ pin: String) -> String? {
+        let prefix = "sha256//"
+        guard pin.utf8.starts(with: prefix.utf8),
+            let hash = Data(base64Encoded: String(decoding: pin.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)),
+            hash.count == 32
+        else { return nil }
+        return pin
+    }
+}
