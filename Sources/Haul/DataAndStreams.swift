@@ -1,4 +1,5 @@
 import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -220,7 +221,8 @@ extension HaulSession {
     ) async throws(HaulError) -> (TransportResponse, BodyStream, URL) {
         let transport = try readyTransport()
         var chain = RedirectChain(
-            url: request.url, headers: try headers(adding: request.headers), maxRedirects: configuration.maxRedirects)
+            url: request.url, headers: try headers(adding: request.headers, for: request.url),
+            maxRedirects: configuration.maxRedirects, netrc: netrc)
         while true {
             var headers = chain.headers
             for (name, value) in extraHeaders { headers.replace(name, value) }
@@ -261,7 +263,10 @@ extension HaulSession {
     /// The configuration's headers with `extra` on top (sorted, so requests are reproducible). A
     /// header that cannot be sent as given (a name that is no token, a line break in a value) is
     /// a ``HaulError/Code/usage`` error before any request, never dropped silently.
-    func headers(adding extra: [String: String]) throws(HaulError) -> HTTPHeaders {
+    /// The headers of a request for `url`: the session's, the request's on top, and the
+    /// session's ``HaulConfiguration/credential`` unless the request has its own (an
+    /// `Authorization` header, or a user name in the URL).
+    func headers(adding extra: [String: String], for url: URL) throws(HaulError) -> HTTPHeaders {
         var headers = HTTPHeaders()
         for (name, value) in configuration.additionalHeaders.sorted(by: { $0.key < $1.key }) {
             headers.add(name, value)
@@ -269,6 +274,10 @@ extension HaulSession {
         for (name, value) in extra.sorted(by: { $0.key < $1.key }) { headers.replace(name, value) }
         for (name, value) in headers {
             if let problem = HTTPHeaders.problem(name: name, value: value) { throw HaulError(.usage, problem) }
+        }
+        if let credential = configuration.credential, url.user == nil, !headers.contains("Authorization") {
+            headers.add(
+                "Authorization", BasicCredential(user: credential.user, password: credential.password).authorization)
         }
         return headers
     }

@@ -103,6 +103,22 @@ public struct HaulConfiguration: Sendable {
         case http2
     }
 
+    /// A user name and password for HTTP Basic authentication, as `URLCredential(user:password:)`
+    /// holds them; its description hides the password.
+    public struct Credential: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+        /// The user name (no `:`, no control characters).
+        public var user: String
+        /// The password (no control characters).
+        public var password: String
+        /// Creates a credential.
+        public init(user: String, password: String) {
+            self.user = user
+            self.password = password
+        }
+        public var description: String { "Credential(user: \(user), password: <hidden>)" }
+        public var debugDescription: String { description }
+    }
+
     /// Retry policy.
     public var retry = Retry()
     /// Timeouts.
@@ -112,6 +128,15 @@ public struct HaulConfiguration: Sendable {
     /// Headers sent with every request (e.g. `Authorization`; never sent to another host after
     /// a redirect, and never stored).
     public var additionalHeaders: [String: String] = [:]
+    /// Sent as HTTP Basic authentication to the host of each URL asked for (curl's `-u`): never
+    /// to another origin after a redirect, never stored, never in a message. A URL with a user
+    /// name of its own, or an `Authorization` header, is sent as it is instead.
+    public var credential: Credential?
+    /// A netrc file (netrc(5): `machine HOST login USER password PASS`) whose credentials go to
+    /// their hosts by name, after a redirect too (curl's `--netrc-file`); read when the session
+    /// is made. An unreadable or malformed file fails every transfer with ``HaulError/Code/usage``.
+    /// ``credential``, a user in the URL and an `Authorization` header come first.
+    public var netrcFile: String?
     /// A PEM bundle of extra certificate authorities to trust. Certificates are always verified.
     /// Needs the curl transport: with `urlSession` every transfer fails with
     /// ``HaulError/Code/usage`` (URLSession cannot be given extra certificates).
@@ -140,12 +165,15 @@ public struct HaulConfiguration: Sendable {
     public init() {}
 }
 
-extension HaulConfiguration.TLS {
-    /// Whether `pin` is in the form ``pinnedPublicKeys`` takes.
-    package static func isPin(_ pin: String) -> Bool { ConnectionSettings.validPin(pin) != nil }
-}
-
 extension HaulConfiguration {
+    /// Why the netrc file at `path` cannot be used (it cannot be read, or does not parse), or nil.
+    package static func netrcProblem(_ path: String) -> String? {
+        do throws(HaulError) {
+            _ = try Netrc.read(path, optional: false)
+            return nil
+        } catch { return error.message }
+    }
+
     /// What the transport is told of trust and HTTP version.
     package var connectionSettings: ConnectionSettings {
         var settings = ConnectionSettings(caFile: trustedCertificatesFile)
@@ -159,11 +187,15 @@ extension HaulConfiguration {
         return settings
     }
 
-    /// Why no transfer can run with these settings (a malformed pin), or nil.
+    /// Why no transfer can run with these settings (a malformed pin, a credential that cannot
+    /// be sent), or nil.
     package var settingsProblem: String? {
-        if let bad = tls.pinnedPublicKeys.first(where: { !TLS.isPin($0) }) {
+        if let credential, let problem = BasicCredential(user: credential.user, password: credential.password).problem {
+            return problem
+        }
+        if let bad = tls.pinnedPublicKeys.first(where: { ConnectionSettings.validPin($0) == nil }) {
             let shown = bad.count > 60 ? String(bad.prefix(60)) + "..." : bad
-            return "public key pin \"\(shown)\" is not sha256// and the base64 of a SHA-256 hash"
+            return "public key pin '\(shown)' is not sha256// and the base64 of a SHA-256 hash"
         }
         return nil
     }

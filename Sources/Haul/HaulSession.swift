@@ -147,6 +147,8 @@ public final class HaulSession: Sendable {
     private let deferred: DeferredTransport
     /// The budget every download of this session shares, when there is an overall limit.
     let overallRate: RateBudget?
+    /// Credentials per host from ``HaulConfiguration/netrcFile``.
+    let netrc: Netrc?
     /// Transfers of this session on the wire now (also counted in ``NetworkActivity/shared``).
     public let activity = NetworkActivity(parent: .shared)
 
@@ -158,9 +160,14 @@ public final class HaulSession: Sendable {
         // Made when a transfer first needs it: a new session does not wait for libcurl to load.
         let deferred = DeferredTransport(chosen.make)
         self.deferred = deferred
-        let base: Result<any HTTPTransport, HaulError> =
+        var netrc: Netrc?
+        var base: Result<any HTTPTransport, HaulError> =
             (configuration.settingsProblem ?? chosen.refuses(configuration)).map { .failure(HaulError(.usage, $0)) }
             ?? .success(deferred)
+        if case .success = base, let file = configuration.netrcFile {
+            do throws(HaulError) { netrc = try Netrc.read(file, optional: false) } catch { base = .failure(error) }
+        }
+        self.netrc = netrc
         let activity = self.activity
         let limit = configuration.maxConnectionsPerHost
         transport = base.map {
@@ -212,7 +219,7 @@ public final class HaulSession: Sendable {
     ) async throws(HaulError) -> DownloadResult {
         let transport = try readyTransport()
         if options.checksReachability, let unreachable = Reachability.check(url) { throw unreachable }
-        let engineOptions = try self.engineOptions(options)
+        let engineOptions = try self.engineOptions(options, for: url)
         let (target, placement) = try engineTarget(url, destination)
         let started = Locked<DownloadStart?>(nil)
         // With one connection the segmented engine hands over to the plain one at once, unless a
@@ -240,13 +247,14 @@ public final class HaulSession: Sendable {
     }
 
     /// The engine's options for one download: the session's settings with the download's.
-    private func engineOptions(_ options: DownloadOptions) throws(HaulError) -> EngineOptions {
+    private func engineOptions(_ options: DownloadOptions, for url: URL) throws(HaulError) -> EngineOptions {
         var engineOptions = EngineOptions()
-        engineOptions.headers = try headers(adding: options.headers)
+        engineOptions.headers = try headers(adding: options.headers, for: url)
         engineOptions.retry = retryPolicy
         engineOptions.connectTimeout = configuration.timeout.connect
         engineOptions.idleTimeout = configuration.timeout.idle
         engineOptions.maxRedirects = configuration.maxRedirects
+        engineOptions.netrc = netrc
         engineOptions.connection = configuration.connectionSettings
         engineOptions.progressInterval = configuration.progressInterval
         engineOptions.resume = options.resume

@@ -1,4 +1,5 @@
 import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -261,7 +262,8 @@ extension HaulSession {
         let transport = try readyTransport()
         var options = UploadOptions()
         options.method = method
-        options.headers = try self.headers(adding: headers)
+        options.headers = try self.headers(adding: headers, for: url)
+        netrc?.authorize(&options.headers, for: url)
         options.retry = retryPolicy
         options.connectTimeout = configuration.timeout.connect
         options.idleTimeout = configuration.timeout.idle

@@ -36,7 +36,7 @@ struct GetCommand {
             .init("--check-host"),
             .init("-q", "--quiet"),
             .init("--json"),
-        ] + ConnectionFlags.options
+        ] + ConnectionFlags.options + AuthFlags.options
 
     static let help = """
         usage: haul get URL... [-o FILE | -d DIR] [options]
@@ -67,6 +67,7 @@ struct GetCommand {
               --checksum sha-256=HEX   verify the finished file (a mismatch deletes it); a file
                                   already there counts as done only if it matches
         \(ConnectionFlags.help)
+        \(AuthFlags.help)
           -x, --connections N     connections per file, 1-16 (default 4): byte ranges in parallel
                                   when the server supports them and the file is over 2x -k;
                                   -x 1 for one plain request
@@ -214,6 +215,7 @@ struct GetCommand {
         if let t = try v.number("--connect-timeout", min: 1) { c.timeout.connect = t }
         if let n = try v.integer("--max-redirects") { c.maxRedirects = n }
         try ConnectionFlags.apply(v, to: &c)
+        try AuthFlags.apply(v, to: &c)
         // The command runs on libcurl alone: linking the URLSession transport would load
         // FoundationNetworking at every start (docs/transports.md). `--transport curl` is still
         // taken, for the scripts that say it.

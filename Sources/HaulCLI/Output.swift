@@ -77,9 +77,11 @@ final class Output: Sendable {
         message("haul: \(Output.printable(text()))\n")
     }
 
-    /// A one-line warning on stderr, in every mode (`-q` and `--json` too): for what must not
-    /// go unnoticed, such as a connection that is not verified.
+    /// A one-line warning on stderr, in every mode (`-q` and `--json` too), and a `warning`
+    /// event with `--json`: for what must not go unnoticed, such as a connection that is not
+    /// verified.
     func warning(_ text: String) {
+        json("warning", [("message", text)])
         message("haul: warning: \(Output.printable(text))\n")
     }
 

@@ -26,7 +26,7 @@ struct UploadCommand {
             .init("--connect-timeout", value: true),
             .init("-q", "--quiet"),
             .init("--json"),
-        ] + ConnectionFlags.options
+        ] + ConnectionFlags.options + AuthFlags.options
 
     static let help = """
         usage: haul upload URL -F 'name=value' -F 'file=@path[;type=mime][;filename=name]'...
@@ -46,6 +46,7 @@ struct UploadCommand {
           -H, --header 'N: v'     extra request header (repeatable)
               --retries N, --retry-delay S, --timeout S, --connect-timeout S
         \(ConnectionFlags.help)
+        \(AuthFlags.help)
           -q, --quiet             no progress
               --json              JSON event lines on stdout (the body then needs -o)
         """
@@ -101,6 +102,7 @@ struct UploadCommand {
         if let t = try v.number("--timeout", min: 1) { c.timeout.idle = t }
         if let t = try v.number("--connect-timeout", min: 1) { c.timeout.connect = t }
         try ConnectionFlags.apply(v, to: &c)
+        try AuthFlags.apply(v, to: &c)
         configuration = c
         if v.flag("--json") && outputFile == nil {
             throw UsageError("--json prints events; save the body with -o FILE")

@@ -6,9 +6,10 @@ extension HaulConfiguration.Transport {
     /// (and, on Linux, Foundation with its ICU data), which `Haul` alone never loads. On Linux it
     /// lacks flow control and is slower (docs/transports.md).
     ///
-    /// It takes no extra certificate authorities, pins or TLS and HTTP version choices, and its transfers cannot be paced (it reads the
-    /// socket whatever its task is told): a transfer that asks for either fails with
-    /// ``HaulError/Code/usage`` rather than run without it.
+    /// It takes no extra certificate authorities, no TLS choices (``HaulConfiguration/tls``)
+    /// and no HTTP version, and its transfers cannot be paced (it reads the socket whatever its
+    /// task is told): a transfer that asks for any of these fails with ``HaulError/Code/usage``
+    /// rather than run without it.
     public static let urlSession = HaulConfiguration.Transport(
         name: "urlSession", cannotPace: "URLSession transfers cannot be paced",
         refuses: { configuration in

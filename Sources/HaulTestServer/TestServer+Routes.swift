@@ -1,5 +1,6 @@
 import Dispatch
 import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -147,6 +148,11 @@ extension TestServer {
                 if status == 416 { h.append(("Content-Range", "bytes */\(q.int("size") ?? 1024)")) }
                 return send(fd, status: status, headers: h, body: [])
             }
+        }
+        // auth=USER:PASS: 401 unless the request has that Basic credential.
+        if let auth = q["auth"], r.header("Authorization") != "Basic " + Data(auth.utf8).base64EncodedString() {
+            let challenge = [("WWW-Authenticate", "Basic realm=\"test\""), ("Content-Length", "0")]
+            return send(fd, status: 401, headers: challenge, body: [])
         }
         if let answered = signedLink(fd, r, q) { return answered }
         if let to = q["to"] {

@@ -34,7 +34,9 @@ public final class SelfSignedHTTPSServer: Sendable {
     /// - Parameter offersHTTP2: offer `h2` before `http/1.1` by ALPN. The server speaks only
     ///   HTTP/1.1: a connection for which `h2` is chosen is closed at once. Each connection's
     ///   choice is in ``alpnChoices``.
-    public init(serving files: [String: [UInt8]], offersHTTP2: Bool = false) async throws {
+    /// - Parameter resettingFirst: how many connections to reset (an RST) once their handshake
+    ///   has begun (the client's first message has come).
+    public init(serving files: [String: [UInt8]], offersHTTP2: Bool = false, resettingFirst: Int = 0) async throws {
         let dir = try TemporaryDirectory("haul-tls")
         self.dir = dir
         let openssl = try ChildProcess(
@@ -68,12 +70,33 @@ public final class SelfSignedHTTPSServer: Sendable {
         for (name, bytes) in files {
             _ = FileManager.default.createFile(atPath: root + "/" + name, contents: Data(bytes))
         }
+        // One line per connection: "reset" (closed with an RST in the handshake),
+        // "handshake-failed", or "alpn PROTOCOL" ("-" for none).
         let script = """
-            import http.server, ssl, sys, os
+            import http.server, ssl, sys, os, socket, struct
             os.chdir(sys.argv[3])
+            resets = int(sys.argv[5])
             class Quiet(http.server.SimpleHTTPRequestHandler):
                 def log_message(self, *a): pass
             class Server(http.server.ThreadingHTTPServer):
+                def get_request(self):
+                    global resets
+                    while True:
+                        sock, address = self.socket.accept()
+                        if resets > 0:
+                            resets -= 1
+                            # Once the ClientHello is here: the client is in its handshake, not
+                            # still connecting (a reset then reads as a refused connection).
+                            sock.recv(1)
+                            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                            sock.close()
+                            print("reset", flush=True)
+                            continue
+                        try:
+                            return ctx.wrap_socket(sock, server_side=True), address
+                        except OSError:
+                            print("handshake-failed", flush=True)
+                            raise
                 def process_request(self, request, address):
                     chosen = request.selected_alpn_protocol()
                     print("alpn", chosen or "-", flush=True)
@@ -81,12 +104,11 @@ public final class SelfSignedHTTPSServer: Sendable {
                         self.shutdown_request(request)
                         return
                     super().process_request(request, address)
-            httpd = Server(("127.0.0.1", 0), Quiet)
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(sys.argv[1], sys.argv[2])
             if sys.argv[4] == "h2":
                 ctx.set_alpn_protocols(["h2", "http/1.1"])
-            httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+            httpd = Server(("127.0.0.1", 0), Quiet)
             print(httpd.server_address[1], flush=True)
             httpd.serve_forever()
             """
@@ -94,7 +116,7 @@ public final class SelfSignedHTTPSServer: Sendable {
             "/usr/bin/timeout",
             [
                 "-s", "KILL", "120", Self.which("python3")!, "-c", script, dir.file("cert.pem"), dir.file("key.pem"),
-                root, offersHTTP2 ? "h2" : "-",
+                root, offersHTTP2 ? "h2" : "-", String(resettingFirst),
             ])
         self.process = process
         // Its first line is the port.
@@ -108,11 +130,16 @@ public final class SelfSignedHTTPSServer: Sendable {
         self.port = port
     }
 
-    /// The protocol ALPN chose for each connection so far, in order ("-" for none).
+    /// The protocol ALPN chose for each connection that got through the handshake, in order
+    /// ("-" for none). Read from the server's output, which may lag a little behind a client
+    /// that has just ended: wait for the count expected.
     public var alpnChoices: [String] {
-        String(decoding: process.stdout, as: UTF8.self).split(separator: "\n").compactMap { line in
-            line.hasPrefix("alpn ") ? String(line.dropFirst(5)) : nil
-        }
+        events.compactMap { $0.hasPrefix("alpn ") ? String($0.dropFirst(5)) : nil }
+    }
+
+    /// Every connection accepted so far, in order: `reset`, `handshake-failed` or `alpn P`.
+    public var events: [String] {
+        String(decoding: process.stdout, as: UTF8.self).split(separator: "\n").dropFirst().map(String.init)
     }
 
     /// `https://127.0.0.1:PORT/path`

@@ -19,6 +19,8 @@ package struct EngineOptions: Sendable {
     package var connectTimeout: Double = 30
     package var idleTimeout: Double = 30
     package var maxRedirects = 20
+    /// Credentials per host (`--netrc`), for every hop of a redirect chain.
+    package var netrc: Netrc?
     /// Continue from a partial file with a record (the default); false discards it.
     package var resume = true
     /// Replace an existing destination that is not a Haul partial.
@@ -171,7 +173,8 @@ package final class FileDownloader: Sendable {
     }
 
     private func perform(_ attempt: Attempt) async -> AttemptResult {
-        var chain = RedirectChain(url: url, headers: options.headers, maxRedirects: options.maxRedirects)
+        var chain = RedirectChain(
+            url: url, headers: options.headers, maxRedirects: options.maxRedirects, netrc: options.netrc)
         while true {
             let current = chain.current
             var request = options.request(current, headers: chain.headers)

@@ -81,7 +81,8 @@ final class SegmentFetch: TransportHandler, @unchecked Sendable {
         }
         let location = run.location
         var chain = RedirectChain(
-            url: location.url, headers: location.headers, maxRedirects: run.options.maxRedirects)
+            url: location.url, headers: location.headers, maxRedirects: run.options.maxRedirects,
+            netrc: run.options.netrc)
         var signedAgain = false
         while true {
             let end = run.end(of: segment.id)
@@ -97,7 +98,8 @@ final class SegmentFetch: TransportHandler, @unchecked Sendable {
             if refused && !signedAgain && !replaced && !Task.isCancelled {
                 signedAgain = true
                 chain = RedirectChain(
-                    url: run.origin, headers: run.options.headers, maxRedirects: run.options.maxRedirects)
+                    url: run.origin, headers: run.options.headers, maxRedirects: run.options.maxRedirects,
+                    netrc: run.options.netrc)
                 continue
             }
             return result

@@ -217,16 +217,17 @@ package final class SegmentedDownloader: Sendable {
         return 1
     }
 
-    /// After a probe that got no answer: the failure when one connection would meet it again
-    /// (an answer that broke HTTP, a TLS failure, a name that does not resolve), else the tries
-    /// it spent, as ``waitOutBusyAnswer(_:from:)`` counts them: a lost connection is one failed
-    /// try, waited out before the next one (or the failure, when there are no retries left).
+    /// After a probe that got no answer: the failure when one connection would end there too
+    /// (an answer that broke HTTP, a TLS failure, a name that does not resolve, a refused
+    /// connection, which ``DownloadStateMachine`` takes for an answer), else the tries it spent,
+    /// as ``waitOutBusyAnswer(_:from:)`` counts them: a lost connection or a timeout is one
+    /// failed try, waited out before the next one (or the failure, with no retries left).
     private func waitOutFailedProbe(_ failure: TransportError, at asked: URL) async throws(HaulError) -> Int {
         let error = failure.haulError(
             url: asked, origin: url, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
         switch failure.kind {
-        case .invalidResponse, .tls, .resolve, .invalidURL: throw error
-        case .connect, .connectTimeout, .idleTimeout, .connectionLost:
+        case .invalidResponse, .tls, .resolve, .invalidURL, .connect: throw error
+        case .connectTimeout, .idleTimeout, .connectionLost:
             let delay = try options.retry.delay(after: error, failures: 1)
             onEvent(.retrying(attempt: 1, error: error, delay: delay))
             try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))  // a cancel: the engine stops at once
@@ -251,7 +252,8 @@ package final class SegmentedDownloader: Sendable {
     /// (conflicting lengths): one connection would get the same.
     private func probe(resuming: Bool) async throws(HaulError) -> (Probe?, failedTries: Int) {
         let probeLimit = probeLimit(resuming: resuming)
-        var chain = RedirectChain(url: url, headers: options.headers, maxRedirects: options.maxRedirects)
+        var chain = RedirectChain(
+            url: url, headers: options.headers, maxRedirects: options.maxRedirects, netrc: options.netrc)
         while true {
             let (head, task) = startProbe(chain, limit: probeLimit)
             // Ends with the answer's end, or with its head when a larger file's first range is

@@ -7,22 +7,28 @@
 /// Follows redirects for one request chain: counts hops, detects loops, allows only http(s),
 /// and keeps credentials with their origin (`Authorization`, `Proxy-Authorization` and `Cookie`
 /// are dropped when scheme, host or port change; URL user and password carry over only to the
-/// same origin, as `curl -L` does).
+/// same origin, as `curl -L` does). A netrc file's credentials are for each host by name: a hop
+/// to another host gets that host's, if the file has any (curl's `--netrc`).
 package struct RedirectChain: Sendable {
     package private(set) var current: URL
     package private(set) var headers: HTTPHeaders
     private let origin: URL
     private let maxRedirects: Int
+    private let netrc: Netrc?
     private var visited: Set<String>
     private var hops = 0
 
-    package init(url: URL, headers: HTTPHeaders, maxRedirects: Int) {
+    package init(url: URL, headers: HTTPHeaders, maxRedirects: Int, netrc: Netrc? = nil) {
         current = url
         origin = url
         self.headers = headers
         self.maxRedirects = maxRedirects
+        self.netrc = netrc
         visited = [url.absoluteString]
+        addNetrcCredential()
     }
+
+    private mutating func addNetrcCredential() { netrc?.authorize(&headers, for: current) }
 
     /// Moves to `next`, or explains why not.
     package mutating func follow(to next: URL) throws(HaulError) {
@@ -49,6 +55,7 @@ package struct RedirectChain: Sendable {
             next = components.url ?? next
         }
         current = next
+        addNetrcCredential()
     }
 
     /// Where an answer to a request for `url` redirects: its `Location` (relative to `url`) when

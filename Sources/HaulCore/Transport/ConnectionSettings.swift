@@ -29,17 +29,25 @@ package struct ConnectionSettings: Sendable, Equatable {
 
     package init(caFile: String? = nil) { self.caFile = caFile }
 
-    /// The pins as curl's `CURLOPT_PINNEDPUBLICKEY` takes them, or nil for none.
-    package var curlPins: String? { pinnedPublicKeys.isEmpty ? nil : pinnedPublicKeys.joined(separator: ";") }
+    /// The pins as curl's `CURLOPT_PINNEDPUBLICKEY` takes them, or nil for none. Only valid ones
+    /// (``validPin(_:)``) get there; with pins but none valid, one that no key has, so that
+    /// nothing is accepted.
+    package var curlPins: String? {
+        guard !pinnedPublicKeys.isEmpty else { return nil }
+        let valid = pinnedPublicKeys.compactMap(Self.validPin)
+        return valid.isEmpty ? "sha256//" + String(repeating: "A", count: 43) + "=" : valid.joined(separator: ";")
+    }
 
-    /// `pin` when it is `sha256//` and the base64 of 32 bytes (curl's form), else nil: nothing
-    /// else reaches curl (no `;`, which separates pins, and no file name, which curl would open).
+    /// `pin` when it is `sha256//` and the canonical base64 of 32 bytes (curl's form, which curl
+    /// compares as text), else nil: nothing else reaches curl (no `;`, which separates pins, and
+    /// no file name, which curl would open).
     package static func validPin(_ pin: String) -> String? {
         let prefix = "sha256//"
-        guard pin.utf8.starts(with: prefix.utf8),
-            let hash = Data(base64Encoded: String(decoding: pin.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)),
-            hash.count == 32
-        else { return nil }
+        guard pin.utf8.starts(with: prefix.utf8) else { return nil }
+        let encoded = String(decoding: pin.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
+        guard let hash = Data(base64Encoded: encoded), hash.count == 32, hash.base64EncodedString() == encoded else {
+            return nil
+        }
         return pin
     }
 }

@@ -73,6 +73,10 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             return .failure(TransportError(.invalidURL, "unsupported URL scheme"))
         }
+        // Plain http has no key to pin: a pinned download (or a redirect of one) never goes there.
+        if scheme == "http" && !request.connection.pinnedPublicKeys.isEmpty {
+            return .failure(TransportError(.tls, "public keys are pinned, and an http:// URL has no TLS"))
+        }
         guard let h = haul_easy_init() else { return .failure(TransportError(.other, "curl_easy_init failed")) }
         easy = h
         let me = Unmanaged.passUnretained(self).toOpaque()
@@ -101,6 +105,10 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         ok = ok && haul_easy_setopt_data_cb(h, Int32(HAUL_CURLOPT_HEADERFUNCTION), curlHeaderCallback) == 0
         guard ok else {
             cleanup()
+            if request.connection.httpVersion == .http2 {
+                return .failure(
+                    TransportError(.other, "libcurl refused the request (HTTP/2 asked for: \(CurlTransport.version))"))
+            }
             return .failure(TransportError(.invalidURL, "libcurl refused the request"))
         }
         return .success(h)
@@ -130,8 +138,10 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         if let ca = connection.caFile { set(Int32(HAUL_CURLOPT_CAINFO), ca) }
         // Checked by curl with or without the checks above.
         if let pins = connection.curlPins { set(Int32(HAUL_CURLOPT_PINNEDPUBLICKEY), pins) }
+        // `.automatic` is libcurl's own default (HTTP/2 over TLS where it has HTTP/2), left
+        // unset: a libcurl built without HTTP/2 refuses the option, and every transfer with it.
         switch connection.httpVersion {
-        case .automatic: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_2TLS))
+        case .automatic: break
         case .http1_1: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_1_1))
         case .http2: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_2_0))
         }
@@ -297,6 +307,13 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         }
     }
 
+    /// Whether a TLS handshake's failure reads as the connection's end rather than TLS's:
+    /// OpenSSL's "Connection reset by peer", `SSL_ERROR_SYSCALL` (the socket failed under it)
+    /// and "unexpected eof".
+    static func isLostConnection(_ message: String) -> Bool {
+        ["Connection reset", "SSL_ERROR_SYSCALL", "unexpected eof", "Broken pipe"].contains { message.contains($0) }
+    }
+
     func result(code: Int32) -> Result<Void, TransportError> {
         let detail = String(cString: errorBuffer)
         let message = detail.isEmpty ? String(cString: haul_easy_strerror(code)) : detail
@@ -314,6 +331,10 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
             return .failure(TransportError(stalled ? .idleTimeout : .connectTimeout, message))
         case 18, 52, 55, 56, 16, 92, 61: return .failure(TransportError(.connectionLost, message))
         case 8: return .failure(TransportError(.invalidResponse, message))  // CURLE_WEIRD_SERVER_REPLY
+        case 35 where Self.isLostConnection(message):
+            // CURLE_SSL_CONNECT_ERROR is also a connection reset or closed mid-handshake: a
+            // dropped connection to retry, not a certificate to refuse.
+            return .failure(TransportError(.connectionLost, message))
         case 35, 51, 53, 54, 58, 59, 60, 64, 66, 77, 80, 82, 83, 90, 91:
             return .failure(TransportError(.tls, message))
         case 23, 42: return .failure(TransportError(.aborted, message))
