@@ -105,10 +105,12 @@ public struct HaulConfiguration: Sendable {
 
     /// A user name and password for HTTP Basic authentication, as `URLCredential(user:password:)`
     /// holds them; its description hides the password.
-    public struct Credential: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
-        /// The user name (no `:`, no control characters).
+    public struct Credential: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible,
+        CustomReflectable
+    {
+        /// The user name (no `:`).
         public var user: String
-        /// The password (no control characters).
+        /// The password.
         public var password: String
         /// Creates a credential.
         public init(user: String, password: String) {
@@ -117,6 +119,8 @@ public struct HaulConfiguration: Sendable {
         }
         public var description: String { "Credential(user: \(user), password: <hidden>)" }
         public var debugDescription: String { description }
+        /// `dump` and debuggers show the user, not the password.
+        public var customMirror: Mirror { Mirror(self, children: ["user": user, "password": "<hidden>"]) }
     }
 
     /// Retry policy.
@@ -137,6 +141,14 @@ public struct HaulConfiguration: Sendable {
     /// is made. An unreadable or malformed file fails every transfer with ``HaulError/Code/usage``.
     /// ``credential``, a user in the URL and an `Authorization` header come first.
     public var netrcFile: String?
+    /// Whether the session keeps cookies (URLSession's name): what a server sets with
+    /// `Set-Cookie` is sent back to it within the session (default true). False: none is kept,
+    /// and only a `Cookie` header given is sent.
+    public var httpShouldSetCookies = true
+    /// Where the session keeps cookies; nil (the default): a jar of its own, in memory, which
+    /// ``HaulSession/cookieJar`` shows. Give one to share it between sessions or to load and
+    /// save a cookie file.
+    public var cookieJar: HaulCookieJar?
     /// A PEM bundle of extra certificate authorities to trust. Certificates are always verified.
     /// Needs the curl transport: with `urlSession` every transfer fails with
     /// ``HaulError/Code/usage`` (URLSession cannot be given extra certificates).

@@ -147,6 +147,9 @@ public final class HaulSession: Sendable {
     private let deferred: DeferredTransport
     /// The budget every download of this session shares, when there is an overall limit.
     let overallRate: RateBudget?
+    /// The session's cookies (``HaulConfiguration/cookieJar``, or its own jar); nil when
+    /// ``HaulConfiguration/httpShouldSetCookies`` is false.
+    public let cookieJar: HaulCookieJar?
     /// Credentials per host from ``HaulConfiguration/netrcFile``.
     let netrc: Netrc?
     /// Transfers of this session on the wire now (also counted in ``NetworkActivity/shared``).
@@ -170,9 +173,13 @@ public final class HaulSession: Sendable {
         self.netrc = netrc
         let activity = self.activity
         let limit = configuration.maxConnectionsPerHost
-        transport = base.map {
-            // Counted only once on the wire; queued behind the per-host cap before that.
-            let counted = CountingTransport($0) { activity.change(by: $0) }
+        let jar = configuration.httpShouldSetCookies ? configuration.cookieJar ?? HaulCookieJar() : nil
+        cookieJar = jar
+        transport = base.map { wire in
+            // Cookies as sent, counted only once on the wire; queued behind the per-host cap
+            // before that.
+            let sent = jar.map { CookieTransport(wire, jar: $0.jar) } ?? wire
+            let counted = CountingTransport(sent) { activity.change(by: $0) }
             return limit.map { HostLimitedTransport(counted, limit: $0) } ?? counted
         }
     }

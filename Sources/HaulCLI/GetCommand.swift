@@ -36,7 +36,7 @@ struct GetCommand {
             .init("--check-host"),
             .init("-q", "--quiet"),
             .init("--json"),
-        ] + ConnectionFlags.options + AuthFlags.options
+        ] + ConnectionFlags.options + AuthFlags.options + CookieFlags.options
 
     static let help = """
         usage: haul get URL... [-o FILE | -d DIR] [options]
@@ -68,6 +68,7 @@ struct GetCommand {
                                   already there counts as done only if it matches
         \(ConnectionFlags.help)
         \(AuthFlags.help)
+        \(CookieFlags.help)
           -x, --connections N     connections per file, 1-16 (default 4): byte ranges in parallel
                                   when the server supports them and the file is over 2x -k;
                                   -x 1 for one plain request
@@ -113,6 +114,8 @@ struct GetCommand {
     let stream: StreamTarget?
     let destination: DownloadDestination
     let configuration: HaulConfiguration
+    /// `--cookie-jar`: where the run's cookies go at its end.
+    let cookieFile: String?
     let options: DownloadOptions
     let output: Output
     /// `--no-wait`, `--no-cellular`, and the source of network paths (nil: never wait).
@@ -129,7 +132,9 @@ struct GetCommand {
         jobs = try v.integer("--max-concurrent", min: 1) ?? 1
         try Self.checkOutputArguments(v)
         (stream, destination) = try Self.destination(v, urls: urls)
-        configuration = try Self.configuration(v)
+        var configuration = try Self.configuration(v)
+        cookieFile = try CookieFlags.apply(v, to: &configuration)
+        self.configuration = configuration
         options = try Self.downloadOptions(v, urls: urls)
         waitsForNetwork = !v.flag("--no-wait")
         allowsCellular = !v.flag("--no-cellular")
@@ -307,10 +312,15 @@ struct GetCommand {
         return .directory(dir)
     }
 
-    /// Runs every download in turn (or `-j` at once); returns the exit code of the first
-    /// failure, else 0.
+    /// Runs every download in turn (or `-j` at once), then writes the cookies (`--cookie-jar`);
+    /// returns the exit code of the first failure, else 0.
     func run(interrupts: Interrupts) async -> ExitCode {
         if !configuration.tls.verifiesCertificate { output.warning(ConnectionFlags.insecureWarning) }
+        let code = await runDownloads(interrupts: interrupts)
+        return CookieFlags.save(configuration, to: cookieFile, output: output, after: code)
+    }
+
+    private func runDownloads(interrupts: Interrupts) async -> ExitCode {
         for url in repeatedURLs {
             output.note("\(HaulRequest.redacted(url)) is listed more than once; downloading it once")
         }

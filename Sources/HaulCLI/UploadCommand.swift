@@ -26,7 +26,7 @@ struct UploadCommand {
             .init("--connect-timeout", value: true),
             .init("-q", "--quiet"),
             .init("--json"),
-        ] + ConnectionFlags.options + AuthFlags.options
+        ] + ConnectionFlags.options + AuthFlags.options + CookieFlags.options
 
     static let help = """
         usage: haul upload URL -F 'name=value' -F 'file=@path[;type=mime][;filename=name]'...
@@ -47,6 +47,7 @@ struct UploadCommand {
               --retries N, --retry-delay S, --timeout S, --connect-timeout S
         \(ConnectionFlags.help)
         \(AuthFlags.help)
+        \(CookieFlags.help)
           -q, --quiet             no progress
               --json              JSON event lines on stdout (the body then needs -o)
         """
@@ -58,6 +59,8 @@ struct UploadCommand {
     let outputFile: String?
     let headers: [String: String]
     let configuration: HaulConfiguration
+    /// `--cookie-jar`: where the cookies go at the end.
+    let cookieFile: String?
     let output: Output
 
     init(_ args: [String]) throws(UsageError) {
@@ -103,6 +106,7 @@ struct UploadCommand {
         if let t = try v.number("--connect-timeout", min: 1) { c.timeout.connect = t }
         try ConnectionFlags.apply(v, to: &c)
         try AuthFlags.apply(v, to: &c)
+        cookieFile = try CookieFlags.apply(v, to: &c)
         configuration = c
         if v.flag("--json") && outputFile == nil {
             throw UsageError("--json prints events; save the body with -o FILE")
@@ -148,8 +152,14 @@ struct UploadCommand {
         }
     }
 
+    /// Sends the upload, then writes the cookies (`--cookie-jar`).
     func run(interrupts: Interrupts) async -> ExitCode {
         if !configuration.tls.verifiesCertificate { output.warning(ConnectionFlags.insecureWarning) }
+        let code = await send(interrupts: interrupts)
+        return CookieFlags.save(configuration, to: cookieFile, output: output, after: code)
+    }
+
+    private func send(interrupts: Interrupts) async -> ExitCode {
         let session = HaulSession(configuration: configuration)
         let output = self.output
         let (form, file, url, method, headers) = (self.form, self.file, self.url, self.method, self.headers)

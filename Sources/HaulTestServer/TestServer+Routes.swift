@@ -101,7 +101,7 @@ extension TestServer {
         if let answered = answerWithoutBody(fd, r, q, hit: hit) { return answered }
 
         let representation = Representation(q, hit: hit)
-        var headers: [(String, String)] = []
+        var headers: [(String, String)] = setCookies(q)
         if let etag = representation.etag { headers.append(("ETag", etag)) }
         if let lastModified = representation.lastModified { headers.append(("Last-Modified", lastModified)) }
         if q.flag("gzip") { headers.append(("Content-Encoding", "gzip")) }
@@ -136,6 +136,12 @@ extension TestServer {
             fd, r, q, representation, from: start, to: stop, partial: partial, hit: hit, beforeLastWrite: lastWrite)
     }
 
+    /// `setcookie=A|B`: a `Set-Cookie` field for each of A and B (with a file, and with a `to=`
+    /// redirect).
+    private func setCookies(_ q: Query) -> [(String, String)] {
+        q["setcookie"].map { $0.split(separator: "|").map { ("Set-Cookie", String($0)) } } ?? []
+    }
+
     /// Answers that carry no file: status sequences, an expired signed link, redirects; nil
     /// when the request is for the file.
     private func answerWithoutBody(_ fd: Int32, _ r: RecordedRequest, _ q: Query, hit: Int) -> Bool? {
@@ -156,7 +162,8 @@ extension TestServer {
         }
         if let answered = signedLink(fd, r, q) { return answered }
         if let to = q["to"] {
-            return send(fd, status: 302, headers: [("Location", to), ("Content-Length", "0")], body: [])
+            return send(
+                fd, status: 302, headers: [("Location", to), ("Content-Length", "0")] + setCookies(q), body: [])
         }
         if q.flag("loop") {
             return send(fd, status: 302, headers: [("Location", r.target), ("Content-Length", "0")], body: [])

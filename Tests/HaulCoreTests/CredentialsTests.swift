@@ -15,7 +15,10 @@ struct CredentialsTests {
         #expect(BasicCredential(user: "test", password: "123\u{A3}").authorization == "Basic dGVzdDoxMjPCow==")
         #expect(BasicCredential(user: "a", password: "b:c").problem == nil)
         #expect(BasicCredential(user: "a:b", password: "c").problem?.contains("':'") == true)
-        #expect(BasicCredential(user: "a", password: "b\r\nX-Evil: 1").problem?.contains("control") == true)
+        // Base64 leaves no byte able to end the header line.
+        let crlf = BasicCredential(user: "a", password: "b\r\nX-Evil: 1")
+        #expect(crlf.problem == nil && !crlf.authorization.utf8.contains(0x0A))
+        #expect(BasicCredential(user: [0x75], password: [0xE9, 0x74, 0xE9]).authorization == "Basic dTrpdOk=")
     }
 
     @Test func machinesDefaultAndFirstMatch() throws {
@@ -30,9 +33,25 @@ struct CredentialsTests {
             default login anon password guest
             """)
         #expect(netrc.credential(forHost: "example.com") == BasicCredential(user: "alice", password: "pa ss\"word"))
-        #expect(netrc.credential(forHost: "EXAMPLE.com")?.user == "alice")
+        #expect(netrc.credential(forHost: "EXAMPLE.com")?.user == Array("alice".utf8))
         #expect(netrc.credential(forHost: "other.test") == BasicCredential(user: "bob", password: "b0b"))
         #expect(netrc.credential(forHost: "elsewhere") == BasicCredential(user: "anon", password: "guest"))
+    }
+
+    @Test func keywordsInAnyCaseBytesAsTheyAreCRLFAndDefaultAnywhere() throws {
+        let netrc = try Netrc.parse(
+            Array("DEFAULT LOGIN anon\r\nMachine h Login u Password \"".utf8) + [0xE9, 0x22, 0x0D, 0x0A], name: "t")
+        #expect(netrc.credential(forHost: "h") == BasicCredential(user: [0x75], password: [0xE9]))
+        #expect(netrc.credential(forHost: "other") == BasicCredential(user: "anon", password: ""))
+    }
+
+    @Test func theFirstEntryWithALoginAndTheURLsUser() throws {
+        let netrc = try parse("machine h password p0\nmachine h login a password pa\nmachine h login b password pb")
+        #expect(netrc.credential(forHost: "h") == BasicCredential(user: "a", password: "pa"))
+        #expect(netrc.credential(forHost: "h", user: Array("b".utf8)) == BasicCredential(user: "b", password: "pb"))
+        var headers = HTTPHeaders()
+        netrc.authorize(&headers, for: URL(string: "http://b@h/x")!)
+        #expect(headers["Authorization"] == BasicCredential(user: "b", password: "pb").authorization)
     }
 
     @Test func macdefBodiesAndAccountsAreSkipped() throws {
@@ -47,6 +66,7 @@ struct CredentialsTests {
     @Test(arguments: [
         ("machine", "line 1: 'machine' has no value"),
         ("machine h\nlogin", "line 2: 'login' has no value"),
+        ("machine h login\n\n", "line 1: 'login' has no value"),
         ("machine h login \"open", "line 1: a quoted word does not end"),
         ("login u", "line 1: 'login' before any 'machine'"),
         ("machine h login a\0b", "line 1: a NUL byte"),
@@ -72,5 +92,24 @@ struct CredentialsTests {
         var inURL = HTTPHeaders()
         netrc.authorize(&inURL, for: URL(string: "http://me:pw@h/x")!)
         #expect(inURL["Authorization"] == nil)
+        var otherUser = HTTPHeaders()
+        netrc.authorize(&otherUser, for: URL(string: "http://me@h/x")!)
+        #expect(otherUser["Authorization"] == nil, "no entry for that login")
+    }
+
+    /// A chain that has been on https sends no netrc password over plain http (the host's
+    /// entry would go in the clear); one that starts on http sends it as asked.
+    @Test func netrcIsNotSentInTheClearAfterHTTPS() throws {
+        let netrc = try parse("machine h login u password p")
+        var chain = RedirectChain(
+            url: URL(string: "https://h/a")!, headers: HTTPHeaders(), maxRedirects: 5, netrc: netrc)
+        #expect(chain.headers["Authorization"] != nil)
+        try chain.follow(to: URL(string: "http://h/b")!)
+        #expect(chain.headers["Authorization"] == nil)
+        try chain.follow(to: URL(string: "https://h/c")!)
+        #expect(chain.headers["Authorization"] != nil)
+        let plain = RedirectChain(
+            url: URL(string: "http://h/a")!, headers: HTTPHeaders(), maxRedirects: 5, netrc: netrc)
+        #expect(plain.headers["Authorization"] != nil)
     }
 }

@@ -413,9 +413,10 @@ package enum Sys {
     /// rename it over `path`, fsync the directory. A crash leaves the old or the new content.
     /// Not `durably`: no fsync (a record that claims nothing yet, or only what a rerun in the
     /// same boot trusts), unless `syncingContent`: then the temporary's bytes are synced, so that
-    /// a power cut leaves the old record or the new one, never an empty one.
+    /// a power cut leaves the old record or the new one, never an empty one. `secret`: the
+    /// bytes stay out of the debug write log (cookies).
     package static func writeFileAtomically(
-        _ path: String, _ bytes: [UInt8], durably: Bool = true, syncingContent: Bool = false
+        _ path: String, _ bytes: [UInt8], durably: Bool = true, syncingContent: Bool = false, secret: Bool = false
     ) throws(Errno) {
         let tmp = path + ".tmp"
         // Whatever is left at the temporary's name (a FIFO that would make open(2) wait, a hard
@@ -437,7 +438,7 @@ package enum Sys {
         close(fd)
         try rename(tmp, path)
         if durably { fsyncDirectory(parentDirectory(of: path)) }
-        WriteLog.log("R \(durably ? 1 : 0) \(WriteLog.hex(bytes)) \(path)")
+        WriteLog.log("R \(durably ? 1 : 0) \(secret ? "-" : WriteLog.hex(bytes)) \(path)")
     }
 
     /// Names in a directory (not `.`/`..`), optionally only those ending in `suffix` (compared

@@ -4,30 +4,28 @@
     import Foundation
 #endif
 
-/// A user name and password for HTTP Basic authentication (RFC 7617).
+/// A user name and password for HTTP Basic authentication (RFC 7617), as bytes: a netrc file's
+/// may not be UTF-8, and they are sent as they are, base64-encoded (which no byte can break out
+/// of).
 package struct BasicCredential: Sendable, Equatable {
-    package var user: String
-    package var password: String
+    package var user: [UInt8]
+    package var password: [UInt8]
 
-    package init(user: String, password: String) {
+    package init(user: [UInt8], password: [UInt8]) {
         self.user = user
         self.password = password
     }
 
-    /// Why these cannot be sent: a `:` in the user name (Basic joins the two with one), or a
-    /// control character (a CR or LF would end the header line). Nil when they can.
+    package init(user: String, password: String) { self.init(user: Array(user.utf8), password: Array(password.utf8)) }
+
+    /// Why these cannot be sent: a `:` in the user name (Basic joins the two with one). Nil
+    /// when they can.
     package var problem: String? {
-        if user.utf8.contains(0x3A) { return "a user name for Basic authentication cannot contain ':'" }
-        if (Array(user.utf8) + Array(password.utf8)).contains(where: { $0 < 0x20 || $0 == 0x7F }) {
-            return "a user name or password cannot contain control characters"
-        }
-        return nil
+        user.contains(0x3A) ? "a user name for Basic authentication cannot contain ':'" : nil
     }
 
-    /// The `Authorization` value: `Basic` and the base64 of `user:password` in UTF-8.
-    package var authorization: String {
-        "Basic " + Data((user + ":" + password).utf8).base64EncodedString()
-    }
+    /// The `Authorization` value: `Basic` and the base64 of `user:password`.
+    package var authorization: String { "Basic " + Data(user + [0x3A] + password).base64EncodedString() }
 }
 
 /// The `machine`/`login`/`password` entries of a netrc file (netrc(5), as curl reads it):
@@ -36,28 +34,33 @@ package struct Netrc: Sendable, Equatable {
     package struct Entry: Sendable, Equatable {
         /// The host name, lower-cased; nil for `default`.
         package var machine: String?
-        package var login: String?
-        package var password: String?
+        package var login: [UInt8]?
+        package var password: [UInt8]?
     }
 
     package private(set) var entries: [Entry] = []
 
-    /// The credential for `host`: the first `machine` of that name (ASCII case ignored, the
-    /// port not part of it, as with curl), else `default`. An entry needs a login; a password
-    /// missing is empty.
-    package func credential(forHost host: String) -> BasicCredential? {
+    /// The credential for `host`: the first `machine` of that name with a login (ASCII case
+    /// ignored, the port not part of it, as with curl), else `default`'s, wherever it is in the
+    /// file; only an entry of `user`'s login when a user is given (a URL's). A password missing
+    /// is empty.
+    package func credential(forHost host: String, user: [UInt8]? = nil) -> BasicCredential? {
         let host = host.lowercased()
-        let entry = entries.first { $0.machine == host } ?? entries.first { $0.machine == nil }
+        func usable(_ e: Entry) -> Bool { e.login != nil && (user == nil || e.login == user) }
+        let entry =
+            entries.first { $0.machine == host && usable($0) } ?? entries.first { $0.machine == nil && usable($0) }
         guard let entry, let login = entry.login else { return nil }
-        return BasicCredential(user: login, password: entry.password ?? "")
+        return BasicCredential(user: login, password: entry.password ?? [])
     }
 
     /// Adds the credential for `url`'s host to `headers`, unless the request has one already (a
-    /// header, or a user name in the URL, which curl sends).
+    /// header, or a user name and password in the URL, which curl sends). A URL with a user
+    /// name and no password gets that user's password from the file, as with curl.
     package func authorize(_ headers: inout HTTPHeaders, for url: URL) {
-        guard url.user == nil, !headers.contains("Authorization"), let host = url.host,
-            let credential = credential(forHost: host), credential.problem == nil
-        else { return }
+        guard !headers.contains("Authorization"), let host = url.host else { return }
+        let user = url.user(percentEncoded: false).map { Array($0.utf8) }
+        if user != nil, !(url.password(percentEncoded: false) ?? "").isEmpty { return }
+        guard let credential = credential(forHost: host, user: user) else { return }
         headers.add("Authorization", credential.authorization)
     }
 
@@ -70,7 +73,8 @@ package struct Netrc: Sendable, Equatable {
         }
         guard let bytes else {
             if optional, (try? Sys.status(path)) == .some(nil) { return nil }
-            throw HaulError(.usage, "cannot read netrc file \(path): no such regular file")
+            let exists = (try? Sys.status(path)) != .some(nil)
+            throw HaulError(.usage, "cannot read netrc file \(path): \(exists ? "not a regular file" : "no such file")")
         }
         return try parse(bytes, name: path)
     }
@@ -83,18 +87,23 @@ package struct Netrc: Sendable, Equatable {
     package static func parse(_ bytes: [UInt8], name: String) throws(HaulError) -> Netrc {
         var tokens = Tokens(bytes: bytes, name: name)
         var netrc = Netrc()
-        func fail(_ what: String) -> HaulError { tokens.error(what) }
-        func value(after keyword: String) throws(HaulError) -> String {
-            guard let next = try tokens.next() else { throw fail("'\(keyword)' has no value") }
+        func value(after keyword: String) throws(HaulError) -> [UInt8] {
+            guard let next = try tokens.next() else { throw tokens.error("'\(keyword)' has no value", atToken: true) }
             return next
         }
-        while let token = try tokens.next() {
+        while let word = try tokens.next() {
+            // Keywords in any case, as curl reads them.
+            let token = String(decoding: word, as: UTF8.self).lowercased()
             switch token {
-            case "machine": netrc.entries.append(Entry(machine: try value(after: token).lowercased()))
+            case "machine":
+                netrc.entries.append(
+                    Entry(machine: String(decoding: try value(after: token), as: UTF8.self).lowercased()))
             case "default": netrc.entries.append(Entry(machine: nil))
             case "login", "password", "account":
                 let v = try value(after: token)
-                guard !netrc.entries.isEmpty else { throw fail("'\(token)' before any 'machine'") }
+                guard !netrc.entries.isEmpty else {
+                    throw tokens.error("'\(token)' before any 'machine'", atToken: true)
+                }
                 if token == "login" { netrc.entries[netrc.entries.count - 1].login = v }
                 if token == "password" { netrc.entries[netrc.entries.count - 1].password = v }
             case "macdef":
@@ -112,16 +121,20 @@ package struct Netrc: Sendable, Equatable {
         let name: String
         var i = 0
         var line = 1
+        /// The line the last token began on.
+        var tokenLine = 1
 
         init(bytes: [UInt8], name: String) {
             self.bytes = bytes
             self.name = name
         }
 
-        /// A usage error naming the file and the current line.
-        func error(_ what: String) -> HaulError { HaulError(.usage, "netrc file \(name), line \(line): \(what)") }
+        /// A usage error naming the file and the current line (or the last token's).
+        func error(_ what: String, atToken: Bool = false) -> HaulError {
+            HaulError(.usage, "netrc file \(name), line \(atToken ? tokenLine : line): \(what)")
+        }
 
-        mutating func next() throws(HaulError) -> String? {
+        mutating func next() throws(HaulError) -> [UInt8]? {
             while i < bytes.count {
                 let b = bytes[i]
                 if b == 0x0A {
@@ -136,6 +149,7 @@ package struct Netrc: Sendable, Equatable {
                 }
             }
             guard i < bytes.count else { return nil }
+            tokenLine = line
             var out: [UInt8] = []
             if bytes[i] == 0x22 {
                 i += 1
@@ -162,7 +176,7 @@ package struct Netrc: Sendable, Equatable {
                 }
             }
             guard !out.contains(0) else { throw error("a NUL byte") }
-            return String(decoding: out, as: UTF8.self)
+            return out
         }
 
         /// Past a `macdef`'s body: the lines after its name, up to an empty one.

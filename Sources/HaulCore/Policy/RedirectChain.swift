@@ -8,13 +8,16 @@
 /// and keeps credentials with their origin (`Authorization`, `Proxy-Authorization` and `Cookie`
 /// are dropped when scheme, host or port change; URL user and password carry over only to the
 /// same origin, as `curl -L` does). A netrc file's credentials are for each host by name: a hop
-/// to another host gets that host's, if the file has any (curl's `--netrc`).
+/// to another host gets that host's, if the file has any (curl's `--netrc`), except over plain
+/// http once the chain has been on https (curl would send them there in the clear).
 package struct RedirectChain: Sendable {
     package private(set) var current: URL
     package private(set) var headers: HTTPHeaders
     private let origin: URL
     private let maxRedirects: Int
     private let netrc: Netrc?
+    /// Whether a hop so far was https.
+    private var beenOnTLS = false
     private var visited: Set<String>
     private var hops = 0
 
@@ -28,7 +31,12 @@ package struct RedirectChain: Sendable {
         addNetrcCredential()
     }
 
-    private mutating func addNetrcCredential() { netrc?.authorize(&headers, for: current) }
+    private mutating func addNetrcCredential() {
+        let onTLS = current.scheme?.lowercased() == "https"
+        beenOnTLS = beenOnTLS || onTLS
+        guard onTLS || !beenOnTLS else { return }
+        netrc?.authorize(&headers, for: current)
+    }
 
     /// Moves to `next`, or explains why not.
     package mutating func follow(to next: URL) throws(HaulError) {

@@ -52,6 +52,54 @@ package enum HTTPDate {
         return nil
     }
 
+    /// A cookie's `Expires` as RFC 6265 (5.1.1) reads it, leniently: the first time (`h:m:s`,
+    /// one or two digits each), day of month (1-2 digits), month (its first three letters, any
+    /// case) and year (2-4 digits; 70-99 are 19xx, 0-69 20xx) among the words, whatever the
+    /// separators (`Wed, 21-Oct-2015 07:28:00 GMT` and the IMF form alike); nil without all four,
+    /// or out of range.
+    package static func parseCookieDate(_ text: String) -> Int64? {
+        func isDelimiter(_ b: UInt8) -> Bool {
+            b == 0x09 || (b >= 0x20 && b <= 0x2F) || (b >= 0x3B && b <= 0x40) || (b >= 0x5B && b <= 0x60)
+                || (b >= 0x7B && b <= 0x7E)
+        }
+        var (time, day, month, year): (Int64?, Int64?, Int64?, Int64?) = (nil, nil, nil, nil)
+        for token in text.utf8.split(whereSeparator: isDelimiter) {
+            let word = Substring(decoding: token, as: UTF8.self)
+            let digits = token.prefix { $0 >= 0x30 && $0 <= 0x39 }
+            if time == nil, let t = cookieTime(word) {
+                time = t
+            } else if day == nil, (1...2).contains(digits.count),
+                let d = HTTPHeaders.decimal(Substring(decoding: digits, as: UTF8.self))
+            {
+                day = d
+            } else if month == nil, token.count >= 3,
+                let m = months.firstIndex(where: { word.prefix(3).equalsIgnoringASCIICase($0) })
+            {
+                month = Int64(m) + 1
+            } else if year == nil, (2...4).contains(digits.count),
+                let y = HTTPHeaders.decimal(Substring(decoding: digits, as: UTF8.self))
+            {
+                year = y < 70 ? y + 2000 : y < 100 ? y + 1900 : y
+            }
+        }
+        guard let time, let day, let month, let year, year >= 1601 else { return nil }
+        return seconds(year: year, month: month, day: day, time: time)
+    }
+
+    /// `h:m:s` with one or two digits each, and anything after the seconds' digits.
+    private static func cookieTime(_ word: Substring) -> Int64? {
+        let parts = word.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        var values: [Int64] = []
+        for (index, part) in parts.enumerated() {
+            let digits = index == 2 ? part.prefix { $0.isASCII && $0.isNumber } : part
+            guard (1...2).contains(digits.utf8.count), let v = HTTPHeaders.decimal(digits) else { return nil }
+            values.append(v)
+        }
+        guard values[0] < 24, values[1] < 60, values[2] < 60 else { return nil }
+        return values[0] * 3600 + values[1] * 60 + values[2]
+    }
+
     /// The IMF-fixdate of `secondsSince1970` (`Sun, 06 Nov 1994 08:49:37 GMT`), within years
     /// 0001-9999 (an instant outside is written as the nearest end).
     package static func format(_ secondsSince1970: Int64) -> String {

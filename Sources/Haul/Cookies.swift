@@ -1,0 +1,93 @@
+import HaulCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A cookie, as `HTTPCookie` describes one.
+public struct HaulCookie: Sendable, Equatable {
+    public var name: String
+    public var value: String
+    /// The host it is for, lower-case, without a leading dot.
+    public var domain: String
+    /// Sent to ``domain`` only; false: to its subdomains too (the server named a `Domain`).
+    public var isHostOnly: Bool
+    public var path: String
+    /// Sent over https only.
+    public var isSecure: Bool
+    public var isHTTPOnly: Bool
+    /// When it expires; nil for a session cookie.
+    public var expiresDate: Date?
+
+    /// Creates a cookie (a session cookie for `domain` alone, by default).
+    public init(
+        name: String, value: String, domain: String, path: String = "/", isHostOnly: Bool = true,
+        isSecure: Bool = false, isHTTPOnly: Bool = false, expiresDate: Date? = nil
+    ) {
+        (self.name, self.value, self.domain, self.path, self.isHostOnly) = (name, value, domain, path, isHostOnly)
+        (self.isSecure, self.isHTTPOnly, self.expiresDate) = (isSecure, isHTTPOnly, expiresDate)
+    }
+
+    init(_ c: StoredCookie) {
+        self.init(
+            name: c.name, value: c.value, domain: c.domain, path: c.path, isHostOnly: c.hostOnly, isSecure: c.secure,
+            isHTTPOnly: c.httpOnly, expiresDate: c.expires.map { Date(timeIntervalSince1970: Double($0)) })
+    }
+}
+
+/// The cookies of a session (`HTTPCookieStorage`'s role): what servers set with `Set-Cookie` is
+/// sent back as `Cookie` to the hosts and paths it is for (RFC 6265), until it expires. In
+/// memory; ``write(toNetscapeFile:)`` and ``read(netscapeFile:)`` keep it in the Netscape
+/// cookie file that curl and wget use. Bounded (50 cookies per domain, 3000 in all, 4 KiB each).
+/// Thread-safe; one jar may serve several sessions.
+public final class HaulCookieJar: Sendable {
+    let jar = CookieJar()
+
+    /// An empty jar.
+    public init() {}
+
+    /// Every cookie not expired, oldest first.
+    public var cookies: [HaulCookie] { jar.all().map(HaulCookie.init) }
+
+    /// The cookies a request for `url` would send, in the order sent.
+    public func cookies(for url: URL) -> [HaulCookie] { jar.cookies(for: url).map(HaulCookie.init) }
+
+    /// Adds `cookie`, replacing one of the same name, domain and path (an expired one removes it).
+    public func setCookie(_ cookie: HaulCookie) {
+        jar.add(
+            StoredCookie(
+                name: cookie.name, value: cookie.value, domain: cookie.domain.lowercased(), hostOnly: cookie.isHostOnly,
+                path: cookie.path, secure: cookie.isSecure, httpOnly: cookie.isHTTPOnly,
+                expires: cookie.expiresDate.map { Int64($0.timeIntervalSince1970.rounded(.down)) }))
+    }
+
+    /// Forgets every cookie.
+    public func removeAll() { jar.removeAll() }
+
+    /// Adds the cookies of a Netscape cookie file (curl's `-b FILE`, wget's `--load-cookies`);
+    /// lines that are no cookie, and expired cookies, are skipped. Returns how many were added.
+    /// - Throws: ``HaulError/Code/fileSystem`` when it cannot be read (it must be a regular
+    ///   file of at most 16 MiB).
+    @discardableResult
+    public func read(netscapeFile path: String) throws(HaulError) -> Int {
+        let bytes: [UInt8]?
+        do throws(Errno) { bytes = try Sys.readSmallFile(path, limit: 16 << 20) } catch {
+            throw HaulError.fileSystem(error, "read the cookie file", path: path)
+        }
+        guard let bytes else {
+            throw HaulError(.fileSystem, "cannot read the cookie file \(path): no such regular file", path: path)
+        }
+        return jar.load(netscape: bytes)
+    }
+
+    /// Writes every cookie not expired to a Netscape cookie file (curl's `-c FILE`), readable
+    /// by its owner only (0600), in place of what is there: written beside it (`PATH.tmp`),
+    /// synced and renamed, so a crash leaves the old file or the new one.
+    public func write(toNetscapeFile path: String) throws(HaulError) {
+        do throws(Errno) { try Sys.writeFileAtomically(path, Array(jar.netscapeFile().utf8), secret: true) } catch {
+            throw HaulError.fileSystem(error, "write the cookie file", path: path)
+        }
+    }
+}
