@@ -54,13 +54,22 @@ public final class HaulCookieJar: Sendable {
     /// The cookies a request for `url` would send, in the order sent.
     public func cookies(for url: URL) -> [HaulCookie] { jar.cookies(for: url).map(HaulCookie.init) }
 
-    /// Adds `cookie`, replacing one of the same name, domain and path (an expired one removes it).
-    public func setCookie(_ cookie: HaulCookie) {
-        jar.add(
-            StoredCookie(
-                name: cookie.name, value: cookie.value, domain: cookie.domain.lowercased(), hostOnly: cookie.isHostOnly,
-                path: cookie.path, secure: cookie.isSecure, httpOnly: cookie.isHTTPOnly,
-                expires: cookie.expiresDate.map { Int64($0.timeIntervalSince1970.rounded(.down)) }))
+    /// Adds `cookie`, replacing one of the same name, domain and path (an expired one removes
+    /// it). A leading dot of the domain is dropped (`.example.com` is `example.com`). Returns
+    /// false, keeping nothing, for a cookie that cannot be sent: a name that is empty or holds
+    /// `=`, `;` or a space, a value with `;`, a control character anywhere, a path not
+    /// starting with `/`.
+    @discardableResult
+    public func setCookie(_ cookie: HaulCookie) -> Bool {
+        var domain = cookie.domain.lowercased()
+        if domain.hasPrefix(".") { domain.removeFirst() }
+        let stored = StoredCookie(
+            name: cookie.name, value: cookie.value, domain: domain, hostOnly: cookie.isHostOnly, path: cookie.path,
+            secure: cookie.isSecure, httpOnly: cookie.isHTTPOnly,
+            expires: cookie.expiresDate.map { Int64($0.timeIntervalSince1970.rounded(.down)) })
+        guard stored.problem == nil, !(stored.value + stored.path).utf8.contains(0x09) else { return false }
+        jar.add(stored)
+        return true
     }
 
     /// Forgets every cookie.

@@ -123,6 +123,38 @@ public struct HaulConfiguration: Sendable {
         public var customMirror: Mirror { Mirror(self, children: ["user": user, "password": "<hidden>"]) }
     }
 
+    /// The proxy requests go through (URLSession's `connectionProxyDictionary`, curl's `-x`).
+    public struct Proxy: Sendable, Equatable, CustomStringConvertible {
+        enum Choice: Sendable, Equatable {
+            case environment, none
+            case url(URL)
+        }
+        let choice: Choice
+
+        /// The environment's, read as curl reads it: `http_proxy` for http URLs, `https_proxy`
+        /// or `HTTPS_PROXY` for https, `all_proxy`/`ALL_PROXY` for both, `no_proxy`/`NO_PROXY`
+        /// for the hosts reached without it. `HTTP_PROXY` is not read (a CGI program's
+        /// `Proxy:` request header arrives as that variable). The default.
+        public static let environment = Proxy(choice: .environment)
+        /// No proxy, whatever the environment says.
+        public static let none = Proxy(choice: .none)
+        /// This proxy for every request: `http://`, `https://` (TLS to the proxy, trusted as
+        /// servers are), `socks4://`, `socks4a://`, `socks5://` or `socks5h://` (the proxy
+        /// resolves the host's name), with `user:password@` or not. https URLs go through an
+        /// HTTP proxy by `CONNECT`. A URL of another scheme, or without a host, fails every
+        /// transfer with ``HaulError/Code/usage``.
+        public static func url(_ url: URL) -> Proxy { Proxy(choice: .url(url)) }
+
+        /// The choice, the URL without its user and password.
+        public var description: String {
+            switch choice {
+            case .environment: "environment"
+            case .none: "none"
+            case .url(let url): ResumeRecord.redacted(url)
+            }
+        }
+    }
+
     /// Retry policy.
     public var retry = Retry()
     /// Timeouts.
@@ -149,6 +181,15 @@ public struct HaulConfiguration: Sendable {
     /// ``HaulSession/cookieJar`` shows. Give one to share it between sessions or to load and
     /// save a cookie file.
     public var cookieJar: HaulCookieJar?
+    /// The proxy (default ``Proxy/environment``). Anything but the default needs the curl
+    /// transport.
+    public var proxy: Proxy = .environment
+    /// Hosts reached without the proxy, as curl's `--noproxy` takes them: a name matches itself
+    /// and its subdomains (`example.com`, `.example.com`), an address itself, `*` every host;
+    /// nil (the default): the environment's `no_proxy`/`NO_PROXY`; empty: none.
+    public var noProxy: [String]?
+    /// The proxy's user and password, when not in its URL; never stored, never in a message.
+    public var proxyCredential: Credential?
     /// A PEM bundle of extra certificate authorities to trust. Certificates are always verified.
     /// Needs the curl transport: with `urlSession` every transfer fails with
     /// ``HaulError/Code/usage`` (URLSession cannot be given extra certificates).
@@ -186,11 +227,31 @@ extension HaulConfiguration {
         } catch { return error.message }
     }
 
+    /// Why `url` cannot be a proxy (its scheme, no host, a byte curl would cut it at), or nil.
+    package static func proxyProblem(_ url: URL) -> String? {
+        let schemes = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
+        guard let scheme = url.scheme?.lowercased(), schemes.contains(scheme) else {
+            return "proxy \(ResumeRecord.redacted(url)): the scheme must be one of \(schemes.joined(separator: ", "))"
+        }
+        guard let host = url.host, !host.isEmpty else { return "proxy \(ResumeRecord.redacted(url)) has no host" }
+        guard !url.absoluteString.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
+            return "proxy \(ResumeRecord.redacted(url)): a space or control character in it"
+        }
+        return nil
+    }
+
     /// What the transport is told of trust and HTTP version.
     package var connectionSettings: ConnectionSettings {
         var settings = ConnectionSettings(caFile: trustedCertificatesFile)
         settings.verifiesCertificate = tls.verifiesCertificate
         settings.pinnedPublicKeys = tls.pinnedPublicKeys
+        switch proxy.choice {
+        case .environment: settings.proxy = .environment
+        case .none: settings.proxy = .none
+        case .url(let url): settings.proxy = .url(url.absoluteString)
+        }
+        settings.noProxy = noProxy?.joined(separator: ",")
+        settings.proxyCredential = proxyCredential.map { BasicCredential(user: $0.user, password: $0.password) }
         switch httpVersion {
         case .automatic: settings.httpVersion = .automatic
         case .http1_1: settings.httpVersion = .http1_1
@@ -204,6 +265,14 @@ extension HaulConfiguration {
     package var settingsProblem: String? {
         if let credential, let problem = BasicCredential(user: credential.user, password: credential.password).problem {
             return problem
+        }
+        if case .url(let url) = proxy.choice, let problem = Self.proxyProblem(url) { return problem }
+        if let bad = noProxy?.first(where: { $0.isEmpty || $0.utf8.contains { $0 <= 0x20 || $0 == 0x2C || $0 == 0x7F } }
+        ) {
+            return "noProxy entry '\(bad)' is not a host name (empty, or a space, comma or control character in it)"
+        }
+        if let credential = proxyCredential, credential.user.utf8.contains(0x3A) {
+            return "a proxy's user name cannot contain ':'"
         }
         if let bad = tls.pinnedPublicKeys.first(where: { ConnectionSettings.validPin($0) == nil }) {
             let shown = bad.count > 60 ? String(bad.prefix(60)) + "..." : bad

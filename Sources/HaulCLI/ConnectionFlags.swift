@@ -15,6 +15,9 @@ enum ConnectionFlags {
         .init("--pinnedpubkey", value: true),
         .init("--http1.1"),
         .init("--http2"),
+        .init("--proxy", value: true),
+        .init("--noproxy", value: true),
+        .init("--proxy-user", value: true),
     ]
 
     /// The lines of `--help` for these flags.
@@ -28,6 +31,11 @@ enum ConnectionFlags {
               --http1.1           HTTP/1.1 only
               --http2             HTTP/2, also over plain http (an upgrade the server may
                                   ignore); over https HTTP/2 is the default where offered
+              --proxy URL         use this proxy (http://, https://, socks4[a]://, socks5[h]://;
+                                  '' for none); default: http_proxy, https_proxy, all_proxy
+                                  and no_proxy from the environment, as curl reads them
+              --noproxy HOSTS     reach these hosts (comma-separated, '*' for all) directly
+              --proxy-user USER:PASSWORD   the proxy's credentials (also in its URL)
         """
 
     /// What `--insecure` prints on every run that uses it.
@@ -46,11 +54,45 @@ enum ConnectionFlags {
             c.tls.pinnedPublicKeys += value.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
         }
         if let problem = c.settingsProblem { throw UsageError("--pinnedpubkey: \(problem)") }
+        if let proxy = v.last("--proxy") {
+            if proxy.isEmpty {
+                c.proxy = .none
+            } else {
+                // curl's rule: no scheme is http://.
+                let text = proxy.contains("://") ? proxy : "http://" + proxy
+                guard let url = URL(string: text) else { throw UsageError("--proxy: not a URL") }
+                c.proxy = .url(url)
+            }
+        }
+        if let list = v.last("--noproxy") {
+            c.noProxy = list.split(separator: ",", omittingEmptySubsequences: true).map {
+                String($0).trimmingASCIISpaces()
+            }
+        }
+        if let user = v.last("--proxy-user") {
+            guard let colon = user.utf8.firstIndex(of: UInt8(ascii: ":")), colon != user.utf8.startIndex else {
+                throw UsageError("--proxy-user expects USER:PASSWORD")
+            }
+            c.proxyCredential = HaulConfiguration.Credential(
+                user: String(decoding: user.utf8[..<colon], as: UTF8.self),
+                password: String(decoding: user.utf8[user.utf8.index(after: colon)...], as: UTF8.self))
+        }
+        if let problem = c.settingsProblem { throw UsageError(problem) }
         switch (v.flag("--http1.1"), v.flag("--http2")) {
         case (true, true): throw UsageError("use either --http1.1 or --http2")
         case (true, false): c.httpVersion = .http1_1
         case (false, true): c.httpVersion = .http2
         case (false, false): c.httpVersion = .automatic
         }
+    }
+}
+
+extension String {
+    /// Without leading and trailing spaces and tabs.
+    fileprivate func trimmingASCIISpaces() -> String {
+        let bytes = Array(utf8)
+        guard let first = bytes.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }) else { return "" }
+        let last = bytes.lastIndex(where: { $0 != 0x20 && $0 != 0x09 })!
+        return String(decoding: bytes[first...last], as: UTF8.self)
     }
 }

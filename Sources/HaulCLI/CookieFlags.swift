@@ -17,8 +17,8 @@ enum CookieFlags {
     /// The lines of `--help` for these flags.
     static let help = """
           -b, --cookie FILE|NAME=VALUE   send the cookies of a Netscape cookie file (curl's and
-                                  wget's; a missing FILE is none), or this Cookie header
-                                  (not sent to other hosts after a redirect)
+                                  wget's; a missing FILE is none), or, with a '=' in it, this
+                                  Cookie header (not sent to other hosts after a redirect)
               --cookie-jar FILE   write the run's cookies to FILE at its end (mode 0600);
                                   within a run a server's Set-Cookie is always sent back
         """
@@ -30,7 +30,8 @@ enum CookieFlags {
         c.cookieJar = jar
         for value in v["--cookie"] ?? [] {
             // curl's rule: with a '=' it is the header's text, else a file's name.
-            if value.utf8.contains(UInt8(ascii: "=")) && !FileManager.default.fileExists(atPath: value) {
+            if value == "-" { throw UsageError("-b - (cookies from standard input) is not supported: name a file") }
+            if value.utf8.contains(UInt8(ascii: "=")) {
                 guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
                     throw UsageError("-b: a cookie cannot hold a line break or NUL")
                 }
@@ -44,6 +45,7 @@ enum CookieFlags {
         }
         let out = v.last("--cookie-jar")
         if out?.isEmpty == true { throw UsageError("--cookie-jar needs a file name") }
+        if out == "-" { throw UsageError("--cookie-jar - (standard output) is not supported: name a file") }
         return out
     }
 

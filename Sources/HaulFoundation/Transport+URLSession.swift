@@ -6,8 +6,8 @@ extension HaulConfiguration.Transport {
     /// (and, on Linux, Foundation with its ICU data), which `Haul` alone never loads. On Linux it
     /// lacks flow control and is slower (docs/transports.md).
     ///
-    /// It takes no extra certificate authorities, no TLS choices (``HaulConfiguration/tls``)
-    /// and no HTTP version, and its transfers cannot be paced (it reads the socket whatever its
+    /// It takes no extra certificate authorities, no TLS choices (``HaulConfiguration/tls``),
+    /// no HTTP version and no proxy settings, and its transfers cannot be paced (it reads the socket whatever its
     /// task is told): a transfer that asks for any of these fails with ``HaulError/Code/usage``
     /// rather than run without it.
     public static let urlSession = HaulConfiguration.Transport(
@@ -19,6 +19,11 @@ extension HaulConfiguration.Transport {
             }
             if configuration.tls != HaulConfiguration.TLS() {
                 return "tls (insecure or pinned keys) needs the curl transport"
+            }
+            if configuration.proxy != .environment || configuration.noProxy != nil
+                || configuration.proxyCredential != nil
+            {
+                return "proxy, noProxy and proxyCredential need the curl transport"
             }
             if configuration.httpVersion != .automatic {
                 return "httpVersion needs the curl transport"

@@ -1,4 +1,5 @@
 import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -372,9 +373,10 @@ public final class TestServer: Sendable {
         if let sha = report.sha256 { json += ",\"sha256\":\"\(sha)\"" }
         json += ",\"parts\":\(report.parts.count)}"
         let body = Array(json.utf8)
+        let cookies = r.query["setcookie"].map { $0.split(separator: "|").map { ("Set-Cookie", String($0)) } } ?? []
         return send(
-            fd, status: 200, headers: [("Content-Type", "application/json"), ("Content-Length", "\(body.count)")],
-            body: body)
+            fd, status: 200,
+            headers: [("Content-Type", "application/json"), ("Content-Length", "\(body.count)")] + cookies, body: body)
     }
 
     /// Reads a chunked request body (RFC 9112 7.1), handing the data to `sink`; with

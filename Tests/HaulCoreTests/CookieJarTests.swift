@@ -92,10 +92,63 @@ struct CookieJarTests {
             j.store(from: HTTPHeaders([("Set-Cookie", "c\(i)=\(i)")]), for: http, now: Self.now)
         }
         let names = j.all(now: Self.now).map(\.name)
-        #expect(names.count == CookieJar.maxPerDomain)
+        #expect(names.count == j.maxPerDomain)
         #expect(names.first == "c10" && names.last == "c59")
         j.store(from: HTTPHeaders([("Set-Cookie", "c30=new")]), for: http, now: Self.now)
         #expect(j.all(now: Self.now).map(\.name) == names, "a replaced cookie keeps its place")
+    }
+
+    /// One host cannot push out what others set, nor cookies loaded from a file: past the total
+    /// the oldest of the host that set the most go.
+    @Test func theTotalBoundTakesFromTheHostThatSetTheMost() {
+        let j = CookieJar(maxPerDomain: 5, maxPerSource: 8, maxCookies: 20)
+        j.load(netscape: Array("bank.test\tFALSE\t/\tTRUE\t0\tsession\tkeep\n".utf8), now: Self.now)
+        for host in 0..<4 {
+            let url = URL(string: "http://x.y.h\(host).test/")!
+            for i in 0..<10 {
+                let domain = ["x.y.h\(host).test", "y.h\(host).test"][i % 2]
+                j.store(from: HTTPHeaders([("Set-Cookie", "c\(i)=1; Domain=\(domain)")]), for: url, now: Self.now)
+            }
+        }
+        let all = j.all(now: Self.now)
+        #expect(all.count == 20)
+        #expect(all.contains { $0.name == "session" && $0.domain == "bank.test" })
+        let shares = (0..<4).map { host in all.count { $0.source == "x.y.h\(host).test" } }
+        #expect(shares.allSatisfy { (4...5).contains($0) }, "\(shares): shared out, none pushed out")
+    }
+
+    /// curl's bounds on one request's header: 150 cookies, 8190 bytes.
+    @Test func whatOneRequestSendsIsBounded() {
+        let j = CookieJar()
+        let big = String(repeating: "v", count: 4000)
+        for i in 0..<5 {
+            j.store(
+                from: HTTPHeaders([("Set-Cookie", "b\(i)=\(big); Domain=site.test")]),
+                for: URL(string: "http://evil.site.test/")!, now: Self.now)
+        }
+        let header = j.cookieHeader(for: URL(string: "http://victim.site.test/")!, now: Self.now) ?? ""
+        #expect(header.utf8.count <= CookieJar.maxSentBytes && header.hasPrefix("b0="))
+        #expect(header.split(separator: ";").count == 2)
+    }
+
+    /// RFC 6265bis 5.7: plain http neither replaces nor deletes a Secure cookie.
+    @Test func plainHTTPCannotShadowASecureCookie() {
+        let j = CookieJar()
+        j.store(from: HTTPHeaders([("Set-Cookie", "sid=secret; Secure")]), for: https, now: Self.now)
+        j.store(
+            from: HTTPHeaders([("Set-Cookie", "sid=evil"), ("Set-Cookie", "sid=x; Max-Age=0")]), for: http,
+            now: Self.now)
+        j.store(from: HTTPHeaders([("Set-Cookie", "sid=evil2; Domain=example.com")]), for: http, now: Self.now)
+        #expect(j.cookieHeader(for: https, now: Self.now) == "sid=secret")
+        #expect(j.all(now: Self.now).map(\.value) == ["secret"])
+    }
+
+    @Test func tabsAndTopLevelDomainsWithATrailingDot() {
+        #expect(jar(["a=1; Path=/x\tTRUE\t/"], from: http).all(now: Self.now).isEmpty)
+        #expect(jar(["a=1; Domain=com."], from: URL(string: "http://example.com./")!).all(now: Self.now).isEmpty)
+        #expect(
+            jar(["a=1; Domain=example.com."], from: URL(string: "http://www.example.com./")!).all(now: Self.now).count
+                == 1)
     }
 
     @Test func netscapeFileRoundTripsAndSkipsWhatIsNoCookie() {

@@ -52,7 +52,14 @@ struct CookieTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let shared = HaulCookieJar()
-        shared.setCookie(HaulCookie(name: "jar", value: "1", domain: "127.0.0.1"))
+        #expect(shared.setCookie(HaulCookie(name: "jar", value: "1", domain: ".127.0.0.1")))
+        for bad in [
+            HaulCookie(name: "a;b", value: "1", domain: "h"), HaulCookie(name: "a", value: "1;x=2", domain: "h"),
+            HaulCookie(name: "a", value: "1\r\n", domain: "h"),
+            HaulCookie(name: "a", value: "1", domain: "h", path: "x"),
+        ] {
+            #expect(!shared.setCookie(bad), "\(bad)")
+        }
         var options = DownloadOptions()
         options.headers = ["Cookie": "mine=2"]
         _ = await run(

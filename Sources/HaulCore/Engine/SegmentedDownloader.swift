@@ -275,7 +275,7 @@ package final class SegmentedDownloader: Sendable {
             }
             // The file is not there for us whatever the Range: the answer, not a second request
             // without Range.
-            if [401, 403, 404, 410].contains(response.status) {
+            if [401, 403, 404, 407, 410].contains(response.status) {
                 task.cancel()
                 throw .httpStatus(response.status, from: ResumeRecord.shown(chain.current, origin: url))
             }

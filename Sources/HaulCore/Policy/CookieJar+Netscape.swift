@@ -33,11 +33,12 @@ extension CookieJar {
                 let expiry = HTTPHeaders.decimal(text(4)) ?? (text(4) == "-1" ? 0 : nil)
             else { continue }
             if expiry != 0 && expiry <= now { continue }
-            add(
-                StoredCookie(
-                    name: name, value: text(6), domain: domain, hostOnly: !subdomains || Self.isIPAddress(domain),
-                    path: text(2), secure: text(3).uppercased() == "TRUE", httpOnly: httpOnly,
-                    expires: expiry == 0 ? nil : expiry), now: now)
+            let cookie = StoredCookie(
+                name: name, value: text(6), domain: domain, hostOnly: !subdomains || Self.isIPAddress(domain),
+                path: text(2), secure: text(3).uppercased() == "TRUE", httpOnly: httpOnly,
+                expires: expiry == 0 ? nil : expiry)
+            guard cookie.problem == nil else { continue }
+            add(cookie, now: now)
             added += 1
         }
         return added

@@ -19,29 +19,58 @@ package struct StoredCookie: Sendable, Equatable {
     package var expires: Int64?
     /// Order of creation, for the order of sending.
     package var created: Int
+    /// The host whose answer set it; empty for one loaded from a file or given by the program.
+    package var source: String
 
     package init(
         name: String, value: String, domain: String, hostOnly: Bool, path: String, secure: Bool,
-        httpOnly: Bool, expires: Int64?, created: Int = 0
+        httpOnly: Bool, expires: Int64?, created: Int = 0, source: String = ""
     ) {
         (self.name, self.value, self.domain, self.hostOnly, self.path) = (name, value, domain, hostOnly, path)
-        (self.secure, self.httpOnly, self.expires, self.created) = (secure, httpOnly, expires, created)
+        (self.secure, self.httpOnly, self.expires, self.created, self.source) = (
+            secure, httpOnly, expires, created, source
+        )
+    }
+
+    /// Why this cookie cannot be kept or sent (a byte that would end the header or split the
+    /// cookie file's fields, a `;` that would make two cookies of one, a name with `=` or a space),
+    /// or nil.
+    package var problem: String? {
+        func controls(_ text: String) -> Bool { text.utf8.contains { $0 < 0x20 || $0 == 0x7F } }
+        if name.isEmpty || name.utf8.contains(where: { $0 == 0x3D || $0 == 0x20 || $0 == 0x3B }) || controls(name) {
+            return "a cookie's name must be non-empty, with no '=', ';', space or control character"
+        }
+        if controls(value) || value.utf8.contains(0x3B) {
+            return "a cookie's value cannot hold ';' or a control character"
+        }
+        if domain.isEmpty || controls(domain) || domain.utf8.contains(where: { $0 == 0x20 || $0 == 0x3B }) {
+            return "a cookie's domain must be a host name"
+        }
+        if !path.hasPrefix("/") || controls(path) || path.utf8.contains(0x3B) {
+            return "a cookie's path must start with '/', with no ';' or control character"
+        }
+        return nil
     }
 }
 
 /// Cookies a session keeps and sends back (RFC 6265 as browsers and curl apply it): set by
 /// `Set-Cookie`, sent as `Cookie` to the hosts and paths they are for, forgotten when they
-/// expire. Bounded against a server that sends thousands: at most ``maxPerDomain`` per domain
-/// and ``maxCookies`` in all (the oldest go first), none over 4096 bytes. Thread-safe.
+/// expire. Bounded against hostile servers: at most ``maxPerDomain`` per domain and
+/// ``maxPerSource`` set by one host (the oldest go first), ``maxCookies`` in all (then the oldest
+/// of the host that set the most go), none over 4096 bytes; at most ``maxSentCookies`` and
+/// ``maxSentBytes`` sent in one request (curl's limits). Thread-safe.
 ///
 /// There is no public-suffix list on this machine, so a `Domain` attribute is taken only when
 /// it is the request's host or a parent of it with at least one dot (`example.com` for
 /// `a.example.com`, never `com`); a parent like `co.uk` can still be named, as curl without
 /// libpsl allows.
 package final class CookieJar: Sendable {
-    package static let maxPerDomain = 50
-    package static let maxCookies = 3000
+    package let maxPerDomain: Int
+    package let maxPerSource: Int
+    package let maxCookies: Int
     package static let maxCookieBytes = 4096
+    package static let maxSentCookies = 150
+    package static let maxSentBytes = 8190
 
     private struct State {
         var cookies: [StoredCookie] = []
@@ -49,7 +78,10 @@ package final class CookieJar: Sendable {
     }
     private let state = Locked(State())
 
-    package init() {}
+    /// A jar with the default bounds (50 per domain, 150 per host that sets them, 3000 in all).
+    package init(maxPerDomain: Int = 50, maxPerSource: Int = 150, maxCookies: Int = 3000) {
+        (self.maxPerDomain, self.maxPerSource, self.maxCookies) = (maxPerDomain, maxPerSource, maxCookies)
+    }
 
     /// Every cookie not expired at `now`, in creation order.
     package func all(now: Int64 = CookieJar.now()) -> [StoredCookie] {
@@ -65,10 +97,26 @@ package final class CookieJar: Sendable {
 
     // MARK: Receiving
 
-    /// Takes the `Set-Cookie` fields of an answer to a request for `url`.
+    /// Takes the `Set-Cookie` fields of an answer to a request for `url`. An answer over plain
+    /// http does not replace (or delete) a `Secure` cookie of that name for an overlapping domain
+    /// and path (RFC 6265bis 5.7, as curl does).
     package func store(from headers: HTTPHeaders, for url: URL, now: Int64 = CookieJar.now()) {
+        let secureOrigin = url.scheme?.lowercased() == "https"
         for (name, value) in headers where name.equalsIgnoringASCIICase("Set-Cookie") {
-            if let cookie = Self.parse(setCookie: value, for: url, now: now) { add(cookie, now: now) }
+            guard let cookie = Self.parse(setCookie: value, for: url, now: now) else { continue }
+            if !secureOrigin && shadowsSecureCookie(cookie) { continue }
+            add(cookie, now: now)
+        }
+    }
+
+    private func shadowsSecureCookie(_ new: StoredCookie) -> Bool {
+        state.withLock { s in
+            s.cookies.contains { old in
+                old.secure && old.name == new.name
+                    && (Self.domainMatches(host: old.domain, domain: new.domain)
+                        || Self.domainMatches(host: new.domain, domain: old.domain))
+                    && Self.pathMatches(new.path, old.path)
+            }
         }
     }
 
@@ -90,13 +138,26 @@ package final class CookieJar: Sendable {
             if let expires = cookie.expires, expires <= now { return }
             s.cookies.append(cookie)
             s.cookies.sort { $0.created < $1.created }
-            // The oldest of the domain, then the oldest of all, when over the bounds.
-            while s.cookies.filter({ $0.domain == cookie.domain }).count > Self.maxPerDomain,
-                let oldest = s.cookies.firstIndex(where: { $0.domain == cookie.domain })
-            {
-                s.cookies.remove(at: oldest)
+            // Over a bound: the oldest of the domain, of the host that set it, and then of the
+            // host that set the most, so that one server cannot push out the cookies of others
+            // (or those loaded from a file).
+            func dropOldest(where match: (StoredCookie) -> Bool) {
+                if let oldest = s.cookies.firstIndex(where: match) { s.cookies.remove(at: oldest) }
             }
-            if s.cookies.count > Self.maxCookies { s.cookies.removeFirst(s.cookies.count - Self.maxCookies) }
+            while s.cookies.count(where: { $0.domain == cookie.domain }) > maxPerDomain {
+                dropOldest { $0.domain == cookie.domain }
+            }
+            while !cookie.source.isEmpty, s.cookies.count(where: { $0.source == cookie.source }) > maxPerSource {
+                dropOldest { $0.source == cookie.source }
+            }
+            while s.cookies.count > maxCookies {
+                var counts: [String: Int] = [:]
+                for c in s.cookies { counts[c.source, default: 0] += 1 }
+                let most = counts.values.max() ?? 0
+                // Of hosts with as many, the one with the oldest cookie.
+                let source = s.cookies.first { counts[$0.source] == most }?.source ?? ""
+                dropOldest { $0.source == source }
+            }
         }
     }
 
@@ -145,9 +206,9 @@ package final class CookieJar: Sendable {
                 var domain = attribute.lowercased()
                 if domain.hasPrefix(".") { domain.removeFirst() }
                 guard !domain.isEmpty else { continue }
-                guard domain == host || (domainMatches(host: host, domain: domain) && domain.contains(".")) else {
-                    return nil
-                }
+                // A parent with a dot inside it (not only a trailing one: `com.` is a whole TLD).
+                let dotted = domain.dropLast().contains(".")
+                guard domain == host || (domainMatches(host: host, domain: domain) && dotted) else { return nil }
                 cookie.domain = domain
                 // An address has no subdomains: its cookie stays its own.
                 cookie.hostOnly = isIPAddress(host)
@@ -164,6 +225,11 @@ package final class CookieJar: Sendable {
             cookie.expires = expires
         }
         if cookie.secure && !isSecureScheme { return nil }
+        cookie.source = host
+        // A tab anywhere (a path's too) would shift the cookie file's fields.
+        guard cookie.problem == nil,
+            ![cookie.value, cookie.path, cookie.domain].contains(where: { $0.utf8.contains(0x09) })
+        else { return nil }
         return cookie
     }
 
@@ -183,8 +249,17 @@ package final class CookieJar: Sendable {
     /// The `Cookie` value for a request to `url` (RFC 6265 5.4: longer paths first, then older
     /// cookies), or nil when none is for it.
     package func cookieHeader(for url: URL, now: Int64 = CookieJar.now()) -> String? {
-        let matching = cookies(for: url, now: now)
-        return matching.isEmpty ? nil : matching.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
+        var header = ""
+        var count = 0
+        for cookie in cookies(for: url, now: now) {
+            let pair = cookie.name + "=" + cookie.value
+            let length = header.utf8.count + (header.isEmpty ? 0 : 2) + pair.utf8.count
+            // curl's bounds on what one request sends: past them, the rest stay behind.
+            guard count < Self.maxSentCookies, length <= Self.maxSentBytes else { break }
+            header += (header.isEmpty ? "" : "; ") + pair
+            count += 1
+        }
+        return header.isEmpty ? nil : header
     }
 
     /// The cookies for a request to `url`, in the order they are sent.

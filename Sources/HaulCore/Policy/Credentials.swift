@@ -60,7 +60,7 @@ package struct Netrc: Sendable, Equatable {
         guard !headers.contains("Authorization"), let host = url.host else { return }
         let user = url.user(percentEncoded: false).map { Array($0.utf8) }
         if user != nil, !(url.password(percentEncoded: false) ?? "").isEmpty { return }
-        guard let credential = credential(forHost: host, user: user) else { return }
+        guard let credential = credential(forHost: host, user: user), credential.problem == nil else { return }
         headers.add("Authorization", credential.authorization)
     }
 

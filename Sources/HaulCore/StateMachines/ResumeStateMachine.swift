@@ -171,6 +171,7 @@ package enum HTTPStatus {
         case 403: "Forbidden"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
+        case 407: "Proxy Authentication Required"
         case 408: "Request Timeout"
         case 410: "Gone"
         case 413: "Content Too Large"

@@ -17,6 +17,24 @@ package struct ConnectionSettings: Sendable, Equatable {
         case http2
     }
 
+    /// Which proxy the requests go through.
+    package enum Proxy: Sendable, Equatable {
+        /// The environment's, read by libcurl as curl reads it (`http_proxy`, `https_proxy`,
+        /// `HTTPS_PROXY`, `all_proxy`, `ALL_PROXY`, `no_proxy`, `NO_PROXY`; not `HTTP_PROXY`).
+        case environment
+        /// None, whatever the environment says.
+        case none
+        /// This one (`http://`, `https://`, `socks4://`, `socks4a://`, `socks5://`, `socks5h://`),
+        /// credentials in it or not.
+        case url(String)
+    }
+
+    package var proxy: Proxy = .environment
+    /// Hosts reached without the proxy (curl's `--noproxy`: names and domains, comma-separated,
+    /// `*` for all); nil: the environment's `no_proxy`.
+    package var noProxy: String?
+    /// The proxy's user name and password, when not in its URL.
+    package var proxyCredential: BasicCredential?
     /// Extra CA bundle to trust (PEM), on top of the system's.
     package var caFile: String?
     /// Whether the certificate chain and host name are checked. False only when asked for by name

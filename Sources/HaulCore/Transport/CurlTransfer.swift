@@ -138,6 +138,20 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         if let ca = connection.caFile { set(Int32(HAUL_CURLOPT_CAINFO), ca) }
         // Checked by curl with or without the checks above.
         if let pins = connection.curlPins { set(Int32(HAUL_CURLOPT_PINNEDPUBLICKEY), pins) }
+        switch connection.proxy {
+        case .environment: break
+        case .none: set(Int32(HAUL_CURLOPT_PROXY), "")
+        case .url(let proxy): set(Int32(HAUL_CURLOPT_PROXY), proxy)
+        }
+        if let noProxy = connection.noProxy { set(Int32(HAUL_CURLOPT_NOPROXY), noProxy) }
+        if let credential = connection.proxyCredential {
+            set(Int32(HAUL_CURLOPT_PROXYUSERNAME), String(decoding: credential.user, as: UTF8.self))
+            set(Int32(HAUL_CURLOPT_PROXYPASSWORD), String(decoding: credential.password, as: UTF8.self))
+        }
+        // An https:// proxy is trusted as the servers are: the same extra CAs, the same checks.
+        set(Int32(HAUL_CURLOPT_PROXY_SSL_VERIFYPEER), connection.verifiesCertificate ? 1 : 0)
+        set(Int32(HAUL_CURLOPT_PROXY_SSL_VERIFYHOST), connection.verifiesCertificate ? 2 : 0)
+        if let ca = connection.caFile { set(Int32(HAUL_CURLOPT_PROXY_CAINFO), ca) }
         // `.automatic` is libcurl's own default (HTTP/2 over TLS where it has HTTP/2), left
         // unset: a libcurl built without HTTP/2 refuses the option, and every transfer with it.
         switch connection.httpVersion {
