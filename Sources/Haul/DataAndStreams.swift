@@ -155,6 +155,20 @@ extension HaulSession {
     ) async throws(HaulError)
         -> (Data, HTTPResponse)
     {
+        let fetched = try await withinResourceTimeout("fetch of \(ResumeRecord.redacted(request.url))") {
+            [self] () throws(HaulError) in
+            let (data, response) = try await fetch(request, maxBytes: maxBytes)
+            return FetchedData(data: data, response: response)
+        }
+        return (fetched.data, fetched.response)
+    }
+
+    private struct FetchedData: Sendable {
+        var data: Data
+        var response: HTTPResponse
+    }
+
+    private func fetch(_ request: HaulRequest, maxBytes: Int) async throws(HaulError) -> (Data, HTTPResponse) {
         var budget = RetryBudget(retryPolicy)
         while true {
             // A body the stream continues after drops has had its retries when it fails.

@@ -35,6 +35,13 @@ public struct HaulConfiguration: Sendable {
         public var connect: Double = 30
         /// With no byte received: the connection counts as stalled and is retried.
         public var idle: Double = 30
+        /// For the whole of one download, upload or `data(from:)`, retries and redirects
+        /// included (URLSession's `timeoutIntervalForResource`, curl's `--max-time`); nil (the
+        /// default), 0 or less: no limit. Past it the transfer stops with
+        /// ``HaulError/Code/timeout`` and a download keeps its partial file, resumable. A
+        /// ``DownloadTask`` counts from each `resume()`; a byte stream is not limited (its
+        /// consumer sets its pace).
+        public var resource: Double?
         /// Creates the defaults.
         public init() {}
     }
@@ -234,8 +241,18 @@ extension HaulConfiguration {
             return "proxy \(ResumeRecord.redacted(url)): the scheme must be one of \(schemes.joined(separator: ", "))"
         }
         guard let host = url.host, !host.isEmpty else { return "proxy \(ResumeRecord.redacted(url)) has no host" }
-        guard !url.absoluteString.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
+        // Checked as libcurl will read them, decoded: a CR, LF or NUL in a user name or password
+        // made it skip the proxy (and go direct) rather than fail.
+        let decoded = [url.user(percentEncoded: false), url.password(percentEncoded: false), url.host]
+        guard
+            !(decoded.compactMap { $0 } + [url.absoluteString]).contains(where: { part in
+                part.utf8.contains { $0 <= 0x20 || $0 == 0x7F }
+            })
+        else {
             return "proxy \(ResumeRecord.redacted(url)): a space or control character in it"
+        }
+        if let port = url.port, !(1...65535).contains(port) {
+            return "proxy \(ResumeRecord.redacted(url)): port \(port) is not 1-65535"
         }
         return nil
     }

@@ -1,4 +1,5 @@
 import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -27,6 +28,16 @@ extension HaulSession {
         _ request: HaulRequest, toFileDescriptor fileDescriptor: Int32, named name: String,
         options: DownloadOptions = DownloadOptions(),
         events: (@Sendable (DownloadEvent) -> Void)? = nil
+    ) async throws(HaulError) -> Int64 {
+        try await withinResourceTimeout("download of \(ResumeRecord.redacted(request.url))") {
+            [self] () throws(HaulError) in
+            try await write(request, to: fileDescriptor, named: name, options: options, events: events)
+        }
+    }
+
+    private func write(
+        _ request: HaulRequest, to fileDescriptor: Int32, named name: String, options: DownloadOptions,
+        events: (@Sendable (DownloadEvent) -> Void)?
     ) async throws(HaulError) -> Int64 {
         let rate = options.maxBytesPerSecond.flatMap { $0 > 0 ? RateBudget(bytesPerSecond: $0) : nil }
         let limit = [options.maxBytesPerSecond, configuration.maxOverallBytesPerSecond].compactMap { $0 }

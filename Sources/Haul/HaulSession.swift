@@ -219,13 +219,62 @@ public final class HaulSession: Sendable {
         URL(fileURLWithPath: DownloadStore.partialPath(of: destination.path), isDirectory: false)
     }
 
-    /// Runs the engine for one download; events are translated to the public ones.
+    /// Runs `body`; once ``HaulConfiguration/Timeout/resource`` seconds have passed it is
+    /// cancelled (a download keeps its partial) and the call fails with ``HaulError/Code/timeout``
+    /// naming `what`. A cancel of the calling task still reads as a cancel.
+    func withinResourceTimeout<T: Sendable>(
+        _ what: @autoclosure () -> String, _ body: @escaping @Sendable () async throws(HaulError) -> T
+    ) async throws(HaulError) -> T {
+        guard let limit = configuration.timeout.resource, limit > 0, limit.isFinite else { return try await body() }
+        let expired = Locked(false)
+        let work = Task { () async -> Result<T, HaulError> in
+            do throws(HaulError) { return .success(try await body()) } catch { return .failure(error) }
+        }
+        let timer = Task {
+            try? await Task.sleep(nanoseconds: Seconds.nanoseconds(limit))
+            guard !Task.isCancelled else { return }
+            expired.set(true)
+            work.cancel()
+        }
+        let result = await withTaskCancellationHandler {
+            await work.value
+        } onCancel: {
+            work.cancel()
+        }
+        timer.cancel()
+        switch result {
+        case .success(let value): return value
+        case .failure(let error) where error.code == .cancelled && expired.get():
+            throw HaulError(.timeout, "\(what()) did not finish within \(Seconds.text(limit)) s", path: error.path)
+        case .failure(let error): throw error
+        }
+    }
+
+    /// Runs the engine for one download, within the resource timeout.
     func run(
         _ url: URL, to destination: DownloadDestination, options: DownloadOptions,
         events: @escaping @Sendable (DownloadEvent) -> Void
     ) async throws(HaulError) -> DownloadResult {
+        try await withinResourceTimeout("download of \(ResumeRecord.redacted(url))") { [self] () throws(HaulError) in
+            try await runEngine(url, to: destination, options: options, events: events)
+        }
+    }
+
+    /// Runs the engine for one download; events are translated to the public ones.
+    private func runEngine(
+        _ url: URL, to destination: DownloadDestination, options: DownloadOptions,
+        events: @escaping @Sendable (DownloadEvent) -> Void
+    ) async throws(HaulError) -> DownloadResult {
         let transport = try readyTransport()
-        if options.checksReachability, let unreachable = Reachability.check(url) { throw unreachable }
+        if options.checksReachability {
+            // Through a proxy it is the proxy that connects (and, for socks5h, resolves): the
+            // check would judge the wrong path and leak the name to the local resolver.
+            switch configuration.proxy.choice {
+            case .url: break
+            case .none: if let unreachable = Reachability.check(url, environment: [:]) { throw unreachable }
+            case .environment: if let unreachable = Reachability.check(url) { throw unreachable }
+            }
+        }
         let engineOptions = try self.engineOptions(options, for: url)
         let (target, placement) = try engineTarget(url, destination)
         let started = Locked<DownloadStart?>(nil)

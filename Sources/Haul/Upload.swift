@@ -259,6 +259,15 @@ extension HaulSession {
         _ body: SegmentedBody, to url: URL, method: String, headers: [String: String],
         events: (@Sendable (UploadEvent) -> Void)?
     ) async throws(HaulError) -> UploadResponse {
+        try await withinResourceTimeout("upload to \(ResumeRecord.redacted(url))") { [self] () throws(HaulError) in
+            try await sendNow(body, to: url, method: method, headers: headers, events: events)
+        }
+    }
+
+    private func sendNow(
+        _ body: SegmentedBody, to url: URL, method: String, headers: [String: String],
+        events: (@Sendable (UploadEvent) -> Void)?
+    ) async throws(HaulError) -> UploadResponse {
         let transport = try readyTransport()
         var options = UploadOptions()
         options.method = method

@@ -19,6 +19,7 @@ struct GetCommand {
             .init("--retry-delay", value: true),
             .init("--timeout", value: true),
             .init("--connect-timeout", value: true),
+            .init("-m", "--max-time", value: true),
             .init("--max-redirects", value: true),
             .init("-H", "--header", value: true),
             .init("--checksum", value: true),
@@ -60,6 +61,8 @@ struct GetCommand {
               --retry-delay S     first backoff delay in seconds (default 1; doubles, with jitter)
               --timeout S         idle timeout: no byte for S seconds is a stall (default 30)
               --connect-timeout S connection timeout in seconds (default 30)
+          -m, --max-time S        at most S seconds for each download, retries included (exit 3,
+                                  partial kept); default: no limit
               --max-redirects N   redirects to follow (default 20)
           -H, --header 'N: v'     extra request header (repeatable; Authorization and Cookie
                                   are not sent to other hosts after a redirect, other
@@ -218,6 +221,7 @@ struct GetCommand {
         if let d = try v.number("--retry-delay") { c.retry.initialDelay = d }
         if let t = try v.number("--timeout", min: 1) { c.timeout.idle = t }
         if let t = try v.number("--connect-timeout", min: 1) { c.timeout.connect = t }
+        if let t = try v.number("--max-time", min: 0.001) { c.timeout.resource = t }
         if let n = try v.integer("--max-redirects") { c.maxRedirects = n }
         try ConnectionFlags.apply(v, to: &c)
         try AuthFlags.apply(v, to: &c)

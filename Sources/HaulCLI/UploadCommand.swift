@@ -24,6 +24,7 @@ struct UploadCommand {
             .init("--retry-delay", value: true),
             .init("--timeout", value: true),
             .init("--connect-timeout", value: true),
+            .init("-m", "--max-time", value: true),
             .init("-q", "--quiet"),
             .init("--json"),
         ] + ConnectionFlags.options + AuthFlags.options + CookieFlags.options
@@ -45,6 +46,7 @@ struct UploadCommand {
           -o, --output FILE       save the response body to FILE
           -H, --header 'N: v'     extra request header (repeatable)
               --retries N, --retry-delay S, --timeout S, --connect-timeout S
+          -m, --max-time S        at most S seconds for the upload, retries included
         \(ConnectionFlags.help)
         \(AuthFlags.help)
         \(CookieFlags.help)
@@ -104,6 +106,7 @@ struct UploadCommand {
         if let d = try v.number("--retry-delay") { c.retry.initialDelay = d }
         if let t = try v.number("--timeout", min: 1) { c.timeout.idle = t }
         if let t = try v.number("--connect-timeout", min: 1) { c.timeout.connect = t }
+        if let t = try v.number("--max-time", min: 0.001) { c.timeout.resource = t }
         try ConnectionFlags.apply(v, to: &c)
         try AuthFlags.apply(v, to: &c)
         cookieFile = try CookieFlags.apply(v, to: &c)

@@ -7,7 +7,8 @@ import Foundation
 /// A proxy on 127.0.0.1 that the tests start: an HTTP proxy (absolute-form requests forwarded,
 /// one per connection; `CONNECT` tunnelled, for https) or a SOCKS5 proxy (its CONNECT, with the
 /// host as a name or an address), optionally asking for a user and password (HTTP: 407 and
-/// `Proxy-Authorization: Basic`; SOCKS5: RFC 1929). Python's, killed after 120 s
+/// `Proxy-Authorization: Basic`; SOCKS5: RFC 1929). The SOCKS5 proxy takes any name under
+/// `haul.test` for 127.0.0.1: a name only the proxy can resolve. Python's, killed after 120 s
 /// (`timeout -s KILL`) if the test does not stop it first.
 public final class TestProxy: Sendable {
     public enum Kind: String, Sendable { case http, socks5 }
@@ -201,7 +202,9 @@ public final class TestProxy: Sendable {
                         host = socket.inet_ntop(socket.AF_INET6, self.recvall(16))
                     port = int.from_bytes(self.recvall(2), "big")
                     log(method="SOCKS5", target="%s:%d" % (host, port), auth=auth)
-                    u = socket.create_connection((host, port), timeout=10)
+                    # Names under haul.test are known to the proxy alone (the machine cannot resolve
+                    # them): they are this machine.
+                    u = socket.create_connection(("127.0.0.1" if host.endswith(".haul.test") else host, port), timeout=10)
                     c.sendall(b"\x05\x00\x00\x01" + socket.inet_aton("127.0.0.1") + (0).to_bytes(2, "big"))
                     pipe(c, u)
                     u.close()

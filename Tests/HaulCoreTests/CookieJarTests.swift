@@ -141,6 +141,10 @@ struct CookieJarTests {
         j.store(from: HTTPHeaders([("Set-Cookie", "sid=evil2; Domain=example.com")]), for: http, now: Self.now)
         #expect(j.cookieHeader(for: https, now: Self.now) == "sid=secret")
         #expect(j.all(now: Self.now).map(\.value) == ["secret"])
+        // Nor pushes it out by setting many.
+        for i in 0..<60 { j.store(from: HTTPHeaders([("Set-Cookie", "n\(i)=1")]), for: http, now: Self.now) }
+        j.store(from: HTTPHeaders([("Set-Cookie", "sid=evil3")]), for: http, now: Self.now)
+        #expect(j.all(now: Self.now).contains { $0.name == "sid" && $0.value == "secret" })
     }
 
     @Test func tabsAndTopLevelDomainsWithATrailingDot() {

@@ -17,6 +17,7 @@ struct ProxyTests {
         }
         let session = testSession {
             $0.proxy = .url(URL(string: proxy.url())!)
+            $0.noProxy = []  // whatever NO_PROXY the machine running the tests has
             $0.proxyCredential = .init(user: "ignored", password: "by-this-proxy")
         }
         let (result, _) = await run(session, server.url("/d.bin?size=5000"), to: .directory(dir.url))
@@ -51,6 +52,15 @@ struct ProxyTests {
         #expect(server.requests.count == 2)
         #expect(proxy.requests.isEmpty)
         #expect("\(HaulConfiguration.Proxy.url(URL(string: "http://u:secret@p:3128")!))" == "http://p:3128")
+    }
+
+    /// libcurl quotes a proxy's URL in some messages; its password never gets through.
+    @Test func messagesLoseTheProxysPassword() {
+        var c = HaulConfiguration()
+        c.proxy = .url(URL(string: "http://u:p%40ss@p:3128")!)
+        c.proxyCredential = .init(user: "x", password: "other-secret")
+        let scrubbed = c.connectionSettings.scrubbed("bad proxy 'http://u:p%40ss@p:3128' (u:p@ss), other-secret")
+        #expect(scrubbed == "bad proxy 'http://u:***@p:3128' (u:***), ***")
     }
 
     @Test(arguments: ["ftp://p:21", "socks5h://"])

@@ -226,7 +226,7 @@ package final class SegmentedDownloader: Sendable {
         let error = failure.haulError(
             url: asked, origin: url, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
         switch failure.kind {
-        case .invalidResponse, .tls, .resolve, .invalidURL, .connect: throw error
+        case .invalidResponse, .tls, .resolve, .invalidURL, .connect, .proxy, .proxyStatus: throw error
         case .connectTimeout, .idleTimeout, .connectionLost:
             let delay = try options.retry.delay(after: error, failures: 1)
             onEvent(.retrying(attempt: 1, error: error, delay: delay))

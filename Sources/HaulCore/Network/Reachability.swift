@@ -39,7 +39,9 @@ package enum Reachability {
         guard names.filter({ $0 != "HTTP_PROXY" }).contains(where: { environment[$0]?.isEmpty == false }) else {
             return false
         }
-        let noProxy = (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",").map {
+        // An empty variable is an unset one, as curl reads them.
+        func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        let noProxy = (variable("no_proxy") ?? variable("NO_PROXY") ?? "").split(separator: ",").map {
             $0.trimmingASCIIWhitespace().lowercased()
         }
         let host = url.host?.lowercased() ?? ""

@@ -104,26 +104,25 @@ package final class CookieJar: Sendable {
         let secureOrigin = url.scheme?.lowercased() == "https"
         for (name, value) in headers where name.equalsIgnoringASCIICase("Set-Cookie") {
             guard let cookie = Self.parse(setCookie: value, for: url, now: now) else { continue }
-            if !secureOrigin && shadowsSecureCookie(cookie) { continue }
-            add(cookie, now: now)
+            add(cookie, now: now, fromSecureOrigin: secureOrigin)
         }
     }
 
-    private func shadowsSecureCookie(_ new: StoredCookie) -> Bool {
-        state.withLock { s in
-            s.cookies.contains { old in
-                old.secure && old.name == new.name
-                    && (Self.domainMatches(host: old.domain, domain: new.domain)
-                        || Self.domainMatches(host: new.domain, domain: old.domain))
-                    && Self.pathMatches(new.path, old.path)
-            }
+    private static func shadowsSecureCookie(_ new: StoredCookie, in cookies: [StoredCookie]) -> Bool {
+        cookies.contains { old in
+            old.secure && old.name == new.name
+                && (domainMatches(host: old.domain, domain: new.domain)
+                    || domainMatches(host: new.domain, domain: old.domain))
+                && pathMatches(new.path, old.path)
         }
     }
 
     /// Adds `cookie`, replacing one of the same name, domain and path (which keeps its place);
-    /// an expired one removes that one.
-    package func add(_ cookie: StoredCookie, now: Int64 = CookieJar.now()) {
+    /// an expired one removes that one. From an origin that is not secure, a cookie that would
+    /// shadow a `Secure` one is ignored.
+    package func add(_ cookie: StoredCookie, now: Int64 = CookieJar.now(), fromSecureOrigin: Bool = true) {
         state.withLock { s in
+            if !fromSecureOrigin && Self.shadowsSecureCookie(cookie, in: s.cookies) { return }
             var cookie = cookie
             let same = s.cookies.firstIndex {
                 $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path
@@ -144,8 +143,14 @@ package final class CookieJar: Sendable {
             func dropOldest(where match: (StoredCookie) -> Bool) {
                 if let oldest = s.cookies.firstIndex(where: match) { s.cookies.remove(at: oldest) }
             }
+            // Of a domain, the cookies that are not Secure go first: plain http cannot push a
+            // Secure one out by setting many.
             while s.cookies.count(where: { $0.domain == cookie.domain }) > maxPerDomain {
-                dropOldest { $0.domain == cookie.domain }
+                if s.cookies.contains(where: { $0.domain == cookie.domain && !$0.secure }) {
+                    dropOldest { $0.domain == cookie.domain && !$0.secure }
+                } else {
+                    dropOldest { $0.domain == cookie.domain }
+                }
             }
             while !cookie.source.isEmpty, s.cookies.count(where: { $0.source == cookie.source }) > maxPerSource {
                 dropOldest { $0.source == cookie.source }

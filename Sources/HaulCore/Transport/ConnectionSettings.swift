@@ -47,6 +47,19 @@ package struct ConnectionSettings: Sendable, Equatable {
 
     package init(caFile: String? = nil) { self.caFile = caFile }
 
+    /// `message` without the proxy's password (from its URL, percent-encoded or not, or the
+    /// credential): libcurl quotes a proxy's URL in some of its messages.
+    package func scrubbed(_ message: String) -> String {
+        var secrets: [String] = []
+        if case .url(let proxy) = proxy, let url = URL(string: proxy) {
+            secrets += [url.password(percentEncoded: true), url.password(percentEncoded: false)].compactMap { $0 }
+        }
+        if let proxyCredential { secrets.append(String(decoding: proxyCredential.password, as: UTF8.self)) }
+        var out = message
+        for secret in Set(secrets) where !secret.isEmpty { out = out.replacing(secret, with: "***") }
+        return out
+    }
+
     /// The pins as curl's `CURLOPT_PINNEDPUBLICKEY` takes them, or nil for none. Only valid ones
     /// (``validPin(_:)``) get there; with pins but none valid, one that no key has, so that
     /// nothing is accepted.

@@ -148,10 +148,16 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
             set(Int32(HAUL_CURLOPT_PROXYUSERNAME), String(decoding: credential.user, as: UTF8.self))
             set(Int32(HAUL_CURLOPT_PROXYPASSWORD), String(decoding: credential.password, as: UTF8.self))
         }
-        // An https:// proxy is trusted as the servers are: the same extra CAs, the same checks.
-        set(Int32(HAUL_CURLOPT_PROXY_SSL_VERIFYPEER), connection.verifiesCertificate ? 1 : 0)
-        set(Int32(HAUL_CURLOPT_PROXY_SSL_VERIFYHOST), connection.verifiesCertificate ? 2 : 0)
+        // An https:// proxy is always verified (`--insecure` is for the servers: turning it off
+        // for the proxy too would hand its credentials to whoever is on the path); the extra CAs
+        // are trusted for it as for servers.
+        set(Int32(HAUL_CURLOPT_PROXY_SSL_VERIFYPEER), 1)
+        set(Int32(HAUL_CURLOPT_PROXY_SSL_VERIFYHOST), 2)
         if let ca = connection.caFile { set(Int32(HAUL_CURLOPT_PROXY_CAINFO), ca) }
+        // The proxy's answer to CONNECT is not the server's: its head must not reach the header
+        // callback (which would take its 200 for the answer). A refusal is read from
+        // CURLINFO_HTTP_CONNECTCODE instead (``result(code:)``).
+        set(Int32(HAUL_CURLOPT_SUPPRESS_CONNECT_HEADERS), 1)
         // `.automatic` is libcurl's own default (HTTP/2 over TLS where it has HTTP/2), left
         // unset: a libcurl built without HTTP/2 refuses the option, and every transfer with it.
         switch connection.httpVersion {
@@ -330,7 +336,14 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
 
     func result(code: Int32) -> Result<Void, TransportError> {
         let detail = String(cString: errorBuffer)
-        let message = detail.isEmpty ? String(cString: haul_easy_strerror(code)) : detail
+        // libcurl quotes a proxy's URL in some messages: never its password.
+        let message = request.connection.scrubbed(detail.isEmpty ? String(cString: haul_easy_strerror(code)) : detail)
+        var connectCode = 0
+        if code != 0, let easy, haul_easy_getinfo_long(easy, Int32(HAUL_CURLINFO_HTTP_CONNECTCODE), &connectCode) == 0,
+            connectCode >= 300
+        {
+            return .failure(TransportError(.proxyStatus(connectCode), message))
+        }
         if let invalidResponse { return .failure(TransportError(.invalidResponse, invalidResponse)) }
         if aborted { return .failure(TransportError(.aborted, "aborted by the handler")) }
         switch code {
@@ -338,7 +351,8 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
             if !responseDelivered { return .failure(TransportError(.connectionLost, "empty reply from server")) }
             return .success(())
         case 1, 3: return .failure(TransportError(.invalidURL, message))
-        case 6, 5: return .failure(TransportError(.resolve, message))
+        case 6: return .failure(TransportError(.resolve, message))
+        case 5, 97: return .failure(TransportError(.proxy, message))  // CURLE_COULDNT_RESOLVE_PROXY, CURLE_PROXY
         case 7: return .failure(TransportError(.connect, message))
         case 28:
             let stalled = responseDelivered || message.contains("too slow")

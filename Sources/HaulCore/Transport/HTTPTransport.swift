@@ -88,6 +88,10 @@ package struct TransportError: Error, Sendable, Equatable {
         /// The answer broke HTTP in a way no retry mends (conflicting lengths, a reply that is
         /// not HTTP).
         case invalidResponse
+        /// The proxy failed: its name does not resolve, or it refused (SOCKS).
+        case proxy
+        /// The proxy answered `CONNECT` with this status (407: it wants credentials).
+        case proxyStatus(Int)
         case other
     }
     package var kind: Kind
@@ -205,6 +209,12 @@ extension TransportError {
             error = HaulError(.invalidURL, "invalid URL \(ResumeRecord.shown(url, origin: origin)): \(message)")
         case .cancelled: error = HaulError(.cancelled, "cancelled")
         case .invalidResponse: error = HaulError(.invalidResponse, "invalid answer from \(host): \(message)")
+        case .proxy: error = HaulError(.network, "proxy failed on the way to \(host): \(message)")
+        case .proxyStatus(let status):
+            error = HaulError(
+                .httpStatus,
+                "HTTP \(status) \(HTTPStatus.reason(status)) from the proxy, asked for a tunnel to \(host)",
+                httpStatus: status)
         case .aborted, .other: error = HaulError(.network, "transfer from \(host) failed: \(message)")
         }
         error.isTransient = [.connect, .connectTimeout, .idleTimeout, .connectionLost].contains(kind)
