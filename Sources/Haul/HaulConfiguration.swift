@@ -243,13 +243,12 @@ extension HaulConfiguration {
         guard let host = url.host, !host.isEmpty else { return "proxy \(ResumeRecord.redacted(url)) has no host" }
         // Checked as libcurl will read them, decoded: a CR, LF or NUL in a user name or password
         // made it skip the proxy (and go direct) rather than fail.
-        let decoded = [url.user(percentEncoded: false), url.password(percentEncoded: false), url.host]
-        guard
-            !(decoded.compactMap { $0 } + [url.absoluteString]).contains(where: { part in
-                part.utf8.contains { $0 <= 0x20 || $0 == 0x7F }
-            })
+        // A space in a password is fine (encoded); in the host or the URL's text it is not.
+        let decoded = [url.user(percentEncoded: false), url.password(percentEncoded: false)].compactMap { $0 }
+        guard !decoded.contains(where: { $0.utf8.contains { $0 < 0x20 || $0 == 0x7F } }),
+            ![url.host ?? "", url.absoluteString].contains(where: { $0.utf8.contains { $0 <= 0x20 || $0 == 0x7F } })
         else {
-            return "proxy \(ResumeRecord.redacted(url)): a space or control character in it"
+            return "proxy \(ResumeRecord.redacted(url)): a control character in it (or a space outside its password)"
         }
         if let port = url.port, !(1...65535).contains(port) {
             return "proxy \(ResumeRecord.redacted(url)): port \(port) is not 1-65535"

@@ -62,7 +62,8 @@ struct GetCommand {
               --timeout S         idle timeout: no byte for S seconds is a stall (default 30)
               --connect-timeout S connection timeout in seconds (default 30)
           -m, --max-time S        at most S seconds for each download, retries included (exit 3,
-                                  partial kept); default: no limit
+                                  partial kept but for a file that comes whole in the first
+                                  answer); default: no limit
               --max-redirects N   redirects to follow (default 20)
           -H, --header 'N: v'     extra request header (repeatable; Authorization and Cookie
                                   are not sent to other hosts after a redirect, other

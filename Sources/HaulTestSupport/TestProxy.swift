@@ -5,11 +5,11 @@ import Foundation
 #endif
 
 /// A proxy on 127.0.0.1 that the tests start: an HTTP proxy (absolute-form requests forwarded,
-/// one per connection; `CONNECT` tunnelled, for https) or a SOCKS5 proxy (its CONNECT, with the
-/// host as a name or an address), optionally asking for a user and password (HTTP: 407 and
-/// `Proxy-Authorization: Basic`; SOCKS5: RFC 1929). The SOCKS5 proxy takes any name under
-/// `haul.test` for 127.0.0.1: a name only the proxy can resolve. Python's, killed after 120 s
-/// (`timeout -s KILL`) if the test does not stop it first.
+/// one per connection, request bodies of a known length only; `CONNECT` tunnelled, for https)
+/// or a SOCKS5 proxy (its CONNECT, with the host as a name or an address), optionally asking for
+/// a user and password (HTTP: 407 and `Proxy-Authorization: Basic`; SOCKS5: RFC 1929). The
+/// SOCKS5 proxy takes any name under `haul.test` for 127.0.0.1: a name only the proxy can
+/// resolve. Python's, killed after 120 s (`timeout -s KILL`) if the test does not stop it first.
 public final class TestProxy: Sendable {
     public enum Kind: String, Sendable { case http, socks5 }
 
@@ -155,6 +155,19 @@ public final class TestProxy: Sendable {
                 u = socket.create_connection((host, int(port)), timeout=10)
                 kept = [l for l in headers if not l.lower().startswith(b"proxy-") and not l.lower().startswith(b"connection:")]
                 u.sendall(("%s /%s %s\r\n" % (method, path, version)).encode("latin-1") + b"\r\n".join(kept + [b"Connection: close"]) + b"\r\n\r\n" + rest)
+                # The rest of a body of known length, before the answer is read (the server waits for it).
+                length = 0
+                for l in headers:
+                    name, _, value = l.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value.strip())
+                left = length - len(rest)
+                while left > 0:
+                    chunk = c.recv(min(left, 65536))
+                    if not chunk:
+                        return
+                    u.sendall(chunk)
+                    left -= len(chunk)
                 # The answer, with "Connection: close" added: one request per client connection.
                 rhead, rrest = read_head(u)
                 if rhead is None:

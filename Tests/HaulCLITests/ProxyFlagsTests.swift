@@ -218,7 +218,7 @@ struct ProxyFlagsTests {
         (["--proxy-user", "nocolon"], "--proxy-user expects USER:PASSWORD"),
         (["--noproxy", "a b"], "noProxy entry 'a b' is not a host name"),
         (["--proxy", "http://u:s3cret@h:99999"], "proxy http://h:99999: port 99999 is not 1-65535"),
-        (["--proxy", "http://u:se%0d%0acret@127.0.0.1:1"], "proxy http://127.0.0.1:1: a space or control character"),
+        (["--proxy", "http://u:se%0d%0acret@127.0.0.1:1"], "proxy http://127.0.0.1:1: a control character in it"),
     ])
     func badFlagsAreUsageErrorsBeforeAnyRequest(flags: [String], message: String) async throws {
         let server = try TestServer()

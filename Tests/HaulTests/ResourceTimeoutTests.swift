@@ -1,8 +1,10 @@
 import Foundation
-import Haul
+import HaulCore
 import HaulTestSupport
 import HaulTestTraits
 import Testing
+
+@testable import Haul
 
 /// `HaulConfiguration.timeout.resource`: the whole transfer, retries included.
 @Suite("Resource timeout", .fewAtOnce)
@@ -49,6 +51,39 @@ struct ResourceTimeoutTests {
         // Within it, nothing changes.
         let (data, _) = try await session.data(from: server.url("/small.bin?size=1000"))
         #expect(Array(data) == TestContent.bytes(count: 1000))
+    }
+
+    /// A cancel of the caller stays a cancel even when the work takes past the deadline to stop.
+    @Test func aCancelThatEndsAfterTheDeadlineIsStillACancel() async throws {
+        let session = testSession { $0.timeout.resource = 0.3 }
+        let task = Task { () async throws(HaulError) -> Int in
+            try await session.withinResourceTimeout("work") { () throws(HaulError) -> Int in
+                // Slow to stop: it ends a second after it is cancelled, well past the deadline.
+                while !Task.isCancelled { try? await Task.sleep(nanoseconds: 10_000_000) }
+                let stop = Date().addingTimeInterval(1)
+                while Date() < stop { try? await Task.sleep(nanoseconds: 10_000_000) }
+                throw HaulError(.cancelled, "cancelled")
+            }
+        }
+        try await Task.sleep(nanoseconds: 50_000_000)
+        task.cancel()
+        let result = await task.result
+        if case .failure(let error) = result { #expect((error as? HaulError)?.code == .cancelled, "\(error)") }
+    }
+
+    /// The message says what kept failing while the time ran out.
+    @Test func theMessageNamesTheLastFailure() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession {
+            $0.timeout.resource = 1
+            $0.retry.maxRetries = 1000
+        }
+        let (result, _) = await run(session, server.url("/busy.bin?status=503"), to: .directory(dir.url))
+        let error = try #require(result.error)
+        #expect(error.code == .timeout, "\(error)")
+        #expect(error.message.contains("(last failure: HTTP 503"), "\(error.message)")
     }
 
     /// A cancel of the caller is a cancel, not a timeout.

@@ -47,16 +47,17 @@ package struct ConnectionSettings: Sendable, Equatable {
 
     package init(caFile: String? = nil) { self.caFile = caFile }
 
-    /// `message` without the proxy's password (from its URL, percent-encoded or not, or the
-    /// credential): libcurl quotes a proxy's URL in some of its messages.
+    /// `message` without the proxy's password where libcurl quotes the proxy's URL (some of its
+    /// messages do): `user:password@` becomes `user:***@`, percent-encoded or not. Only that
+    /// form is replaced: a short password replaced wherever it occurs would mangle the message
+    /// (and show the password by what changed).
     package func scrubbed(_ message: String) -> String {
-        var secrets: [String] = []
-        if case .url(let proxy) = proxy, let url = URL(string: proxy) {
-            secrets += [url.password(percentEncoded: true), url.password(percentEncoded: false)].compactMap { $0 }
-        }
-        if let proxyCredential { secrets.append(String(decoding: proxyCredential.password, as: UTF8.self)) }
+        guard case .url(let proxy) = proxy, let url = URL(string: proxy), let user = url.user(percentEncoded: true),
+            let password = url.password(percentEncoded: true), !password.isEmpty
+        else { return message }
+        let decoded = (url.user(percentEncoded: false) ?? user, url.password(percentEncoded: false) ?? password)
         var out = message
-        for secret in Set(secrets) where !secret.isEmpty { out = out.replacing(secret, with: "***") }
+        for (u, p) in [(user, password), decoded] { out = out.replacing("\(u):\(p)@", with: "\(u):***@") }
         return out
     }
 
