@@ -8,15 +8,19 @@ import HaulCore
 
 /// A cookie, as `HTTPCookie` describes one.
 public struct HaulCookie: Sendable, Equatable {
+    /// Its name (`sid` of `sid=abc`).
     public var name: String
+    /// Its value, as the server sent it (quotes included).
     public var value: String
     /// The host it is for, lower-case, without a leading dot.
     public var domain: String
     /// Sent to ``domain`` only; false: to its subdomains too (the server named a `Domain`).
     public var isHostOnly: Bool
+    /// The paths it is sent to: this one and those under it.
     public var path: String
     /// Sent over https only.
     public var isSecure: Bool
+    /// Not for scripts in a browser; kept and written as `#HttpOnly_` in a cookie file.
     public var isHTTPOnly: Bool
     /// When it expires; nil for a session cookie.
     public var expiresDate: Date?
@@ -40,7 +44,8 @@ public struct HaulCookie: Sendable, Equatable {
 /// The cookies of a session (`HTTPCookieStorage`'s role): what servers set with `Set-Cookie` is
 /// sent back as `Cookie` to the hosts and paths it is for (RFC 6265), until it expires. In
 /// memory; ``write(toNetscapeFile:)`` and ``read(netscapeFile:)`` keep it in the Netscape
-/// cookie file that curl and wget use. Bounded (50 cookies per domain, 3000 in all, 4 KiB each).
+/// cookie file that curl and wget use. Bounded: 50 cookies per domain and 150 set by one host,
+/// 3000 in all, 4 KiB each; one request sends at most 150 of them and 8190 bytes.
 /// Thread-safe; one jar may serve several sessions.
 public final class HaulCookieJar: Sendable {
     let jar = CookieJar()

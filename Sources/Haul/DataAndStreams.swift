@@ -274,12 +274,11 @@ extension HaulSession {
         }
     }
 
-    /// The configuration's headers with `extra` on top (sorted, so requests are reproducible). A
-    /// header that cannot be sent as given (a name that is no token, a line break in a value) is
-    /// a ``HaulError/Code/usage`` error before any request, never dropped silently.
-    /// The headers of a request for `url`: the session's, the request's on top, and the
-    /// session's ``HaulConfiguration/credential`` unless the request has its own (an
-    /// `Authorization` header, or a user name in the URL).
+    /// The headers of a request for `url`: the configuration's, `extra` on top (sorted, so
+    /// requests are reproducible), and the session's ``HaulConfiguration/credential`` unless the
+    /// request has its own (an `Authorization` header, or a user name in the URL). A header that
+    /// cannot be sent as given (a name that is no token, a line break in a value) is a
+    /// ``HaulError/Code/usage`` error before any request, never dropped silently.
     func headers(adding extra: [String: String], for url: URL) throws(HaulError) -> HTTPHeaders {
         var headers = HTTPHeaders()
         for (name, value) in configuration.additionalHeaders.sorted(by: { $0.key < $1.key }) {

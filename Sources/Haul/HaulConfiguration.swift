@@ -197,7 +197,8 @@ public struct HaulConfiguration: Sendable {
     public var noProxy: [String]?
     /// The proxy's user and password, when not in its URL; never stored, never in a message.
     public var proxyCredential: Credential?
-    /// A PEM bundle of extra certificate authorities to trust. Certificates are always verified.
+    /// A PEM bundle of extra certificate authorities to trust (as well as the system's, with a
+    /// libcurl that keeps its CA directory, as Debian's does), for servers and an https proxy.
     /// Needs the curl transport: with `urlSession` every transfer fails with
     /// ``HaulError/Code/usage`` (URLSession cannot be given extra certificates).
     public var trustedCertificatesFile: String?

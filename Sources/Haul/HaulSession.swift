@@ -294,7 +294,14 @@ public final class HaulSession: Sendable {
             switch configuration.proxy.choice {
             case .url: break
             case .none: if let unreachable = Reachability.check(url, environment: [:]) { throw unreachable }
-            case .environment: if let unreachable = Reachability.check(url) { throw unreachable }
+            case .environment:
+                // `noProxy` replaces the environment's list, as it does for libcurl.
+                var environment = ProcessInfo.processInfo.environment
+                if let list = configuration.noProxy {
+                    environment["no_proxy"] = list.joined(separator: ",")
+                    environment["NO_PROXY"] = nil
+                }
+                if let unreachable = Reachability.check(url, environment: environment) { throw unreachable }
             }
         }
         let engineOptions = try self.engineOptions(options, for: url)

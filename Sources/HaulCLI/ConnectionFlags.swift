@@ -24,8 +24,8 @@ enum ConnectionFlags {
     static let help = """
               --cacert FILE       trust these extra CA certificates (PEM)
               --insecure          do not verify the server's certificate or name (warned about
-                                  on every run: anyone on the path can read and change the
-                                  download); a --pinnedpubkey is still checked
+                                  on every run: anyone on the path can read and change what
+                                  is sent and received); a --pinnedpubkey is still checked
               --pinnedpubkey sha256//BASE64[;sha256//BASE64...]   the server's public key must
                                   have one of these SHA-256 hashes (curl's form), else exit 7
               --http1.1           HTTP/1.1 only

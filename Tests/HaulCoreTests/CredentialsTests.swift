@@ -111,5 +111,11 @@ struct CredentialsTests {
         let plain = RedirectChain(
             url: URL(string: "http://h/a")!, headers: HTTPHeaders(), maxRedirects: 5, netrc: netrc)
         #expect(plain.headers["Authorization"] != nil)
+        // A chain that goes on from another's last hop (a segmented download's ranges from its
+        // probe's) carries that it has been on https.
+        #expect(chain.beenOnTLS)
+        let ranges = RedirectChain(
+            url: URL(string: "http://h/b")!, headers: HTTPHeaders(), maxRedirects: 5, netrc: netrc, beenOnTLS: true)
+        #expect(ranges.headers["Authorization"] == nil)
     }
 }

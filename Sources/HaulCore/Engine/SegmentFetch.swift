@@ -16,7 +16,7 @@ final class SegmentFetch: TransportHandler, @unchecked Sendable {
     var reachedEnd = false
     var requestedEnd: Int64 = 0
     /// Where the current request went, and with which headers.
-    private var asking: (url: URL, headers: HTTPHeaders)?
+    private var asking: (url: URL, headers: HTTPHeaders, beenOnTLS: Bool)?
     /// The answer was a redirect to this URL.
     private var redirect: URL?
     /// The answer refused a redirect's target (401, 403, 404, 410): an expired signed link.
@@ -82,14 +82,14 @@ final class SegmentFetch: TransportHandler, @unchecked Sendable {
         let location = run.location
         var chain = RedirectChain(
             url: location.url, headers: location.headers, maxRedirects: run.options.maxRedirects,
-            netrc: run.options.netrc)
+            netrc: run.options.netrc, beenOnTLS: location.beenOnTLS)
         var signedAgain = false
         while true {
             let end = run.end(of: segment.id)
             guard cursor < end, !settled else { return .success(()) }
             requestedEnd = end
             (redirect, refused, failure) = (nil, false, nil)
-            asking = (chain.current, chain.headers)
+            asking = (chain.current, chain.headers, chain.beenOnTLS)
             let result = await finish(start(chain.current, headers: chain.headers, end: end))
             if let next = redirect {
                 do throws(HaulError) { try chain.follow(to: next) } catch { return .failure(error) }
@@ -186,7 +186,7 @@ final class SegmentFetch: TransportHandler, @unchecked Sendable {
             failure = HaulError(.serverChangedFile, problem)
             return false
         }
-        if let asking { run.moved(to: asking.url, headers: asking.headers) }
+        if let asking { run.moved(to: asking.url, headers: asking.headers, beenOnTLS: asking.beenOnTLS) }
         accepted.set(true)
         return true
     }

@@ -178,6 +178,8 @@ package final class SegmentedDownloader: Sendable {
     struct Probe: Sendable {
         var finalURL: URL
         var headers: HTTPHeaders
+        /// Whether the probe's redirects went through https (no netrc password over http then).
+        var beenOnTLS = false
         var status: Int
         var total: Int64?
         var etag: String?
@@ -280,7 +282,8 @@ package final class SegmentedDownloader: Sendable {
                 throw .httpStatus(response.status, from: ResumeRecord.shown(chain.current, origin: url))
             }
             var probe = Probe(
-                finalURL: chain.current, headers: chain.headers, status: response.status, total: nil,
+                finalURL: chain.current, headers: chain.headers, beenOnTLS: chain.beenOnTLS, status: response.status,
+                total: nil,
                 etag: response.headers.strongETag, lastModified: response.headers.lastModified,
                 contentDisposition: response.headers["Content-Disposition"])
             if case .success = result, !head.holding, let expected = head.expected, head.body.count == expected {

@@ -35,7 +35,7 @@ final class SegmentedRun: Sendable {
         var adopted: (fetch: SegmentFetch, task: any TransportTask, end: Int64)?
         /// Where ranges are asked for, and with which headers: the probe's final URL, until a
         /// range answered from a newer one (an expired signed link signed again).
-        var location: (url: URL, headers: HTTPHeaders)
+        var location: (url: URL, headers: HTTPHeaders, beenOnTLS: Bool)
         /// When, and at how many bytes written, the ranges were last noted in the record.
         var lastNote: (at: Double, bytes: Int64) = (monotonicSeconds(), 0)
     }
@@ -54,7 +54,7 @@ final class SegmentedRun: Sendable {
         state = Locked(
             State(
                 planner: planner, decisions: RangesStateMachine(retry: download.options.retry),
-                location: (probe.finalURL, probe.headers)))
+                location: (probe.finalURL, probe.headers, probe.beenOnTLS)))
         let onEvent = download.onEvent
         reporter = ProgressReporter(interval: download.options.progressInterval) { onEvent(.progress($0)) }
     }
@@ -62,16 +62,16 @@ final class SegmentedRun: Sendable {
     var completedBytes: Int64 { state.withLock { $0.planner.completedBytes } }
 
     /// Where ranges are asked for now.
-    var location: (url: URL, headers: HTTPHeaders) { state.withLock { $0.location } }
+    var location: (url: URL, headers: HTTPHeaders, beenOnTLS: Bool) { state.withLock { $0.location } }
 
     /// The probe was redirected: its final URL may stop working (a signed link expires) while
     /// the original one still leads to the file.
     var redirected: Bool { probe.finalURL.absoluteString != origin.absoluteString }
 
     /// A range answered from `url`: later ranges are asked there.
-    func moved(to url: URL, headers: HTTPHeaders) {
+    func moved(to url: URL, headers: HTTPHeaders, beenOnTLS: Bool) {
         state.withLock { s in
-            if s.location.url.absoluteString != url.absoluteString { s.location = (url, headers) }
+            if s.location.url.absoluteString != url.absoluteString { s.location = (url, headers, beenOnTLS) }
         }
     }
 

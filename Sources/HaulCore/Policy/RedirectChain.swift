@@ -16,12 +16,14 @@ package struct RedirectChain: Sendable {
     private let origin: URL
     private let maxRedirects: Int
     private let netrc: Netrc?
-    /// Whether a hop so far was https.
-    private var beenOnTLS = false
+    /// Whether a hop so far was https (carried into a chain that goes on from where another
+    /// one ended: a segmented download's ranges start at its probe's last hop).
+    package private(set) var beenOnTLS = false
     private var visited: Set<String>
     private var hops = 0
 
-    package init(url: URL, headers: HTTPHeaders, maxRedirects: Int, netrc: Netrc? = nil) {
+    package init(url: URL, headers: HTTPHeaders, maxRedirects: Int, netrc: Netrc? = nil, beenOnTLS: Bool = false) {
+        self.beenOnTLS = beenOnTLS
         current = url
         origin = url
         self.headers = headers

@@ -4,8 +4,8 @@
     import Foundation
 #endif
 
-/// How a transfer's connection is made: whom it trusts and which HTTP it speaks. The same for
-/// every request of a session, and for every hop of a redirect chain.
+/// How a transfer's connection is made: whom it trusts, which HTTP it speaks and which proxy it
+/// goes through. The same for every request of a session, and for every hop of a redirect chain.
 package struct ConnectionSettings: Sendable, Equatable {
     /// Which HTTP version to ask for.
     package enum HTTPVersion: Sendable, Equatable {
