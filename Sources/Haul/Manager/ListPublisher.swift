@@ -1,5 +1,6 @@
 import Dispatch
 import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -79,12 +80,28 @@ final class ListPublisher: Sendable {
         }
     }
 
+    /// Resumes the idle waiters if the queue is idle now. The callers saw it idle a moment
+    /// before (in `flush`, before the list was built and written), and a waiter may have come
+    /// since, after items were added: `haul get -j` adds its URLs and waits while the network
+    /// watcher's first change is being flushed, and was let go with nothing run (exit 0, nothing
+    /// done). So the waiters are taken first and the queue looked at after: one that came after
+    /// an add sees that add; waiters of a queue that is not idle go back, for the flush that
+    /// finds it idle (looked at once more after they are back, since that flush may have come
+    /// and gone while they were out).
     private func resumeIdleWaiters() {
-        let waiters = waiting.withLock { w -> [CheckedContinuation<Void, Never>] in
-            defer { w.idleWaiters = [] }
-            return w.idleWaiters
+        while true {
+            let waiters = waiting.withLock { w -> [CheckedContinuation<Void, Never>] in
+                defer { w.idleWaiters = [] }
+                return w.idleWaiters
+            }
+            guard !waiters.isEmpty else { return }
+            if look(false).idle {
+                for w in waiters { w.resume() }
+                return
+            }
+            waiting.withLock { $0.idleWaiters = waiters + $0.idleWaiters }
+            if !look(false).idle { return }
         }
-        for w in waiters { w.resume() }
     }
 
     /// A change: `persist` whether the state file needs it; `force` publishes and writes at once
