@@ -22,17 +22,23 @@ enum AuthFlags {
               --netrc-file FILE   the same from FILE
         """
 
+    /// `USER:PASSWORD` split at its first `:` (the password may hold more; the user name cannot,
+    /// since Basic joins the two with one); nil without a `:`.
+    static func credential(_ text: String) -> HaulConfiguration.Credential? {
+        guard let colon = text.utf8.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        return HaulConfiguration.Credential(
+            user: String(decoding: text.utf8[..<colon], as: UTF8.self),
+            password: String(decoding: text.utf8[text.utf8.index(after: colon)...], as: UTF8.self))
+    }
+
     /// Sets `c`'s credential and netrc file from the flags.
     static func apply(_ v: [String: [String]], to c: inout HaulConfiguration) throws(UsageError) {
         if let user = v.last("--user") {
-            // The password may hold ':'; the user name cannot (Basic joins the two with one).
-            guard let colon = user.utf8.firstIndex(of: UInt8(ascii: ":")) else {
+            guard let credential = credential(user) else {
                 throw UsageError("-u expects USER:PASSWORD (haul does not ask for a password)")
             }
-            let name = String(decoding: user.utf8[..<colon], as: UTF8.self)
-            guard !name.isEmpty else { throw UsageError("-u expects USER:PASSWORD, with a user name") }
-            let password = String(decoding: user.utf8[user.utf8.index(after: colon)...], as: UTF8.self)
-            c.credential = HaulConfiguration.Credential(user: name, password: password)
+            guard !credential.user.isEmpty else { throw UsageError("-u expects USER:PASSWORD, with a user name") }
+            c.credential = credential
             if let problem = c.settingsProblem { throw UsageError("-u: \(problem)") }
         }
         if v.flag("--netrc") && v.flag("--netrc-file") { throw UsageError("use either --netrc or --netrc-file") }

@@ -70,12 +70,10 @@ enum ConnectionFlags {
             }
         }
         if let user = v.last("--proxy-user") {
-            guard let colon = user.utf8.firstIndex(of: UInt8(ascii: ":")), colon != user.utf8.startIndex else {
+            guard let credential = AuthFlags.credential(user), !credential.user.isEmpty else {
                 throw UsageError("--proxy-user expects USER:PASSWORD")
             }
-            c.proxyCredential = HaulConfiguration.Credential(
-                user: String(decoding: user.utf8[..<colon], as: UTF8.self),
-                password: String(decoding: user.utf8[user.utf8.index(after: colon)...], as: UTF8.self))
+            c.proxyCredential = credential
         }
         if let problem = c.settingsProblem { throw UsageError(problem) }
         switch (v.flag("--http1.1"), v.flag("--http2")) {

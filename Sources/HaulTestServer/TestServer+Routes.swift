@@ -138,8 +138,11 @@ extension TestServer {
 
     /// `setcookie=A|B`: a `Set-Cookie` field for each of A and B (with a file, and with a `to=`
     /// redirect).
-    private func setCookies(_ q: Query) -> [(String, String)] {
-        q["setcookie"].map { $0.split(separator: "|").map { ("Set-Cookie", String($0)) } } ?? []
+    private func setCookies(_ q: Query) -> [(String, String)] { Self.setCookies(q.values) }
+
+    /// The `Set-Cookie` fields `setcookie=` asks for, from a request's query.
+    static func setCookies(_ query: [String: String]) -> [(String, String)] {
+        query["setcookie"].map { $0.split(separator: "|").map { ("Set-Cookie", String($0)) } } ?? []
     }
 
     /// Answers that carry no file: status sequences, an expired signed link, redirects; nil

@@ -373,7 +373,7 @@ public final class TestServer: Sendable {
         if let sha = report.sha256 { json += ",\"sha256\":\"\(sha)\"" }
         json += ",\"parts\":\(report.parts.count)}"
         let body = Array(json.utf8)
-        let cookies = r.query["setcookie"].map { $0.split(separator: "|").map { ("Set-Cookie", String($0)) } } ?? []
+        let cookies = Self.setCookies(r.query)
         return send(
             fd, status: 200,
             headers: [("Content-Type", "application/json"), ("Content-Length", "\(body.count)")] + cookies, body: body)

@@ -168,6 +168,12 @@ public final class ChildProcess: Sendable {
     /// What it wrote to stderr so far.
     public var stderr: Data { state.withLock { $0.err } }
 
+    /// The first executable `tool` on `PATH`, or nil.
+    static func which(_ tool: String) -> String? {
+        (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":")
+            .map { "\($0)/\(tool)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
     /// Sends `sig` to the child.
     public func signal(_ sig: Int32) { if isRunning { kill(pid, sig) } }
 

@@ -20,12 +20,7 @@ public final class SelfSignedHTTPSServer: Sendable {
     /// Whether openssl, timeout and python3 are installed.
     public static var available: Bool {
         ["/usr/bin/openssl", "/usr/bin/timeout"].allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
-            && which("python3") != nil
-    }
-
-    private static func which(_ tool: String) -> String? {
-        (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":")
-            .map { "\($0)/\(tool)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+            && ChildProcess.which("python3") != nil
     }
 
     /// Starts serving `files` (name → bytes) over HTTPS. Waits by polling (making the key
@@ -115,7 +110,8 @@ public final class SelfSignedHTTPSServer: Sendable {
         let process = try ChildProcess(
             "/usr/bin/timeout",
             [
-                "-s", "KILL", "120", Self.which("python3")!, "-c", script, dir.file("cert.pem"), dir.file("key.pem"),
+                "-s", "KILL", "120", ChildProcess.which("python3")!, "-c", script, dir.file("cert.pem"),
+                dir.file("key.pem"),
                 root, offersHTTP2 ? "h2" : "-", String(resettingFirst),
             ])
         self.process = process

@@ -34,12 +34,7 @@ public final class TestProxy: Sendable {
 
     /// Whether timeout and python3 are installed.
     public static var available: Bool {
-        FileManager.default.isExecutableFile(atPath: "/usr/bin/timeout") && which("python3") != nil
-    }
-
-    private static func which(_ tool: String) -> String? {
-        (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":")
-            .map { "\($0)/\(tool)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+        FileManager.default.isExecutableFile(atPath: "/usr/bin/timeout") && ChildProcess.which("python3") != nil
     }
 
     /// Starts a proxy of `kind`; with `credential` ("user:password") it admits only requests
@@ -48,7 +43,7 @@ public final class TestProxy: Sendable {
         self.kind = kind
         let process = try ChildProcess(
             "/usr/bin/timeout",
-            ["-s", "KILL", "120", Self.which("python3")!, "-c", Self.script, kind.rawValue, credential ?? "-"])
+            ["-s", "KILL", "120", ChildProcess.which("python3")!, "-c", Self.script, kind.rawValue, credential ?? "-"])
         self.process = process
         _ = await eventually(timeout: 20) { process.stdout.contains(UInt8(ascii: "\n")) || !process.isRunning }
         let line = String(decoding: process.stdout, as: UTF8.self).split(separator: "\n").first ?? ""

@@ -213,8 +213,14 @@ package final class SegmentedDownloader: Sendable {
         guard HTTPStatus.isTransient(response.status) else { return 0 }
         let busy = HaulError.httpStatus(
             response.status, from: ResumeRecord.shown(asked, origin: url), headers: response.headers)
-        let delay = try options.retry.delay(after: busy, failures: 1)
-        onEvent(.retrying(attempt: 1, error: busy, delay: delay))
+        return try await waitOutFirstFailure(busy)
+    }
+
+    /// The probe's try failed with `error`, a transient one: the backoff is waited out (or the
+    /// failure thrown, with no retries left) and the try counted.
+    private func waitOutFirstFailure(_ error: HaulError) async throws(HaulError) -> Int {
+        let delay = try options.retry.delay(after: error, failures: 1)
+        onEvent(.retrying(attempt: 1, error: error, delay: delay))
         try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))  // a cancel: the engine stops at once
         return 1
     }
@@ -229,11 +235,7 @@ package final class SegmentedDownloader: Sendable {
             url: asked, origin: url, connectTimeout: options.connectTimeout, idleTimeout: options.idleTimeout)
         switch failure.kind {
         case .invalidResponse, .tls, .resolve, .invalidURL, .connect, .proxy, .proxyStatus: throw error
-        case .connectTimeout, .idleTimeout, .connectionLost:
-            let delay = try options.retry.delay(after: error, failures: 1)
-            onEvent(.retrying(attempt: 1, error: error, delay: delay))
-            try? await Task.sleep(nanoseconds: Seconds.nanoseconds(delay))  // a cancel: the engine stops at once
-            return 1
+        case .connectTimeout, .idleTimeout, .connectionLost: return try await waitOutFirstFailure(error)
         case .aborted, .cancelled, .other: return 0
         }
     }

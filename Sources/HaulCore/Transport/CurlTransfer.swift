@@ -114,8 +114,8 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         return .success(h)
     }
 
-    /// The URL, protocols, timeouts, TLS checks, user agent, decoding and method; false when
-    /// curl refused one.
+    /// The URL, protocols, timeouts, TLS checks and pins, the proxy, the HTTP version, user agent,
+    /// decoding and method; false when curl refused one.
     private func setOptions(_ h: UnsafeMutableRawPointer) -> Bool {
         var ok = true
         func set(_ option: Int32, _ value: Int) { ok = ok && haul_easy_setopt_long(h, option, value) == 0 }
@@ -138,6 +138,34 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         if let ca = connection.caFile { set(Int32(HAUL_CURLOPT_CAINFO), ca) }
         // Checked by curl with or without the checks above.
         if let pins = connection.curlPins { set(Int32(HAUL_CURLOPT_PINNEDPUBLICKEY), pins) }
+        ok = setProxy(h) && ok
+        // `.automatic` is libcurl's own default (HTTP/2 over TLS where it has HTTP/2), left
+        // unset: a libcurl built without HTTP/2 refuses the option, and every transfer with it.
+        switch connection.httpVersion {
+        case .automatic: break
+        case .http1_1: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_1_1))
+        case .http2: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_2_0))
+        }
+        set(Int32(HAUL_CURLOPT_USERAGENT), HaulVersion.userAgent)
+        if request.decodeContent {
+            set(Int32(HAUL_CURLOPT_ACCEPT_ENCODING), "")
+        } else {
+            set(Int32(HAUL_CURLOPT_HTTP_CONTENT_DECODING), 0)
+        }
+        switch request.method {
+        case "GET": break
+        case "HEAD": set(Int32(HAUL_CURLOPT_NOBODY), 1)
+        default: set(Int32(HAUL_CURLOPT_CUSTOMREQUEST), request.method)
+        }
+        return ok
+    }
+
+    /// The proxy, its credentials and its TLS checks; false when curl refused one.
+    private func setProxy(_ h: UnsafeMutableRawPointer) -> Bool {
+        var ok = true
+        func set(_ option: Int32, _ value: Int) { ok = ok && haul_easy_setopt_long(h, option, value) == 0 }
+        func set(_ option: Int32, _ value: String) { ok = ok && haul_easy_setopt_ptr(h, option, value) == 0 }
+        let connection = request.connection
         switch connection.proxy {
         case .environment: break
         case .none: set(Int32(HAUL_CURLOPT_PROXY), "")
@@ -158,24 +186,6 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         // callback (which would take its 200 for the answer). A refusal is read from
         // CURLINFO_HTTP_CONNECTCODE instead (``result(code:)``).
         set(Int32(HAUL_CURLOPT_SUPPRESS_CONNECT_HEADERS), 1)
-        // `.automatic` is libcurl's own default (HTTP/2 over TLS where it has HTTP/2), left
-        // unset: a libcurl built without HTTP/2 refuses the option, and every transfer with it.
-        switch connection.httpVersion {
-        case .automatic: break
-        case .http1_1: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_1_1))
-        case .http2: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_2_0))
-        }
-        set(Int32(HAUL_CURLOPT_USERAGENT), HaulVersion.userAgent)
-        if request.decodeContent {
-            set(Int32(HAUL_CURLOPT_ACCEPT_ENCODING), "")
-        } else {
-            set(Int32(HAUL_CURLOPT_HTTP_CONTENT_DECODING), 0)
-        }
-        switch request.method {
-        case "GET": break
-        case "HEAD": set(Int32(HAUL_CURLOPT_NOBODY), 1)
-        default: set(Int32(HAUL_CURLOPT_CUSTOMREQUEST), request.method)
-        }
         return ok
     }
 
