@@ -1,3 +1,4 @@
+@_exported import struct HaulCore.Checksum
 @_exported import struct HaulCore.HaulError
 @_exported import enum HaulCore.InterfaceKind
 @_exported import struct HaulCore.NetworkInterfaceInfo

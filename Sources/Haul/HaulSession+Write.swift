@@ -12,7 +12,8 @@ extension HaulSession {
     /// meaning. A dropped connection is continued as ``bytes(for:window:)`` continues it (with
     /// `Range` and `If-Range`, never spliced). Of `options`, `maxBytesPerSecond` (with the
     /// configuration's overall limit) paces the reading, so the transfer itself waits, and
-    /// `sha256` is checked once the body is complete; the rest concern files and are not used.
+    /// `checksums` are checked once the body is complete (and a
+    /// `Repr-Digest` the server sent); the rest concern files and are not used.
     /// `events` receives `.progress` at most ten times a second, and once a second while nothing
     /// arrives.
     /// - Parameters:
@@ -52,7 +53,10 @@ extension HaulSession {
             throw HaulError.httpStatus(response.statusCode, from: shown)
         }
         let total = response.expectedContentLength
-        var hasher = options.sha256.map { _ in SHA256() }
+        var fields = HTTPHeaders()
+        for field in response.headers { fields.add(field.name, field.value) }
+        let expected = options.checksums + Checksum.vouched(by: fields, status: response.statusCode)
+        var hasher = MultiHasher(expected.map(\.algorithm))
         let reporter = ProgressReporter(interval: configuration.progressInterval) { events?(.progress($0)) }
         ProgressClock.shared.add(reporter)
         defer { ProgressClock.shared.remove(reporter) }
@@ -66,7 +70,7 @@ extension HaulSession {
                     }
                 }
                 try Self.write(chunk, to: fileDescriptor, named: name)
-                hasher?.update(chunk)
+                chunk.withUnsafeBytes { hasher.update($0, at: written) }
                 written += Int64(chunk.count)
                 reporter.update(written, total: total)
             }
@@ -78,9 +82,10 @@ extension HaulSession {
             throw HaulError(.network, "\(error)")  // the stream throws HaulError only
         }
         reporter.idle()
-        if let expected = options.sha256?.lowercased(), let actual = hasher?.hexDigest(), actual != expected {
+        if let (checksum, actual) = expected.mismatch(in: hasher.digests()) {
             throw HaulError(
-                .checksumMismatch, "SHA-256 of the body written to \(name) is \(actual), expected \(expected)")
+                .checksumMismatch,
+                [Checksum].mismatchMessage(checksum, actual: actual, of: "the body written to \(name)"))
         }
         return written
     }

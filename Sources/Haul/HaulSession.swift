@@ -50,8 +50,13 @@ public struct DownloadOptions: Sendable, Equatable {
     /// `haul get` sets it, so a later URL of its run whose file has the same name is refused
     /// instead of being taken as complete or replacing it.
     package var keepsClaimWhenSaved = false
-    /// Expected SHA-256 of the file (hex); a mismatch fails with ``HaulError/Code/checksumMismatch``.
-    public var sha256: String?
+    /// Digests the file must have (SHA-256, SHA-512, SHA-1, MD5; several at once). A file that
+    /// does not match is deleted, never put in place, and the download fails with
+    /// ``HaulError/Code/checksumMismatch``; a file already at the destination counts as done only
+    /// if it matches. A server's `Repr-Digest` (RFC 9530) is checked as well, asked for or not.
+    /// On one connection the file is hashed as it is written, and a resume goes on from the
+    /// hashes its record kept; a segmented download reads the file once at the end.
+    public var checksums: [Checksum] = []
     /// Extra headers for this download only.
     public var headers: [String: String] = [:]
     /// Connections for this file: above 1, a server that supports ranges gets one byte range per
@@ -346,7 +351,7 @@ public final class HaulSession: Sendable {
         engineOptions.overwrite = options.overwrite
         engineOptions.createDirectories = options.createIntermediateDirectories
         engineOptions.keepsClaimWhenSaved = options.keepsClaimWhenSaved
-        engineOptions.sha256 = options.sha256
+        engineOptions.checksums = options.checksums
         engineOptions.maxBytesPerSecond = options.maxBytesPerSecond.flatMap { $0 > 0 ? $0 : nil }
         if let reason = configuration.transport.cannotPace, engineOptions.maxBytesPerSecond != nil {
             throw HaulError(.usage, "maxBytesPerSecond needs the curl transport (\(reason))")

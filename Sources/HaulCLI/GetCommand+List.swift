@@ -1,4 +1,5 @@
 import Haul
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -19,20 +20,21 @@ extension GetCommand {
         return Int64(upper)
     }
 
-    /// `sha-256=HEX` (or `sha256=`, any case) as lower-case hex; nil when malformed.
-    static func sha256(_ raw: String) -> String? {
-        let parts = raw.split(separator: "=", maxSplits: 1)
-        guard parts.count == 2, ["sha-256", "sha256"].contains(parts[0].lowercased()), parts[1].count == 64,
-            parts[1].allSatisfy(\.isHexDigit)
-        else { return nil }
-        return parts[1].lowercased()
+    /// `ALGORITHM=HEX[,ALGORITHM=HEX...]` as checksums (`sha-256`, `sha-512`, `sha-1`, `md5`,
+    /// also written `sha256`; hex in any case).
+    static func checksums(_ raw: String) throws(UsageError) -> [Checksum] {
+        var out: [Checksum] = []
+        for part in raw.split(separator: ",", omittingEmptySubsequences: false) {
+            do throws(HaulError) { out.append(try Checksum(String(part))) } catch { throw UsageError(error.message) }
+        }
+        return out
     }
 
     /// Options an input list gives one URL.
     struct ListOptions: Hashable {
         var out: String?
         var dir: String?
-        var sha256: String?
+        var checksums: [Checksum] = []
     }
 
     /// What makes two listed downloads the same one.
@@ -83,10 +85,11 @@ extension GetCommand {
                     entries[entries.count - 1].options.out = value
                 case "dir": entries[entries.count - 1].options.dir = value
                 case "checksum":
-                    guard let hex = Self.sha256(value) else {
-                        throw UsageError("\(path):\(number + 1): checksum= expects sha-256=<64 hex digits>")
+                    do throws(UsageError) {
+                        entries[entries.count - 1].options.checksums += try Self.checksums(value)
+                    } catch {
+                        throw UsageError("\(path):\(number + 1): checksum=: \(error.message)")
                     }
-                    entries[entries.count - 1].options.sha256 = hex
                 default:
                     throw UsageError("\(path):\(number + 1): unknown option '\(key)' (out, dir or checksum)")
                 }

@@ -68,8 +68,10 @@ struct GetCommand {
           -H, --header 'N: v'     extra request header (repeatable; Authorization and Cookie
                                   are not sent to other hosts after a redirect, other
                                   headers are, as with curl)
-              --checksum sha-256=HEX   verify the finished file (a mismatch deletes it); a file
-                                  already there counts as done only if it matches
+              --checksum ALGO=HEX verify the finished file (a mismatch deletes it); ALGO is
+                                  sha-256, sha-512, sha-1 or md5; repeatable, or comma-
+                                  separated; a file already there counts as done only if it
+                                  matches. A server's Repr-Digest is checked too
         \(ConnectionFlags.help)
         \(AuthFlags.help)
         \(CookieFlags.help)
@@ -86,7 +88,7 @@ struct GetCommand {
                                   downloads and ranges together (default 16)
           -i, --input-file LIST   URLs from LIST ('-': standard input), one per line; lines
                                   starting with a space may set ' out=NAME', ' dir=DIR' or
-                                  ' checksum=sha-256=HEX' for the URL above (like aria2)
+                                  ' checksum=ALGO=HEX' for the URL above (like aria2)
               --no-wait           fail (exit 3, partial kept) instead of waiting when there is
                                   no network path (no default route); by default a download
                                   pauses with "waiting for network" and continues when it returns
@@ -261,14 +263,15 @@ struct GetCommand {
             let (name, value) = try parseHeader(header)
             o.headers[name] = value
         }
-        if let sum = v.last("--checksum") {
-            guard let hex = Self.sha256(sum) else { throw UsageError("--checksum expects sha-256=<64 hex digits>") }
+        for sum in v["--checksum"] ?? [] {
+            do throws(UsageError) { o.checksums += try Self.checksums(sum) } catch {
+                throw UsageError("--checksum: \(error.message)")
+            }
             // One sum for several files would fail (and delete) all but one of them.
             guard urls.count == 1 else {
                 throw UsageError(
-                    "--checksum is the SHA-256 of one file: give one URL, or ' checksum=' lines in -i LIST")
+                    "--checksum is the digest of one file: give one URL, or ' checksum=' lines in -i LIST")
             }
-            o.sha256 = hex
         }
         if let n = try v.integer("--connections", min: 1) {
             guard n <= 16 else { throw UsageError("--connections is at most 16, got \(n)") }
@@ -300,7 +303,7 @@ struct GetCommand {
     /// The options of the URL at `index`: the command's, with its list's checksum.
     func options(for index: Int) -> DownloadOptions {
         var options = self.options
-        if let sum = listOptions[index].sha256 { options.sha256 = sum }
+        options.checksums += listOptions[index].checksums
         // `out=` names a file in `dir=` or `-d`, which are created when missing as without it.
         if listOptions[index].out != nil { options.createIntermediateDirectories = true }
         return options

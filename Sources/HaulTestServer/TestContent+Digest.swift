@@ -1,4 +1,5 @@
 import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -18,6 +19,25 @@ extension TestContent {
             offset += n
         }
         return hasher.hexDigest()
+    }
+
+    /// The digest of `count` bytes of the body for `seed`/`version` from `offset` (or of
+    /// `stored`'s), worked out 4 MiB at a time.
+    public static func digest(
+        _ algorithm: Checksum.Algorithm, seed: Int = 1, version: Int = 0, offset: Int = 0, count: Int,
+        stored: [UInt8]? = nil
+    ) -> [UInt8] {
+        var hasher = MultiHasher([algorithm])
+        var at = 0
+        while at < count {
+            let n = min(4 << 20, count - at)
+            let chunk =
+                stored.map { Array($0[(offset + at)..<(offset + at + n)]) }
+                ?? bytes(seed: seed, version: version, offset: offset + at, count: n)
+            chunk.withUnsafeBytes { hasher.update($0, at: Int64(at)) }
+            at += n
+        }
+        return hasher.digests()[algorithm] ?? []
     }
 
     /// The SHA-256 (hex) of the file at `path`.

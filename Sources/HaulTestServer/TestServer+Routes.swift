@@ -112,6 +112,7 @@ extension TestServer {
                 fd, status: 416, headers: headers + [("Content-Range", "bytes */\(claimed)"), ("Content-Length", "0")],
                 body: [])
         }
+        headers += digestFields(q, representation, from: start, to: stop)
         let chunked = q.flag("chunked")
         if partial { headers.append(("Content-Range", "bytes \(start)-\(stop - 1)/\(representation.claimed)")) }
         // etag206=0: a 206 without the ETag its 200 carries (it cannot confirm the version).
@@ -134,6 +135,34 @@ extension TestServer {
         }
         return sendBody(
             fd, r, q, representation, from: start, to: stop, partial: partial, hit: hit, beforeLastWrite: lastWrite)
+    }
+
+    /// `digest=repr|content|sha512|malformed`: RFC 9530 digest fields. `repr`: `Repr-Digest`
+    /// with the SHA-256 of the whole file; `sha512`: the same with SHA-512; `content`:
+    /// `Content-Digest` with the SHA-256 of the bytes of this answer (its range, on a 206);
+    /// `malformed`: a `Repr-Digest` that is no dictionary of byte sequences.
+    /// `digestof=V`: the digests are of version V's bytes (a server that lies about its file).
+    private func digestFields(
+        _ q: Query, _ representation: Representation, from start: Int, to stop: Int
+    ) -> [(String, String)] {
+        guard let kind = q["digest"] else { return [] }
+        if kind == "malformed" { return [("Repr-Digest", "sha-256=notbytes, md5")] }
+        let whole = kind != "content"
+        let algorithm: Checksum.Algorithm = kind == "sha512" ? .sha512 : .sha256
+        let version = q.int("digestof") ?? representation.version
+        let key =
+            "\(algorithm.rawValue) \(representation.seed) \(version) \(representation.actualSize) \(whole ? 0 : start)-\(whole ? -1 : stop)"
+        let digest =
+            state.withLock { $0.digests[key] }
+            ?? {
+                let value = TestContent.digest(
+                    algorithm, seed: representation.seed, version: version, offset: whole ? 0 : start,
+                    count: whole ? representation.actualSize : stop - start, stored: representation.stored)
+                state.withLock { $0.digests[key] = value }
+                return value
+            }()
+        let field = "\(algorithm.rawValue)=:\(Data(digest).base64EncodedString()):"
+        return [(whole ? "Repr-Digest" : "Content-Digest", field)]
     }
 
     /// `setcookie=A|B`: a `Set-Cookie` field for each of A and B (with a file, and with a `to=`

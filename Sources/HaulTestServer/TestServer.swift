@@ -72,6 +72,8 @@ public final class TestServer: Sendable {
         var busyPaths: [String: Int] = [:]
         /// When each signed link (`signed=S`) was first asked for.
         var signedFirstUse: [String: Date] = [:]
+        /// Digests `digest=` sent, by algorithm, content and span (worked out once).
+        var digests: [String: [UInt8]] = [:]
         var open: [Int32] = []
         var connections = 0
         var active = 0

@@ -100,7 +100,8 @@ struct GetCommandTests {
         (["get", "-H", "X-A: 1\r\nX-Injected: 2", "http://h/x"], "header X-A has a line break or NUL in its value"),
         (["upload", "http://h/x", "-F", "a=b", "-H", "X-A: 1\r\nX-B: 2"], "header X-A has a line break"),
         (["upload", "http://h/x", "-F", "a=b", "-H", "X A: 1"], "header name 'X A' is not valid"),
-        (["get", "--checksum", "md5=abc", "http://h/x"], "sha-256"),
+        (["get", "--checksum", "md5=abc", "http://h/x"], "md5 checksum needs 32 hex digits, not 'abc'"),
+        (["get", "--checksum", "crc32=abcd", "http://h/x"], "is not ALGORITHM=HEX (sha-256, sha-512, sha-1, md5)"),
         (["get", "-x", "17", "http://h/x"], "at most 16"),
         // A trailing slash names a directory: "-o out/new/" saved a file called "new".
         (
@@ -127,7 +128,7 @@ struct GetCommandTests {
         (["get", "-o", "-", "--json", "http://h/x"], "--json does not apply to -o -"),
         (
             ["get", "--checksum", "sha-256=" + String(repeating: "0", count: 64), "http://h/x", "http://h/y"],
-            "--checksum is the SHA-256 of one file"
+            "--checksum is the digest of one file"
         ),
         (["get", "-o", "-", "-x4", "http://h/x"], "-x does not apply to -o -"),
         (["get", "-o", "-", "-k", "2M", "http://h/x"], "--min-split-size does not apply"),

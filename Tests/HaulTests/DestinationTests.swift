@@ -126,7 +126,7 @@ struct DestinationTests {
         #expect(FileManager.default.createFile(atPath: dest, contents: other))
         var options = DownloadOptions()
         options.connections = connections
-        options.sha256 = SHA256.hexDigest(of: TestContent.bytes(count: size))
+        options.checksums = [try Checksum("sha-256=" + SHA256.hexDigest(of: TestContent.bytes(count: size)))]
         let (refused, _) = await run(testSession(), url, to: .file(URL(fileURLWithPath: dest)), options: options)
         let error = try #require(refused.error)
         #expect(error.code == .checksumMismatch, "\(error)")

@@ -158,7 +158,7 @@ extension DownloadTests {
         let hook = FaultInjection.add { call, _, path in call == .fsync && path == part ? Errno(EIO) : nil }
         var options = DownloadOptions()
         options.connections = connections
-        options.sha256 = HaulCore.SHA256.hexDigest(of: TestContent.bytes(count: 70000))
+        options.checksums = [try Checksum("sha-256=" + HaulCore.SHA256.hexDigest(of: TestContent.bytes(count: 70000)))]
         let (result, _) = await run(testSession(), server.url("/synced?size=70000"), to: .file(dest), options: options)
         FaultInjection.remove(hook)
         let error = try #require(result.error)
@@ -201,13 +201,13 @@ extension DownloadTests {
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         var good = DownloadOptions()
-        good.sha256 = HaulCore.SHA256.hexDigest(of: TestContent.bytes(count: 70000))
+        good.checksums = [try Checksum("sha-256=" + HaulCore.SHA256.hexDigest(of: TestContent.bytes(count: 70000)))]
         let (ok, _) = await run(
             testSession(), server.url("/sum?size=70000"), to: .file(dir.url.appendingPathComponent("ok")), options: good
         )
         #expect(ok.error == nil)
         var bad = DownloadOptions()
-        bad.sha256 = String(repeating: "0", count: 64)
+        bad.checksums = [try Checksum("sha-256=" + String(repeating: "0", count: 64))]
         let (no, _) = await run(
             testSession(), server.url("/sum?size=70000"), to: .file(dir.url.appendingPathComponent("bad")), options: bad
         )

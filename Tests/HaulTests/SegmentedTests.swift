@@ -339,11 +339,11 @@ struct SegmentedTests {
         let size = 4 << 20
         let url = server.url("/sum.bin?size=\(size)&rate=4000000")
         var o = options()
-        o.sha256 = String(repeating: "0", count: 64)
+        o.checksums = [try Checksum("sha-256=" + String(repeating: "0", count: 64))]
         let (bad, _) = await run(testSession(), url, to: .file(dir.url.appendingPathComponent("bad.bin")), options: o)
         #expect(bad.error?.code == .checksumMismatch, "\(String(describing: bad.error))")
         #expect(dir.contents().isEmpty, "a mismatching file is deleted")
-        o.sha256 = SHA256.hexDigest(of: TestContent.bytes(count: size))
+        o.checksums = [try Checksum("sha-256=" + SHA256.hexDigest(of: TestContent.bytes(count: size)))]
         let (good, _) = await run(testSession(), url, to: .file(dir.url.appendingPathComponent("good.bin")), options: o)
         #expect(good.error == nil)
         // The probe's answer is the first 2 MiB; the other 2 MiB go in two 1 MiB ranges.

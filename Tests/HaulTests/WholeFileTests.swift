@@ -43,7 +43,7 @@ struct WholeFileTests {
         defer { cleanUp(server, dir) }
         var options = DownloadOptions()
         options.connections = 4
-        options.sha256 = String(repeating: "0", count: 64)
+        options.checksums = [try Checksum("sha-256=" + String(repeating: "0", count: 64))]
         let (result, _) = await run(
             testSession(), server.url("/bad.bin?size=20000"), to: .file(dir.url.appendingPathComponent("bad.bin")),
             options: options)
@@ -75,7 +75,7 @@ struct WholeFileTests {
     ) async -> (DownloadResult?, HaulError?) {
         var options = DownloadOptions()
         options.connections = 4
-        options.sha256 = sha256
+        options.checksums = sha256.map { [Checksum(.sha256, digest: Checksum.hexBytes(Substring($0))!)!] } ?? []
         let name = URL(fileURLWithPath: dest).lastPathComponent
         let (result, _) = await run(
             testSession(), server.url("/\(name)?size=20000"), to: .file(URL(fileURLWithPath: dest)), options: options)

@@ -48,7 +48,7 @@ struct WriteToHandleTests {
         #expect(missing?.code == .httpStatus)
         #expect(FileManager.default.contents(atPath: path)?.isEmpty == true)
         var options = DownloadOptions()
-        options.sha256 = String(repeating: "0", count: 64)
+        options.checksums = [try Checksum("sha-256=" + String(repeating: "0", count: 64))]
         let wrong = await #expect(throws: HaulError.self) {
             try await session.download(
                 HaulRequest(url: server.url("/c.bin?size=5000")), to: handle, named: "out", options: options)

@@ -28,11 +28,37 @@ final class Attempt: TransportHandler, @unchecked Sendable {
     /// every transfer of the process, this one's cancel included (tested).
     private let inFlight = Locked<(done: OneShot<Void>?, error: HaulError?)>((nil, nil))
 
-    init(downloader: FileDownloader, machine: DownloadStateMachine, place: DownloadStore.Place?) {
+    /// The hashes of the bytes written and the digests the server vouched for, carried from one
+    /// attempt to the next.
+    var hashing: Hashing
+
+    init(downloader: FileDownloader, machine: DownloadStateMachine, place: DownloadStore.Place?, hashing: Hashing) {
         self.downloader = downloader
         self.machine = machine
         self.place = place
+        self.hashing = hashing
     }
+
+    struct Hashing {
+        /// Every byte of the partial from the first, in order, while they cover it; nil when no
+        /// digest is expected or the bytes could not be hashed in order (a final pass then reads
+        /// the file).
+        var hashes: MultiHasher?
+        /// The digests the answers vouched for the file with (`Repr-Digest`): those of the whole
+        /// answer that started the partial, and of each answer that continued it.
+        var vouched: [Checksum] = []
+
+        /// What the finished file of `bytes` bytes is checked against.
+        func verification(of bytes: Int64, _ options: EngineOptions) -> Verification {
+            let computed = hashes.flatMap { $0.covers(exactly: bytes) ? $0.digests() : nil } ?? [:]
+            return Verification(options.checksums + vouched, computed: computed)
+        }
+    }
+
+    /// The most bytes a resume reads again to bring the record's hashes up to its offset (on the
+    /// transport's thread, from the page cache: after a kill -9, the bytes noted after the last
+    /// checkpoint). Beyond, the file is hashed at the end instead.
+    static let catchUpLimit: Int64 = 16 << 20
 
     func transportDidReceive(response: TransportResponse) -> Bool {
         let action = machine.resume.responseReceived(
@@ -85,6 +111,7 @@ final class Attempt: TransportHandler, @unchecked Sendable {
         partial = file
         let previous = machine.resume.record
         try file.open(at: offset)
+        startHashing(file, at: offset, vouched: Checksum.vouched(by: response.headers, status: response.status))
         machine.resume.accept(offset: offset, validators: validators, url: downloader.url, finalURL: response.url)
         downloader.reporter.begin(at: offset, total: machine.resume.record?.totalLength)
         if let previous, !previous.claimsTheSame(as: machine.resume.record) || previous.partial != file.boundIdentity {
@@ -107,6 +134,23 @@ final class Attempt: TransportHandler, @unchecked Sendable {
                 status: response.status, url: response.url, destination: destination, offset: offset,
                 totalBytes: validators.totalLength))
         return true
+    }
+
+    /// Sets up the hashes for bytes written from `offset` on: fresh from 0, the last attempt's
+    /// where they reached it, else the record's brought up to it from the partial.
+    private func startHashing(_ file: PartialFile, at offset: Int64, vouched: [Checksum]) {
+        hashing.vouched = offset == 0 ? vouched : hashing.vouched + vouched.filter { !hashing.vouched.contains($0) }
+        let needed = downloader.options.checksums.map(\.algorithm) + hashing.vouched.map(\.algorithm)
+        if needed.isEmpty {
+            hashing.hashes = nil
+        } else if offset == 0 {
+            hashing.hashes = MultiHasher(needed)
+        } else if hashing.hashes?.covers(exactly: offset) != true {
+            var restored = MultiHasher(needed, resuming: file.storedRecord?.hashes ?? [], upTo: offset)
+            let caughtUp =
+                offset - restored.hashedFrom <= Self.catchUpLimit && (try? file.hash(&restored, upTo: offset)) != nil
+            hashing.hashes = caughtUp && restored.covers(exactly: offset) ? restored : nil
+        }
     }
 
     func transportDidReceive(body: UnsafeRawBufferPointer) -> BodyDisposition {
@@ -140,6 +184,7 @@ final class Attempt: TransportHandler, @unchecked Sendable {
             return .abort
         }
         receivedBytes += Int64(body.count)
+        hashing.hashes?.update(body, at: partial.writtenBytes - Int64(body.count))
         let now = monotonicSeconds()
         if let error = inFlight.withLock({ $0.error }) {
             failure = error
@@ -165,6 +210,7 @@ final class Attempt: TransportHandler, @unchecked Sendable {
         machine.resume.advance(to: partial.writtenBytes)
         guard var record = machine.resume.record else { return nil }
         record.updatedAt = Date().formatted(.iso8601)
+        if let hashes = hashing.hashes, hashes.covers(exactly: partial.writtenBytes) { record.hashes = hashes.states }
         return record
     }
 

@@ -32,8 +32,8 @@ package struct EngineOptions: Sendable {
     /// again. False: the claim ends with the download.
     package var keepsClaimWhenSaved = false
     package var connection = ConnectionSettings()
-    /// Expected SHA-256 of the whole file (lower-case hex).
-    package var sha256: String?
+    /// Digests the whole file must have (besides those its server vouches for).
+    package var checksums: [Checksum] = []
     /// Seconds between progress events.
     package var progressInterval: Double = 0.1
     /// Seconds between durable checkpoints of the resume record.
@@ -122,10 +122,11 @@ package final class FileDownloader: Sendable {
         var machine = DownloadStateMachine(
             record: place?.record, origin: url, retry: options.retry, priorFailures: priorFailures,
             maxRestarts: options.maxRestarts, checkpointInterval: options.checkpointInterval, notes: options.notes)
+        var hashing = Attempt.Hashing()
         while true {
             try checkCancelled(place?.destination)
             machine.attemptStarting(at: monotonicSeconds())
-            let attempt = Attempt(downloader: self, machine: machine, place: place)
+            let attempt = Attempt(downloader: self, machine: machine, place: place, hashing: hashing)
             let end: DownloadStateMachine.AttemptEnd
             switch await perform(attempt) {
             case .done(let outcome):
@@ -145,10 +146,12 @@ package final class FileDownloader: Sendable {
             }
             machine = attempt.machine
             place = attempt.place ?? place
+            hashing = attempt.hashing
             switch machine.attemptEnded(end, received: attempt.receivedBytes > 0) {
             case .askAgain:
                 continue
             case .restart(let reason):
+                hashing = Attempt.Hashing()  // another version: other digests
                 onEvent(.restarted(reason: reason))
             case .retry(let number, let delay, let error):
                 onEvent(.retrying(attempt: number, error: error, delay: delay))
@@ -238,7 +241,8 @@ package final class FileDownloader: Sendable {
                 do {
                     return .done(
                         try await DownloadStore.confirmComplete(
-                            existing.path, bytes: existing.bytes, sha256: options.sha256))
+                            existing.path, bytes: existing.bytes,
+                            verifying: options.checksums + attempt.hashing.vouched))
                 } catch { return .failed(error, transient: false) }
             }
         }
@@ -250,14 +254,16 @@ package final class FileDownloader: Sendable {
         return .failed(haulError, transient: transient)
     }
 
-    /// Verifies the checksum, renames the partial into place and reports the final progress.
+    /// Verifies the checksums (with the digests hashed while writing, where they cover every
+    /// byte), renames the partial into place and reports the final progress.
     private func finalize(
         _ attempt: Attempt, bytes: Int64, alreadyComplete: Bool
     ) async throws(HaulError)
         -> DownloadOutcome
     {
         guard let partial = attempt.partial else { throw HaulError(.invalidResponse, "no partial file") }
-        try await partial.commit(replacing: options.overwrite, verifying: options.sha256)
+        try await partial.commit(
+            replacing: options.overwrite, verifying: attempt.hashing.verification(of: bytes, options))
         reporter.finish(bytes, total: bytes)
         return DownloadOutcome(path: partial.destination, bytes: bytes, alreadyComplete: alreadyComplete)
     }

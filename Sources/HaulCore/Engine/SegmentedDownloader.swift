@@ -125,7 +125,8 @@ package final class SegmentedDownloader: Sendable {
             }
         }
         if completed.isEmpty, let size = try place.fileInPlace(serverSize: total) {
-            return try await DownloadStore.confirmComplete(destination, bytes: size, sha256: options.sha256)
+            return try await DownloadStore.confirmComplete(
+                destination, bytes: size, verifying: options.checksums + probe.vouched)
         }
         try partial.openPreallocated(total: total, completed: completed)
         // A fresh download keeps the probe's answer as its first range (unless it is a resume
@@ -153,7 +154,8 @@ package final class SegmentedDownloader: Sendable {
         } catch  where error.code == .serverChangedFile {
             return try await startOver(at: destination, partial: partial, because: error.message)
         }
-        try await partial.commit(replacing: options.overwrite, verifying: options.sha256)
+        try await partial.commit(
+            replacing: options.overwrite, verifying: Verification(options.checksums + probe.vouched))
         run.reporter.finish(total, total: total)
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
     }
@@ -185,6 +187,8 @@ package final class SegmentedDownloader: Sendable {
         var etag: String?
         var lastModified: String?
         var contentDisposition: String?
+        /// The digests its answer vouched for the whole file with (`Repr-Digest`, RFC 9530).
+        var vouched: [Checksum] = []
         /// The whole file, when it was small enough to come with the probe's answer.
         var wholeBody: [UInt8]?
         /// For a larger file, the probe's answer (bytes `[0, heldEnd)`), paused after its head:
@@ -288,6 +292,7 @@ package final class SegmentedDownloader: Sendable {
                 total: nil,
                 etag: response.headers.strongETag, lastModified: response.headers.lastModified,
                 contentDisposition: response.headers["Content-Disposition"])
+            probe.vouched = Checksum.vouched(by: response.headers, status: response.status)
             if case .success = result, !head.holding, let expected = head.expected, head.body.count == expected {
                 probe.total = expected
                 probe.wholeBody = head.body
@@ -327,15 +332,17 @@ package final class SegmentedDownloader: Sendable {
                     status: probe.status, url: probe.finalURL, destination: place.destination, offset: 0,
                     totalBytes: total))
             if !options.overwrite, let whole = try WholeFile.create(for: place.destination) {
-                try whole.write(body, verifying: options.sha256)
+                try whole.write(body, verifying: Verification(options.checksums + probe.vouched))
                 return whole.committing { .named($0) }
             }
             return try write(body, of: probe, at: place).committing(
-                replacing: options.overwrite, verifying: options.sha256, then: .written)
+                replacing: options.overwrite, verifying: Verification(options.checksums + probe.vouched), then: .written
+            )
         }
         switch saved {
         case .existing(let existing):
-            return try await DownloadStore.confirmComplete(existing.path, bytes: existing.bytes, sha256: options.sha256)
+            return try await DownloadStore.confirmComplete(
+                existing.path, bytes: existing.bytes, verifying: options.checksums + probe.vouched)
         case .written, .named(.linked): break
         case .named(.refused):
             // This system would not name the file (nothing is left of it): the partial's way.

@@ -3,6 +3,11 @@
 #else
     import Foundation
 #endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The one owner of a download's place on disk. Both engines (one connection, ranges) and the
 /// public API (``DownloadTask``'s resume data and cancel) ask it, and only it, about a
@@ -195,23 +200,28 @@ package struct DownloadStore: Sendable {
     }
 
     /// A file at `path` with the server's size and no record is taken as the download already
-    /// done; with an expected SHA-256 (hex, any case) only if it matches, checked on a Dispatch
-    /// worker. A mismatch throws ``HaulError/Code/checksumMismatch`` and leaves the file alone:
-    /// it was there before, not ours to delete.
+    /// done; with expected digests only if it has them, checked on a Dispatch worker. A mismatch
+    /// throws ``HaulError/Code/checksumMismatch`` and leaves the file alone: it was there
+    /// before, not ours to delete.
     package static func confirmComplete(
-        _ path: String, bytes: Int64, sha256: String?
+        _ path: String, bytes: Int64, verifying expected: [Checksum]
     ) async throws(HaulError) -> DownloadOutcome {
-        if let expected = sha256?.lowercased() {
-            let actual = try await Sys.offload { () throws(HaulError) -> String in
-                do throws(Errno) { return try SHA256.hexDigest(ofFile: path) } catch {
+        if !expected.isEmpty {
+            let found = try await Sys.offload { () throws(HaulError) -> (Checksum, actual: [UInt8])? in
+                do throws(Errno) {
+                    let fd = try Sys.open(path, O_RDONLY)
+                    defer { Sys.close(fd) }
+                    return try Verification(expected).mismatch(readingFile: fd)
+                } catch {
                     throw .fileSystem(error, "read", path: path)
                 }
             }
-            guard actual == expected else {
+            if let (checksum, actual) = found {
                 throw HaulError(
                     .checksumMismatch,
-                    "\(path) exists with the server's size, but its SHA-256 is \(actual), expected \(expected);"
-                        + " use --overwrite to replace it", path: path)
+                    "\(path) exists with the server's size, but its "
+                        + [Checksum].mismatchMessage(checksum, actual: actual, of: nil)
+                        + "; use --overwrite to replace it", path: path)
             }
         }
         return DownloadOutcome(path: path, bytes: bytes, alreadyComplete: true)

@@ -1,4 +1,5 @@
 import Dispatch
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -393,13 +394,14 @@ package final class PartialFile: @unchecked Sendable {
     /// the ``FileWorker``, then removes the record. A crash in between leaves the finished file
     /// and a stale record, which the next run finds complete and removes.
     ///
-    /// With `sha256`, the file is first checked against it (hex, any case) on a Dispatch worker:
-    /// a mismatch deletes it and its record and throws ``HaulError/Code/checksumMismatch``.
+    /// With a `verification`, the file is first checked against it on a Dispatch worker (the
+    /// digests not computed while writing are read from the file): a mismatch deletes it and its
+    /// record and throws ``HaulError/Code/checksumMismatch``.
     package func commit(
-        replacing: Bool, verifying sha256: String? = nil, on worker: FileWorker = .shared
+        replacing: Bool, verifying verification: Verification = Verification(), on worker: FileWorker = .shared
     ) async throws(HaulError) {
-        if let sha256 {
-            try await Sys.offload { [self] () throws(HaulError) in try verify(sha256: sha256) }
+        if !verification.isEmpty {
+            try await Sys.offload { [self] () throws(HaulError) in try verify(verification) }
         }
         try await worker.perform { [self] () throws(HaulError) in try committing(replacing: replacing, then: ()) }
     }
@@ -408,9 +410,9 @@ package final class PartialFile: @unchecked Sendable {
     /// the checksum check, if any (on the worker: for small files), the sync, then the rename,
     /// then `value`.
     package func committing<T: Sendable>(
-        replacing: Bool, verifying sha256: String? = nil, then value: T
+        replacing: Bool, verifying verification: Verification = Verification(), then value: T
     ) throws(HaulError) -> FileWorker.Step<T> {
-        if let sha256 { try verify(sha256: sha256) }
+        if !verification.isEmpty { try verify(verification) }
         guard fd >= 0 else {  // nothing written here (already complete on disk)
             try putInPlace(replacing: replacing)
             return .done(value)
@@ -446,19 +448,33 @@ package final class PartialFile: @unchecked Sendable {
         RecordIndex.shared.removed(destination: destination)
     }
 
-    /// Checks the finished partial against an expected SHA-256 (hex, any case); a mismatch
-    /// deletes it (and its record) and throws ``HaulError/Code/checksumMismatch``.
-    private func verify(sha256 expected: String) throws(HaulError) {
-        let expected = expected.lowercased()
+    /// Checks the finished partial against the expected digests; a mismatch deletes it (and its
+    /// record) and throws ``HaulError/Code/checksumMismatch``.
+    private func verify(_ verification: Verification) throws(HaulError) {
         // The file stays open: the commit that follows must still sync it.
-        let actual: String
-        do { actual = fd >= 0 ? try SHA256.hexDigest(ofFileAt: fd) : try SHA256.hexDigest(ofFile: partPath) } catch {
+        let found: (Checksum, actual: [UInt8])?
+        do {
+            if fd >= 0 {
+                found = try verification.mismatch(readingFile: fd)
+            } else {
+                let file = try Sys.open(partPath, O_RDONLY | O_NOFOLLOW)
+                defer { Sys.close(file) }
+                found = try verification.mismatch(readingFile: file)
+            }
+        } catch {
             throw .fileSystem(error, "read", path: partPath)
         }
-        guard actual == expected else {
+        if let (expected, actual) = found {
             discard()
             throw HaulError(
-                .checksumMismatch, "SHA-256 of \(destination) is \(actual), expected \(expected)", path: destination)
+                .checksumMismatch, [Checksum].mismatchMessage(expected, actual: actual, of: destination),
+                path: destination)
         }
+    }
+
+    /// Brings `hashes` up to `end` with the partial's bytes (a resume whose record kept them a
+    /// little before its offset).
+    package func hash(_ hashes: inout MultiHasher, upTo end: Int64) throws(HaulError) {
+        do { try hashes.catchUp(reading: fd, to: end) } catch { throw .fileSystem(error, "read", path: partPath) }
     }
 }

@@ -125,6 +125,11 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
     /// The mount the partial was written through (``Sys/FileStatus/mount``): ``written`` counts
     /// only through the same one (a disk pulled out and back loses what was in its page cache).
     package var mountID: UInt64?
+    /// The hashes a download with checksums computed while writing, each at its last whole
+    /// block within the synced bytes: a resume goes on from them and reads again only the bytes
+    /// after (docs/integrity.md). Nil when no hash was asked for or the bytes were not written in
+    /// order.
+    package var hashes: [HashState]?
 
     package init(
         url: String, finalURL: String? = nil, etag: String? = nil, lastModified: String? = nil,
@@ -139,8 +144,9 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
         self.ranges = ranges
     }
 
-    /// Whether `other` claims the same bytes of the same version (all but the time of writing and
-    /// what the partial file stamps on every record it writes: identity, boot, written ranges).
+    /// Whether `other` claims the same bytes of the same version (all but the time of writing,
+    /// the hashes so far, and what the partial file stamps on every record it writes: identity,
+    /// boot, written ranges).
     package func claimsTheSame(as other: ResumeRecord?) -> Bool {
         guard var other else { return false }
         other.updatedAt = updatedAt
@@ -148,6 +154,7 @@ package struct ResumeRecord: Codable, Equatable, Sendable {
         other.bootID = bootID
         other.written = written
         other.mountID = mountID
+        other.hashes = hashes
         return self == other
     }
 

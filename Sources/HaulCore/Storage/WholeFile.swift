@@ -41,16 +41,13 @@ package final class WholeFile: @unchecked Sendable {
         return fd.map { WholeFile(destination: destination, fd: $0) }
     }
 
-    /// Writes `body` whole, after checking it against an expected SHA-256 (hex, any case): a
-    /// body that does not match is never written, and the error says so as a partial's would.
-    package func write(_ body: [UInt8], verifying sha256: String?) throws(HaulError) {
-        if let expected = sha256?.lowercased() {
-            let actual = SHA256.hexDigest(of: body)
-            guard actual == expected else {
-                throw HaulError(
-                    .checksumMismatch, "SHA-256 of \(destination) is \(actual), expected \(expected)",
-                    path: destination)
-            }
+    /// Writes `body` whole, after checking it against the expected digests: a body that does
+    /// not match is never written, and the error says so as a partial's would.
+    package func write(_ body: [UInt8], verifying verification: Verification) throws(HaulError) {
+        if let (expected, actual) = verification.mismatch(of: body) {
+            throw HaulError(
+                .checksumMismatch, [Checksum].mismatchMessage(expected, actual: actual, of: destination),
+                path: destination)
         }
         let failure = body.withUnsafeBytes { buffer -> Errno? in
             do throws(Errno) {
