@@ -175,4 +175,10 @@ int haul_lock_byte(int fd, int64_t offset, int lock);
 /// Glibc module does not declare); a no-op elsewhere.
 void haul_malloc_keep_freed(int mmap_threshold, int trim_threshold);
 
+/// Whole blocks of a hash through libcrypto (digest.c): `state` is the chaining value (8, 8, 5
+/// or 4 words, in the CPU's order), updated in place. Returns 0, touching nothing, where
+/// libcrypto is not there; then the caller hashes them itself.
+enum { HAUL_DIGEST_SHA256 = 0, HAUL_DIGEST_SHA512 = 1, HAUL_DIGEST_SHA1 = 2, HAUL_DIGEST_MD5 = 3 };
+int haul_digest_blocks(int algorithm, void *state, const void *data, size_t blocks);
+
 #endif

@@ -1,8 +1,11 @@
-/// The hash functions `--checksum` and RFC 9530 digests name, as block hashers: SHA-256 and
-/// SHA-512 (FIPS 180-4), SHA-1 (FIPS 180-4, for legacy mirrors) and MD5 (RFC 1321, likewise).
-/// Foundation on Linux has no CryptoKit, so Haul carries its own. Each can hand out its state at
-/// a block boundary and start again from it, so that a resume record can carry a download's hash
-/// so far (docs/integrity.md).
+import CHaulCurl
+
+// The hash functions `--checksum` and RFC 9530 digests name, as block hashers: SHA-256 and
+// SHA-512 (FIPS 180-4), SHA-1 (FIPS 180-4, for legacy mirrors) and MD5 (RFC 1321, likewise).
+// Foundation on Linux has no CryptoKit, so Haul carries its own code, and hands whole blocks to
+// libcrypto where it is there (the CPU's SHA instructions). Each can hand out its state at a
+// block boundary and start again from it, so that a resume record can carry a download's hash
+// so far (docs/integrity.md).
 
 /// One hash function's compression: its chaining state and how a block changes it.
 package protocol BlockHashCore: Sendable {
@@ -20,6 +23,23 @@ package protocol BlockHashCore: Sendable {
     /// The state as bytes: the digest, once the last block is in.
     var chainValue: [UInt8] { get }
     mutating func compress(_ block: UnsafeRawPointer)
+    /// `count` whole blocks from `p`: through libcrypto where it is there (its code uses the
+    /// CPU's SHA instructions), unless `portable`, else ``compress(_:)`` block by block.
+    mutating func compress(blocks p: UnsafeRawPointer, count: Int, portable: Bool)
+}
+
+extension BlockHashCore {
+    /// Whether libcrypto took the blocks (`haul_digest_blocks`), updating `state` in place.
+    fileprivate static func viaLibcrypto<State>(
+        _ id: Int32, _ state: inout State, _ p: UnsafeRawPointer, _ count: Int
+    ) -> Bool {
+        withUnsafeMutableBytes(of: &state) { haul_digest_blocks(id, $0.baseAddress, p, count) } == 1
+    }
+
+    /// The blocks one by one, with Haul's own code.
+    fileprivate mutating func compressEach(_ p: UnsafeRawPointer, count: Int) {
+        for i in 0..<count { compress(p + i * Self.blockSize) }
+    }
 }
 
 /// A hash over a stream of bytes: whole blocks go through its core, the rest waits in a buffer.
@@ -34,8 +54,12 @@ package struct BlockHasher<Core: BlockHashCore>: Sendable {
         ) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     private var buffered = 0
     private var length: UInt64 = 0
+    /// Haul's own code only, never libcrypto (tests compare the two).
+    private var portable = false
 
     package init() {}
+
+    package init(portable: Bool) { self.portable = portable }
 
     /// Bytes hashed so far.
     package var count: Int64 { Int64(length) }
@@ -75,10 +99,11 @@ package struct BlockHasher<Core: BlockHashCore>: Sendable {
             withUnsafeBytes(of: copy) { core.compress($0.baseAddress!) }
             buffered = 0
         }
-        while n >= block {
-            core.compress(p)
-            p += block
-            n -= block
+        if n >= block {
+            let blocks = n / block
+            core.compress(blocks: p, count: blocks, portable: portable)
+            p += blocks * block
+            n -= blocks * block
         }
         let left = n
         withUnsafeMutableBytes(of: &buffer) { $0.baseAddress!.copyMemory(from: p, byteCount: left) }
@@ -199,6 +224,11 @@ package struct SHA256Core: BlockHashCore {
         Words.bytes([state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7], bigEndian: true)
     }
 
+    package mutating func compress(blocks p: UnsafeRawPointer, count: Int, portable: Bool) {
+        if !portable, Self.viaLibcrypto(Int32(HAUL_DIGEST_SHA256), &state, p, count) { return }
+        compressEach(p, count: count)
+    }
+
     package mutating func compress(_ block: UnsafeRawPointer) {
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
             for i in 0..<16 {
@@ -280,6 +310,11 @@ package struct SHA512Core: BlockHashCore {
         Words.bytes([state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7], bigEndian: true)
     }
 
+    package mutating func compress(blocks p: UnsafeRawPointer, count: Int, portable: Bool) {
+        if !portable, Self.viaLibcrypto(Int32(HAUL_DIGEST_SHA512), &state, p, count) { return }
+        compressEach(p, count: count)
+    }
+
     package mutating func compress(_ block: UnsafeRawPointer) {
         withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 80) { w in
             for i in 0..<16 {
@@ -334,6 +369,11 @@ package struct SHA1Core: BlockHashCore {
     }
 
     package var chainValue: [UInt8] { Words.bytes([state.0, state.1, state.2, state.3, state.4], bigEndian: true) }
+
+    package mutating func compress(blocks p: UnsafeRawPointer, count: Int, portable: Bool) {
+        if !portable, Self.viaLibcrypto(Int32(HAUL_DIGEST_SHA1), &state, p, count) { return }
+        compressEach(p, count: count)
+    }
 
     package mutating func compress(_ block: UnsafeRawPointer) {
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { w in
@@ -390,6 +430,11 @@ package struct MD5Core: BlockHashCore {
     }
 
     package var chainValue: [UInt8] { Words.bytes([state.0, state.1, state.2, state.3], bigEndian: false) }
+
+    package mutating func compress(blocks p: UnsafeRawPointer, count: Int, portable: Bool) {
+        if !portable, Self.viaLibcrypto(Int32(HAUL_DIGEST_MD5), &state, p, count) { return }
+        compressEach(p, count: count)
+    }
 
     package mutating func compress(_ block: UnsafeRawPointer) {
         var (a, b, c, d) = state
