@@ -12,8 +12,8 @@ extension HaulSession {
     /// meaning. A dropped connection is continued as ``bytes(for:window:)`` continues it (with
     /// `Range` and `If-Range`, never spliced). Of `options`, `maxBytesPerSecond` (with the
     /// configuration's overall limit) paces the reading, so the transfer itself waits, and
-    /// `checksums` are checked once the body is complete (and a
-    /// `Repr-Digest` the server sent); the rest concern files and are not used.
+    /// `checksums` are checked once the body is complete (without them,
+    /// a `Repr-Digest` the server sent with a whole answer that has no content coding); the rest concern files and are not used.
     /// `events` receives `.progress` at most ten times a second, and once a second while nothing
     /// arrives.
     /// - Parameters:
@@ -55,7 +55,13 @@ extension HaulSession {
         let total = response.expectedContentLength
         var fields = HTTPHeaders()
         for field in response.headers { fields.add(field.name, field.value) }
-        let expected = options.checksums + Checksum.vouched(by: fields, status: response.statusCode)
+        // A server's digest is of the whole file as sent: not of a range the caller asked for,
+        // nor of a body decoded from its content coding.
+        let coding = fields["Content-Encoding"]?.trimmingASCIIWhitespace().lowercased() ?? ""
+        let vouched =
+            response.statusCode == 200 && (coding.isEmpty || coding == "identity")
+            ? Checksum.vouched(by: fields, status: 200) : []
+        let expected = options.checksums.isEmpty && options.checksServerDigests ? vouched : options.checksums
         var hasher = MultiHasher(expected.map(\.algorithm))
         let reporter = ProgressReporter(interval: configuration.progressInterval) { events?(.progress($0)) }
         ProgressClock.shared.add(reporter)

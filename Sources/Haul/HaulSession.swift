@@ -50,13 +50,18 @@ public struct DownloadOptions: Sendable, Equatable {
     /// `haul get` sets it, so a later URL of its run whose file has the same name is refused
     /// instead of being taken as complete or replacing it.
     package var keepsClaimWhenSaved = false
-    /// Digests the file must have (SHA-256, SHA-512, SHA-1, MD5; several at once). A file that
-    /// does not match is deleted, never put in place, and the download fails with
-    /// ``HaulError/Code/checksumMismatch``; a file already at the destination counts as done only
-    /// if it matches. A server's `Repr-Digest` (RFC 9530) is checked as well, asked for or not.
-    /// On one connection the file is hashed as it is written, and a resume goes on from the
-    /// hashes its record kept; a segmented download reads the file once at the end.
+    /// Digests the file must have (SHA-256, SHA-512, SHA-1, MD5; several at once, at most one
+    /// per algorithm). A file that does not match is deleted, never put in place, and the
+    /// download fails with ``HaulError/Code/checksumMismatch``; a file already at the
+    /// destination counts as done only if it matches. On one connection the file is hashed as
+    /// it is written, and a resume goes on from the hashes its record kept; a segmented
+    /// download reads the file once at the end. See docs/integrity.md.
     public var checksums: [Checksum] = []
+    /// Without ``checksums``, check the digests the server sends (RFC 9530: `Repr-Digest`, and
+    /// `Content-Digest` on a whole answer without a content coding; SHA-256 and SHA-512) the same
+    /// way (default true). With ``checksums`` they are not checked: the caller's digests are
+    /// the word on the file. False for a server whose digests are known to be wrong.
+    public var checksServerDigests = true
     /// Extra headers for this download only.
     public var headers: [String: String] = [:]
     /// Connections for this file: above 1, a server that supports ranges gets one byte range per
@@ -352,6 +357,7 @@ public final class HaulSession: Sendable {
         engineOptions.createDirectories = options.createIntermediateDirectories
         engineOptions.keepsClaimWhenSaved = options.keepsClaimWhenSaved
         engineOptions.checksums = options.checksums
+        engineOptions.checksServerDigests = options.checksServerDigests
         engineOptions.maxBytesPerSecond = options.maxBytesPerSecond.flatMap { $0 > 0 ? $0 : nil }
         if let reason = configuration.transport.cannotPace, engineOptions.maxBytesPerSecond != nil {
             throw HaulError(.usage, "maxBytesPerSecond needs the curl transport (\(reason))")

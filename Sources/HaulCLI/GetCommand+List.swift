@@ -27,7 +27,12 @@ extension GetCommand {
         for part in raw.split(separator: ",", omittingEmptySubsequences: false) {
             do throws(HaulError) { out.append(try Checksum(String(part))) } catch { throw UsageError(error.message) }
         }
-        return out
+        return try merged(out)
+    }
+
+    /// `checksums` once each; two different digests of one algorithm are a usage error.
+    static func merged(_ checksums: [Checksum]) throws(UsageError) -> [Checksum] {
+        do throws(HaulError) { return try [Checksum].merging(checksums) } catch { throw UsageError(error.message) }
     }
 
     /// Options an input list gives one URL.
@@ -86,7 +91,8 @@ extension GetCommand {
                 case "dir": entries[entries.count - 1].options.dir = value
                 case "checksum":
                     do throws(UsageError) {
-                        entries[entries.count - 1].options.checksums += try Self.checksums(value)
+                        let checksums = entries[entries.count - 1].options.checksums + (try Self.checksums(value))
+                        entries[entries.count - 1].options.checksums = try Self.merged(checksums)
                     } catch {
                         throw UsageError("\(path):\(number + 1): checksum=: \(error.message)")
                     }

@@ -23,6 +23,7 @@ struct GetCommand {
             .init("--max-redirects", value: true),
             .init("-H", "--header", value: true),
             .init("--checksum", value: true),
+            .init("--no-server-digest"),
             .init("--transport", value: true),
             .init("-x", "--connections", value: true),
             .init("-k", "--min-split-size", value: true),
@@ -71,7 +72,8 @@ struct GetCommand {
               --checksum ALGO=HEX verify the finished file (a mismatch deletes it); ALGO is
                                   sha-256, sha-512, sha-1 or md5; repeatable, or comma-
                                   separated; a file already there counts as done only if it
-                                  matches. A server's Repr-Digest is checked too
+                                  matches. Without it a server's Repr-Digest is checked
+              --no-server-digest  do not check a server's Repr-Digest/Content-Digest
         \(ConnectionFlags.help)
         \(AuthFlags.help)
         \(CookieFlags.help)
@@ -264,7 +266,7 @@ struct GetCommand {
             o.headers[name] = value
         }
         for sum in v["--checksum"] ?? [] {
-            do throws(UsageError) { o.checksums += try Self.checksums(sum) } catch {
+            do throws(UsageError) { o.checksums = try Self.merged(o.checksums + Self.checksums(sum)) } catch {
                 throw UsageError("--checksum: \(error.message)")
             }
             // One sum for several files would fail (and delete) all but one of them.
@@ -297,13 +299,15 @@ struct GetCommand {
             o.maxBytesPerSecond = rate > 0 ? rate : nil
         }
         o.checksReachability = v.flag("--check-host")
+        o.checksServerDigests = !v.flag("--no-server-digest")
         return o
     }
 
     /// The options of the URL at `index`: the command's, with its list's checksum.
     func options(for index: Int) -> DownloadOptions {
         var options = self.options
-        options.checksums += listOptions[index].checksums
+        // A list's checksums are that URL's: they replace the command line's (one URL only).
+        if !listOptions[index].checksums.isEmpty { options.checksums = listOptions[index].checksums }
         // `out=` names a file in `dir=` or `-d`, which are created when missing as without it.
         if listOptions[index].out != nil { options.createIntermediateDirectories = true }
         return options

@@ -101,7 +101,18 @@ struct GetCommandTests {
         (["upload", "http://h/x", "-F", "a=b", "-H", "X-A: 1\r\nX-B: 2"], "header X-A has a line break"),
         (["upload", "http://h/x", "-F", "a=b", "-H", "X A: 1"], "header name 'X A' is not valid"),
         (["get", "--checksum", "md5=abc", "http://h/x"], "md5 checksum needs 32 hex digits, not 'abc'"),
-        (["get", "--checksum", "crc32=abcd", "http://h/x"], "is not ALGORITHM=HEX (sha-256, sha-512, sha-1, md5)"),
+        (
+            ["get", "--checksum", "crc32=abcd", "http://h/x"],
+            "'crc32' is not an algorithm (sha-256, sha-512, sha-1, md5)"
+        ),
+        (["get", "--checksum", "md5=" + String(repeating: "0", count: 32) + ",", "http://h/x"], "an empty checksum"),
+        (
+            [
+                "get", "--checksum", "md5=" + String(repeating: "0", count: 32), "--checksum",
+                "MD5=" + String(repeating: "1", count: 32), "http://h/x",
+            ],
+            "two different md5 checksums: no file can have both"
+        ),
         (["get", "-x", "17", "http://h/x"], "at most 16"),
         // A trailing slash names a directory: "-o out/new/" saved a file called "new".
         (

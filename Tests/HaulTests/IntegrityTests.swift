@@ -87,8 +87,10 @@ struct IntegrityTests {
     }
 
     /// The hashes a one-connection download computes as it writes go into its record, and a
-    /// resume goes on from them: the record's state is of the partial's first bytes, and a state
-    /// that is not theirs makes the checksum fail (so it was used, not the file read again).
+    /// resume goes on from them: the record's state is of the partial's first bytes; a byte
+    /// changed before it between the runs goes unseen (the file was not read again: the
+    /// trade docs/integrity.md names); a state that is wrong fails the check, which reads the
+    /// file once more before it deletes anything, and a state that is no state is not used.
     @Test func theHashesGoOnFromTheRecord() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
@@ -96,7 +98,7 @@ struct IntegrityTests {
         var options = DownloadOptions()
         options.checksums = [Self.checksum(.sha256), Self.checksum(.md5)]
         let noRetry = testSession { $0.retry.maxRetries = 0 }
-        for name in ["kept", "forged", "garbled"] {
+        for name in ["kept", "changed", "forged", "garbled"] {
             let url = server.url("/\(name)?size=\(Self.size)&drop=400000&drops=1")
             let dest = dir.url.appendingPathComponent(name)
             let (dropped, _) = await run(noRetry, url, to: .file(dest), options: options)
@@ -106,9 +108,10 @@ struct IntegrityTests {
             var record = try #require(ResumeRecord.decode(bytes(at: dest.path + ".haul")))
             let hashes = try #require(record.hashes)
             #expect(Set(hashes.map(\.algorithm)) == ["sha-256", "md5"])
-            let partial = bytes(at: dest.path + ".part")
+            var partial = bytes(at: dest.path + ".part")
             for state in hashes {
-                #expect(state.offset > 0 && state.offset <= record.contiguousBytes && state.offset % 64 == 0)
+                let block: Int64 = state.algorithm == "sha-512" ? 128 : 64
+                #expect(state.offset > 0 && state.offset <= record.contiguousBytes && state.offset % block == 0)
                 let algorithm = try #require(Checksum.Algorithm(rawValue: state.algorithm))
                 var hasher = MultiHasher([algorithm])
                 partial.withUnsafeBytes {
@@ -116,28 +119,88 @@ struct IntegrityTests {
                 }
                 #expect(hasher.states.first?.state == state.state, "\(state.algorithm)")
             }
-            if name != "kept" {
-                // Written by haul as it would (bound to the partial), with another state.
+            if name == "changed" {
+                partial[100] ^= 0xFF
+            } else if name != "kept" {
                 record.hashes = hashes.map { state in
                     var s = state
                     s.state = name == "forged" ? String(repeating: "0", count: state.state.count) : "not hex"
                     return s
                 }
+            }
+            if name != "kept" {
+                // Written as haul would (bound to the partial).
                 record.partial = nil
                 plantPartial(dest.path, partial, record: record)
             }
             let (resumed, log) = await run(testSession(), url, to: .file(dest), options: options)
             let offsets = log.events.compactMap { if case .started(let s) = $0 { s.offset } else { nil } }
             #expect(offsets == [400_000], "\(name): it resumed")
-            if name == "forged" {
-                #expect(resumed.error?.code == .checksumMismatch, "\(String(describing: resumed.error))")
-                #expect(!fileExists(dest.path))
-            } else {
-                // A state that is no state is read again from the file instead.
-                #expect(resumed.error == nil, "\(name): \(String(describing: resumed.error))")
-                expectFile(dest.path, equals: TestContent.bytes(count: Self.size))
-            }
+            #expect(resumed.error == nil, "\(name): \(String(describing: resumed.error))")
+            var expected = TestContent.bytes(count: Self.size)
+            if name == "changed" { expected[100] ^= 0xFF }
+            expectFile(dest.path, equals: expected)
         }
+    }
+
+    /// A retry in the same run goes on from the hashes in memory, past drops at and off block
+    /// boundaries, and a 200 that replaces the partial (no Range support) starts them afresh.
+    @Test func retriesGoOnFromTheHashesInMemory() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var options = DownloadOptions()
+        options.checksums = Checksum.Algorithm.allCases.map { Self.checksum($0) }
+        for query in ["drop=400000&drops=1", "drop=400001&drops=2", "drop=400000&drops=1&ranges=0"] {
+            let dest = dir.url.appendingPathComponent(query.filter(\.isNumber))
+            let (result, log) = await run(
+                testSession(), server.url("/r?size=\(Self.size)&\(query)"), to: .file(dest), options: options)
+            #expect(result.error == nil, "\(query): \(String(describing: result.error))")
+            #expect(log.retries.count >= 1, "\(query)")
+            expectFile(dest.path, equals: TestContent.bytes(count: Self.size))
+        }
+    }
+
+    /// The caller's digests are the word on the file: with them a server's are not checked (a
+    /// CDN's stale Repr-Digest cannot make a right file undownloadable), and without them
+    /// `checksServerDigests = false` turns the server's off.
+    @Test(arguments: [1, 4])
+    func givenDigestsWinOverTheServers(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/w?size=\(Self.size)&digest=repr&digestof=1")
+        var given = DownloadOptions()
+        given.connections = connections
+        given.checksums = [Self.checksum(.sha256)]
+        let one = dir.url.appendingPathComponent("given")
+        let (ok, _) = await run(testSession(), url, to: .file(one), options: given)
+        #expect(ok.error == nil, "\(String(describing: ok.error))")
+        expectFile(one.path, equals: TestContent.bytes(count: Self.size))
+        var off = DownloadOptions()
+        off.connections = connections
+        off.checksServerDigests = false
+        let two = dir.url.appendingPathComponent("off")
+        let (fine, _) = await run(testSession(), url, to: .file(two), options: off)
+        #expect(fine.error == nil, "\(String(describing: fine.error))")
+    }
+
+    /// A file already in place with the server's size, and a Repr-Digest that is not its: not
+    /// taken as the download, on one connection as on four.
+    @Test(arguments: [1, 4])
+    func aFileAlreadyThereIsCheckedAgainstTheServersDigest(connections: Int) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("there-\(connections).bin")
+        let other = TestContent.bytes(version: 1, count: 70_000)
+        #expect(FileManager.default.createFile(atPath: dest.path, contents: Data(other)))
+        var options = DownloadOptions()
+        options.connections = connections
+        let (result, _) = await run(
+            testSession(), server.url("/there?size=70000&digest=repr"), to: .file(dest), options: options)
+        #expect(result.error?.code == .checksumMismatch, "\(String(describing: result.error))")
+        #expect(bytes(at: dest.path) == other, "not ours to delete")
     }
 
     @Test func aFileAlreadyThereCountsOnlyWithItsDigests() async throws {

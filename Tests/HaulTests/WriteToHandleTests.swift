@@ -55,4 +55,27 @@ struct WriteToHandleTests {
         }
         #expect(wrong?.code == .checksumMismatch && wrong?.message.contains("written to out") == true)
     }
+
+    /// A server's Repr-Digest is of the whole file as sent: checked on a whole answer (a wrong
+    /// one fails), not on a range the caller asked for, nor on a body decoded from gzip.
+    @Test func aServersDigestIsCheckedOnlyOnTheWholeFileAsSent() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let (_, handle) = try output(in: dir)
+        defer { try? handle.close() }
+        let session = testSession()
+        let wrong = await #expect(throws: HaulError.self) {
+            try await session.download(
+                HaulRequest(url: server.url("/d.bin?size=5000&digest=repr&digestof=1")), to: handle, named: "out")
+        }
+        #expect(wrong?.code == .checksumMismatch && wrong?.message.contains("Repr-Digest") == true)
+        _ = try await session.download(
+            HaulRequest(url: server.url("/d.bin?size=5000&digest=repr")), to: handle, named: "out")
+        _ = try await session.download(
+            HaulRequest(url: server.url("/d.bin?size=5000&digest=repr"), headers: ["Range": "bytes=10-"]), to: handle,
+            named: "out")
+        _ = try await session.download(
+            HaulRequest(url: server.url("/g.bin?size=5000&gzip=1&digest=repr")), to: handle, named: "out")
+    }
 }

@@ -45,19 +45,23 @@ final class Attempt: TransportHandler, @unchecked Sendable {
         /// the file).
         var hashes: MultiHasher?
         /// The digests the answers vouched for the file with (`Repr-Digest`): those of the whole
-        /// answer that started the partial, and of each answer that continued it.
+        /// answer that started the partial, and of each answer that continued it in this process
+        /// (they are not kept in the record).
         var vouched: [Checksum] = []
 
         /// What the finished file of `bytes` bytes is checked against.
         func verification(of bytes: Int64, _ options: EngineOptions) -> Verification {
             let computed = hashes.flatMap { $0.covers(exactly: bytes) ? $0.digests() : nil } ?? [:]
-            return Verification(options.checksums + vouched, computed: computed)
+            return Verification(options.expected(vouched: vouched), computed: computed)
         }
     }
 
-    /// The most bytes a resume reads again to bring the record's hashes up to its offset (on the
-    /// transport's thread, from the page cache: after a kill -9, the bytes noted after the last
-    /// checkpoint). Beyond, the file is hashed at the end instead.
+    /// The most bytes a resume reads again to bring the record's hashes up to its offset, on the
+    /// transport's thread (which holds every transfer of the process meanwhile: about 10 ms at
+    /// this limit with libcrypto's SHA-256, from the page cache). Usually that is the bytes
+    /// noted after the last checkpoint (a kill -9), less than a block after a reboot; a record
+    /// without hashes (an older haul's) means from byte 0. Beyond, the file is hashed at the end
+    /// instead, on a worker.
     static let catchUpLimit: Int64 = 16 << 20
 
     func transportDidReceive(response: TransportResponse) -> Bool {
@@ -100,9 +104,11 @@ final class Attempt: TransportHandler, @unchecked Sendable {
         }
         guard let place else { return false }
         let destination = place.destination
+        let vouched = Checksum.vouched(by: response.headers, status: response.status)
         if machine.resume.record == nil,
             let size = try place.fileInPlace(serverSize: offset == 0 ? validators.totalLength : nil)
         {
+            hashing.vouched = vouched  // a file already there is checked against them too
             existingComplete = DownloadOutcome(path: destination, bytes: size, alreadyComplete: true)
             action = nil
             return false
@@ -111,7 +117,7 @@ final class Attempt: TransportHandler, @unchecked Sendable {
         partial = file
         let previous = machine.resume.record
         try file.open(at: offset)
-        startHashing(file, at: offset, vouched: Checksum.vouched(by: response.headers, status: response.status))
+        startHashing(file, at: offset, vouched: vouched)
         machine.resume.accept(offset: offset, validators: validators, url: downloader.url, finalURL: response.url)
         downloader.reporter.begin(at: offset, total: machine.resume.record?.totalLength)
         if let previous, !previous.claimsTheSame(as: machine.resume.record) || previous.partial != file.boundIdentity {
@@ -140,7 +146,7 @@ final class Attempt: TransportHandler, @unchecked Sendable {
     /// where they reached it, else the record's brought up to it from the partial.
     private func startHashing(_ file: PartialFile, at offset: Int64, vouched: [Checksum]) {
         hashing.vouched = offset == 0 ? vouched : hashing.vouched + vouched.filter { !hashing.vouched.contains($0) }
-        let needed = downloader.options.checksums.map(\.algorithm) + hashing.vouched.map(\.algorithm)
+        let needed = downloader.options.expected(vouched: hashing.vouched).map(\.algorithm)
         if needed.isEmpty {
             hashing.hashes = nil
         } else if offset == 0 {

@@ -32,8 +32,11 @@ package struct EngineOptions: Sendable {
     /// again. False: the claim ends with the download.
     package var keepsClaimWhenSaved = false
     package var connection = ConnectionSettings()
-    /// Digests the whole file must have (besides those its server vouches for).
+    /// Digests the whole file must have.
     package var checksums: [Checksum] = []
+    /// Whether the digests a server vouches for the file with (`Repr-Digest`) are checked when
+    /// no ``checksums`` are given (given ones are the caller's word on the file, and win).
+    package var checksServerDigests = true
     /// Seconds between progress events.
     package var progressInterval: Double = 0.1
     /// Seconds between durable checkpoints of the resume record.
@@ -52,6 +55,11 @@ package struct EngineOptions: Sendable {
 }
 
 extension EngineOptions {
+    /// What a file is checked against, given the digests its answers vouched for.
+    package func expected(vouched: [Checksum]) -> [Checksum] {
+        checksums.isEmpty && checksServerDigests ? vouched : checksums
+    }
+
     /// A request to `url` with these options' timeouts, connection settings and pacing: one of
     /// `connections` transfers sharing the download's rate limit, and the overall budget.
     package func request(_ url: URL, headers: HTTPHeaders, connections: Int = 1) -> TransportRequest {
@@ -242,7 +250,7 @@ package final class FileDownloader: Sendable {
                     return .done(
                         try await DownloadStore.confirmComplete(
                             existing.path, bytes: existing.bytes,
-                            verifying: options.checksums + attempt.hashing.vouched))
+                            verifying: options.expected(vouched: attempt.hashing.vouched)))
                 } catch { return .failed(error, transient: false) }
             }
         }

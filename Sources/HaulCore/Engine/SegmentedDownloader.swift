@@ -126,7 +126,7 @@ package final class SegmentedDownloader: Sendable {
         }
         if completed.isEmpty, let size = try place.fileInPlace(serverSize: total) {
             return try await DownloadStore.confirmComplete(
-                destination, bytes: size, verifying: options.checksums + probe.vouched)
+                destination, bytes: size, verifying: options.expected(vouched: probe.vouched))
         }
         try partial.openPreallocated(total: total, completed: completed)
         // A fresh download keeps the probe's answer as its first range (unless it is a resume
@@ -155,7 +155,7 @@ package final class SegmentedDownloader: Sendable {
             return try await startOver(at: destination, partial: partial, because: error.message)
         }
         try await partial.commit(
-            replacing: options.overwrite, verifying: Verification(options.checksums + probe.vouched))
+            replacing: options.overwrite, verifying: Verification(options.expected(vouched: probe.vouched)))
         run.reporter.finish(total, total: total)
         return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
     }
@@ -332,17 +332,18 @@ package final class SegmentedDownloader: Sendable {
                     status: probe.status, url: probe.finalURL, destination: place.destination, offset: 0,
                     totalBytes: total))
             if !options.overwrite, let whole = try WholeFile.create(for: place.destination) {
-                try whole.write(body, verifying: Verification(options.checksums + probe.vouched))
+                try whole.write(body, verifying: Verification(options.expected(vouched: probe.vouched)))
                 return whole.committing { .named($0) }
             }
             return try write(body, of: probe, at: place).committing(
-                replacing: options.overwrite, verifying: Verification(options.checksums + probe.vouched), then: .written
+                replacing: options.overwrite, verifying: Verification(options.expected(vouched: probe.vouched)),
+                then: .written
             )
         }
         switch saved {
         case .existing(let existing):
             return try await DownloadStore.confirmComplete(
-                existing.path, bytes: existing.bytes, verifying: options.checksums + probe.vouched)
+                existing.path, bytes: existing.bytes, verifying: options.expected(vouched: probe.vouched))
         case .written, .named(.linked): break
         case .named(.refused):
             // This system would not name the file (nothing is left of it): the partial's way.

@@ -60,13 +60,18 @@ public struct Checksum: Sendable, Hashable, CustomStringConvertible {
         case contentDigest
     }
 
-    public var algorithm: Algorithm
-    /// The digest's bytes.
-    public var digest: [UInt8]
-    public var source: Source
+    public let algorithm: Algorithm
+    /// The digest's bytes (``Algorithm/digestSize`` of them).
+    public let digest: [UInt8]
+    /// ``Source/given`` for every checksum made by a caller.
+    public let source: Source
 
     /// A checksum from its digest's bytes; nil when they are not the algorithm's size.
-    public init?(_ algorithm: Algorithm, digest: [UInt8], source: Source = .given) {
+    public init?(_ algorithm: Algorithm, digest: [UInt8]) {
+        self.init(algorithm, digest: digest, source: .given)
+    }
+
+    package init?(_ algorithm: Algorithm, digest: [UInt8], source: Source) {
         guard digest.count == algorithm.digestSize else { return nil }
         self.algorithm = algorithm
         self.digest = digest
@@ -74,12 +79,18 @@ public struct Checksum: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses `ALGORITHM=HEX` (`sha-256=…`, `sha512=…`, `md5=…`: hex in any case, of the
-    /// algorithm's size); throws ``HaulError/Code/usage`` naming what is wrong.
+    /// algorithm's size; spaces around it are dropped); throws ``HaulError/Code/usage`` naming
+    /// what is wrong.
     public init(_ text: String) throws(HaulError) {
-        let parts = text.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+        let trimmed = text.trimmingASCIIWhitespace()
+        guard !trimmed.isEmpty else { throw HaulError(.usage, "an empty checksum") }
+        let parts = trimmed.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
         let names = Algorithm.allCases.map(\.rawValue).joined(separator: ", ")
         guard parts.count == 2, let algorithm = Algorithm(named: parts[0]) else {
-            throw HaulError(.usage, "checksum '\(text.prefix(40))' is not ALGORITHM=HEX (\(names))")
+            let shown =
+                parts.count == 2
+                ? "'\(parts[0].prefix(20))' is not an algorithm" : "'\(trimmed.prefix(140))' is not ALGORITHM=HEX"
+            throw HaulError(.usage, "\(shown) (\(names))")
         }
         guard let digest = Self.hexBytes(parts[1]), digest.count == algorithm.digestSize else {
             throw HaulError(
@@ -96,7 +107,8 @@ public struct Checksum: Sendable, Hashable, CustomStringConvertible {
     /// `sha-256=HEX`, as ``init(_:)`` reads it.
     public var description: String { "\(algorithm.rawValue)=\(hex)" }
 
-    /// What names it in a message: "the checksum given", "the server's Repr-Digest".
+    /// What says the digest is the file's, in a message: "expected", "the server's Repr-Digest
+    /// says".
     package var origin: String {
         switch source {
         case .given: "expected"
@@ -105,7 +117,7 @@ public struct Checksum: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The bytes hex digits (any case) spell; nil for anything else.
+    /// The bytes hex digits (any case) spell; nil for anything else (an empty text too).
     static func hexBytes(_ text: Substring) -> [UInt8]? {
         let utf8 = Array(text.utf8)
         guard utf8.count % 2 == 0, !utf8.isEmpty else { return nil }
@@ -358,10 +370,12 @@ package struct HashState: Codable, Equatable, Sendable {
 }
 
 extension [Checksum] {
-    /// The first expected digest `digests` contradicts, with what the file has.
+    /// The first expected digest `digests` contradicts (or lacks: then `actual` is empty), with
+    /// what the file has.
     package func mismatch(in digests: [Checksum.Algorithm: [UInt8]]) -> (Checksum, actual: [UInt8])? {
         for expected in self {
-            if let actual = digests[expected.algorithm], actual != expected.digest { return (expected, actual) }
+            let actual = digests[expected.algorithm] ?? []
+            if actual != expected.digest { return (expected, actual) }
         }
         return nil
     }
@@ -370,7 +384,25 @@ extension [Checksum] {
     /// for nil).
     package static func mismatchMessage(_ expected: Checksum, actual: [UInt8], of what: String?) -> String {
         let subject = expected.algorithm.displayName + (what.map { " of " + $0 } ?? "")
-        return "\(subject) is \(Hex.string(actual)), \(expected.origin) \(expected.hex)"
+        let found = actual.isEmpty ? "was not computed" : "is \(Hex.string(actual))"
+        return "\(subject) \(found), \(expected.origin) \(expected.hex)"
+    }
+
+    /// The checksums a caller gave, once each; a second, different digest for one algorithm
+    /// (which no file could match) is an error naming the algorithm.
+    package static func merging(_ checksums: [Checksum]) throws(HaulError) -> [Checksum] {
+        var out: [Checksum] = []
+        for checksum in checksums {
+            if let same = out.first(where: { $0.algorithm == checksum.algorithm }) {
+                guard same.digest == checksum.digest else {
+                    throw HaulError(
+                        .usage, "two different \(checksum.algorithm.rawValue) checksums: no file can have both")
+                }
+                continue
+            }
+            out.append(checksum)
+        }
+        return out
     }
 }
 
@@ -394,12 +426,16 @@ package struct Verification: Sendable {
     }
 
     /// The first expected digest the bytes contradict, with the actual one: read from `fd`
-    /// where not computed. Nil when all match.
+    /// where not computed. Nil when all match. A mismatch found with computed digests is
+    /// checked once more on the file's bytes before it counts: a hash state from a record that
+    /// was wrong (stale, damaged) must not delete a right file.
     package func mismatch(readingFile fd: Int32) throws(Errno) -> (Checksum, actual: [UInt8])? {
         var digests = computed
         let missing = toRead
         if !missing.isEmpty { digests.merge(try MultiHasher.digests(ofFileAt: fd, missing)) { a, _ in a } }
-        return expected.mismatch(in: digests)
+        guard let found = expected.mismatch(in: digests) else { return nil }
+        guard computed[found.0.algorithm] != nil else { return found }
+        return expected.mismatch(in: try MultiHasher.digests(ofFileAt: fd, expected.map(\.algorithm)))
     }
 
     /// The same for bytes in memory.

@@ -50,7 +50,7 @@ package struct DownloadStore: Sendable {
 
         /// The rule for a file already in place when no partial is continued: one of the
         /// server's size is taken as the download, done (its size is returned; a checksum asked
-        /// for is checked by ``DownloadStore/confirmComplete(_:bytes:sha256:)``), another size is
+        /// for is checked by ``DownloadStore/confirmComplete(_:bytes:verifying:)``), another size is
         /// refused. Nil, download: nothing is there, or `overwrite`.
         package func fileInPlace(serverSize: Int64?) throws(HaulError) -> Int64? {
             guard !overwrite, let size = existingSize else { return nil }

@@ -173,8 +173,8 @@ package enum FileDigest {
     }
 
     /// Feeds `body` the bytes of the open file `fd` from `start` up to `end` (its end if nil),
-    /// read with `pread` (the file's offset is left alone). A file shorter than `end` throws
-    /// `EIO`-free: the bytes there were are fed and the count is returned.
+    /// read with `pread` (the file's offset is left alone); returns how many there were (fewer
+    /// than asked when the file ends before `end`).
     @discardableResult
     package static func read(
         _ fd: Int32, from start: Int64, to end: Int64? = nil, _ body: (UnsafeRawBufferPointer) -> Void
