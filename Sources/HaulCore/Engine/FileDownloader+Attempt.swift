@@ -216,7 +216,14 @@ final class Attempt: TransportHandler, @unchecked Sendable {
         machine.resume.advance(to: partial.writtenBytes)
         guard var record = machine.resume.record else { return nil }
         record.updatedAt = Date().formatted(.iso8601)
-        if let hashes = hashing.hashes, hashes.covers(exactly: partial.writtenBytes) { record.hashes = hashes.states }
+        if let hashes = hashing.hashes, hashes.covers(exactly: partial.writtenBytes) {
+            record.hashes = hashes.states
+        } else if hashing.hashes != nil {
+            // Past the bytes written (a tail given back on a full disk): the last record's
+            // states that still lie within them.
+            let kept = partial.storedRecord?.hashes?.filter { $0.offset <= partial.writtenBytes }
+            record.hashes = kept?.isEmpty == false ? kept : nil
+        }
         return record
     }
 
