@@ -61,7 +61,8 @@ extension HaulSession {
         let vouched =
             response.statusCode == 200 && (coding.isEmpty || coding == "identity")
             ? Checksum.vouched(by: fields, status: 200) : []
-        let expected = options.checksums.isEmpty && options.checksServerDigests ? vouched : options.checksums
+        let given = try [Checksum].merging(options.checksums)
+        let expected = given.isEmpty && options.checksServerDigests ? vouched : given
         var hasher = MultiHasher(expected.map(\.algorithm))
         let reporter = ProgressReporter(interval: configuration.progressInterval) { events?(.progress($0)) }
         ProgressClock.shared.add(reporter)

@@ -50,8 +50,9 @@ public struct DownloadOptions: Sendable, Equatable {
     /// `haul get` sets it, so a later URL of its run whose file has the same name is refused
     /// instead of being taken as complete or replacing it.
     package var keepsClaimWhenSaved = false
-    /// Digests the file must have (SHA-256, SHA-512, SHA-1, MD5; several at once, at most one
-    /// per algorithm). A file that does not match is deleted, never put in place, and the
+    /// Digests the file must have (SHA-256, SHA-512, SHA-1, MD5; several at once). Two different
+    /// digests of one algorithm fail the download with ``HaulError/Code/usage`` before any
+    /// request. A file that does not match is deleted, never put in place, and the
     /// download fails with ``HaulError/Code/checksumMismatch``; a file already at the
     /// destination counts as done only if it matches. On one connection the file is hashed as
     /// it is written, and a resume goes on from the hashes its record kept; a segmented
@@ -356,7 +357,7 @@ public final class HaulSession: Sendable {
         engineOptions.overwrite = options.overwrite
         engineOptions.createDirectories = options.createIntermediateDirectories
         engineOptions.keepsClaimWhenSaved = options.keepsClaimWhenSaved
-        engineOptions.checksums = options.checksums
+        engineOptions.checksums = try [Checksum].merging(options.checksums)
         engineOptions.checksServerDigests = options.checksServerDigests
         engineOptions.maxBytesPerSecond = options.maxBytesPerSecond.flatMap { $0 > 0 ? $0 : nil }
         if let reason = configuration.transport.cannotPace, engineOptions.maxBytesPerSecond != nil {

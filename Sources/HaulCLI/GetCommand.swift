@@ -144,6 +144,11 @@ struct GetCommand {
         cookieFile = try CookieFlags.apply(v, to: &configuration)
         self.configuration = configuration
         options = try Self.downloadOptions(v, urls: urls)
+        for own in listOptions where !own.checksums.isEmpty {
+            do throws(UsageError) { _ = try Self.merged(options.checksums + own.checksums) } catch {
+                throw UsageError("--checksum and a list's checksum=: \(error.message)")
+            }
+        }
         waitsForNetwork = !v.flag("--no-wait")
         allowsCellular = !v.flag("--no-cellular")
         output = Output(mode: v.flag("--json") ? .json : v.flag("--quiet") ? .quiet : .human)
@@ -306,8 +311,8 @@ struct GetCommand {
     /// The options of the URL at `index`: the command's, with its list's checksum.
     func options(for index: Int) -> DownloadOptions {
         var options = self.options
-        // A list's checksums are that URL's: they replace the command line's (one URL only).
-        if !listOptions[index].checksums.isEmpty { options.checksums = listOptions[index].checksums }
+        // A list's checksums add to the command line's (one URL only; a conflict was refused).
+        options.checksums = (try? Self.merged(options.checksums + listOptions[index].checksums)) ?? options.checksums
         // `out=` names a file in `dir=` or `-d`, which are created when missing as without it.
         if listOptions[index].out != nil { options.createIntermediateDirectories = true }
         return options

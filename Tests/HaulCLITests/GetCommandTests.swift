@@ -157,6 +157,24 @@ struct GetCommandTests {
         #expect(r.stderr.hasPrefix("haul: error: ") && r.stderr.contains(mentions), "\(r.stderr)")
     }
 
+    /// A list's checksum= and --checksum add up, and two different digests of one algorithm
+    /// between them are refused before any request.
+    @Test func aListsChecksumAndTheCommandLinesMustAgree() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let list = dir.file("list")
+        let md5 = String(repeating: "0", count: 32)
+        #expect(
+            FileManager.default.createFile(
+                atPath: list, contents: Data("http://h/x\n checksum=md5=\(md5)\n".utf8)))
+        let r = try await CLI.run(["get", "-i", list, "--checksum", "md5=" + String(repeating: "1", count: 32)])
+        #expect(r.status == 2)
+        #expect(
+            r.stderr
+                == "haul: error: --checksum and a list's checksum=: two different md5 checksums: no file can have both\n",
+            "\(r.stderr)")
+    }
+
     /// A rate of 0 is no limit, as in curl and aria2 (it was a usage error, while the library
     /// took 0 as "hold every byte").
     @Test func aRateOfZeroIsNoLimit() async throws {

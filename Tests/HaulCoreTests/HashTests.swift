@@ -161,6 +161,13 @@ struct HashTests {
         // A member that is not a byte sequence, a wrong size, a broken dictionary: the field goes.
         #expect(vouched([("Repr-Digest", "sha-256=\(b64)")]).isEmpty)
         #expect(vouched([("Repr-Digest", "sha-256=:\(long):")]).isEmpty)
+        // A digest of the wrong size is skipped, not the field; a key twice counts once, its
+        // last value, across field lines too.
+        #expect(vouched([("Repr-Digest", "sha-256=:AAAA:, sha-512=:\(long):")]) == ["reprDigest sha-512"])
+        var twice = HTTPHeaders()
+        twice.add("Repr-Digest", "sha-256=:\(Data(count: 32).base64EncodedString()):")
+        twice.add("Repr-Digest", "sha-256=:\(b64):")
+        #expect(Checksum.vouched(by: twice, status: 206).map(\.digest) == [digest])
         #expect(vouched([("Repr-Digest", "sha-256=:\(b64):, ,")]).isEmpty)
         #expect(vouched([("Repr-Digest", "SHA-256=:\(b64):")]).isEmpty)
         #expect(vouched([("Repr-Digest", "sha-256=:\(b64)")]).isEmpty)

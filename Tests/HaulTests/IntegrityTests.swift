@@ -8,7 +8,7 @@ import Testing
 
 @Suite("Checksums: several algorithms, server digests, hashes kept with the record", .fewAtOnce)
 struct IntegrityTests {
-    static let size = 1_200_000
+    static let size = 3_000_000
 
     static func checksum(_ algorithm: Checksum.Algorithm, version: Int = 0, size: Int = size) -> Checksum {
         Checksum(algorithm, digest: TestContent.digest(algorithm, version: version, count: size))!
@@ -56,7 +56,9 @@ struct IntegrityTests {
             if fails {
                 let error = try #require(result.error, "\(query)")
                 #expect(error.code == .checksumMismatch)
-                #expect(error.message.contains(", the server's Repr-Digest says "), "\(error.message)")
+                #expect(
+                    error.message.contains(", the server's Repr-Digest (not checked with --no-server-digest) says "),
+                    "\(error.message)")
                 #expect(!fileExists(dest.path) && !fileExists(dest.path + ".part") && !fileExists(dest.path + ".haul"))
             } else {
                 #expect(result.error == nil, "\(query): \(String(describing: result.error))")
@@ -74,7 +76,9 @@ struct IntegrityTests {
         let (wrong, _) = await run(
             testSession(), server.url("/c?size=\(Self.size)&digest=content&digestof=1"), to: .file(one))
         #expect(wrong.error?.code == .checksumMismatch, "\(String(describing: wrong.error))")
-        #expect(wrong.error?.message.contains("the server's Content-Digest says") == true)
+        #expect(
+            wrong.error?.message.contains("the server's Content-Digest (not checked with --no-server-digest) says")
+                == true)
         // On four connections every answer is a 206, whose Content-Digest covers its range only:
         // the right ones are no reason to fail.
         var options = DownloadOptions()
@@ -204,6 +208,19 @@ struct IntegrityTests {
             testSession(), server.url("/there?size=70000&digest=repr"), to: .file(dest), options: options)
         #expect(result.error?.code == .checksumMismatch, "\(String(describing: result.error))")
         #expect(bytes(at: dest.path) == other, "not ours to delete")
+    }
+
+    @Test func twoDigestsOfOneAlgorithmAreRefusedBeforeAnyRequest() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var options = DownloadOptions()
+        options.checksums = [Self.checksum(.md5), Self.checksum(.md5, version: 1)]
+        let (result, _) = await run(
+            testSession(), server.url("/two?size=1000"), to: .file(dir.url.appendingPathComponent("two")),
+            options: options)
+        #expect(result.error?.code == .usage && result.error?.message.contains("two different md5") == true)
+        #expect(server.requests.isEmpty)
     }
 
     @Test func aFileAlreadyThereCountsOnlyWithItsDigests() async throws {

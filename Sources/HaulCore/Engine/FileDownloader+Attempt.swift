@@ -58,7 +58,8 @@ final class Attempt: TransportHandler, @unchecked Sendable {
 
     /// The most bytes a resume reads again to bring the record's hashes up to its offset, on the
     /// transport's thread (which holds every transfer of the process meanwhile: about 10 ms at
-    /// this limit with libcrypto's SHA-256, from the page cache). Usually that is the bytes
+    /// this limit for libcrypto's SHA-256 from the page cache; about 64 ms per algorithm with
+    /// Haul's own code, more from a cold disk). Usually that is the bytes
     /// noted after the last checkpoint (a kill -9), less than a block after a reboot; a record
     /// without hashes (an older haul's) means from byte 0. Beyond, the file is hashed at the end
     /// instead, on a worker.

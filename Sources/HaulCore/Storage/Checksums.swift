@@ -84,15 +84,18 @@ public struct Checksum: Sendable, Hashable, CustomStringConvertible {
     public init(_ text: String) throws(HaulError) {
         let trimmed = text.trimmingASCIIWhitespace()
         guard !trimmed.isEmpty else { throw HaulError(.usage, "an empty checksum") }
-        let parts = trimmed.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+        let parts = trimmed.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map {
+            $0.trimmingASCIIWhitespace()
+        }
         let names = Algorithm.allCases.map(\.rawValue).joined(separator: ", ")
         guard parts.count == 2, let algorithm = Algorithm(named: parts[0]) else {
             let shown =
-                parts.count == 2
-                ? "'\(parts[0].prefix(20))' is not an algorithm" : "'\(trimmed.prefix(140))' is not ALGORITHM=HEX"
+                parts.count != 2
+                ? "'\(trimmed.prefix(140))' is not ALGORITHM=HEX"
+                : parts[0].isEmpty ? "no algorithm before '='" : "'\(parts[0].prefix(20))' is not an algorithm"
             throw HaulError(.usage, "\(shown) (\(names))")
         }
-        guard let digest = Self.hexBytes(parts[1]), digest.count == algorithm.digestSize else {
+        guard let digest = Self.hexBytes(Substring(parts[1])), digest.count == algorithm.digestSize else {
             throw HaulError(
                 .usage,
                 "\(algorithm.rawValue) checksum needs \(algorithm.digestSize * 2) hex digits, not '\(parts[1].prefix(140))'"
@@ -112,8 +115,8 @@ public struct Checksum: Sendable, Hashable, CustomStringConvertible {
     package var origin: String {
         switch source {
         case .given: "expected"
-        case .reprDigest: "the server's Repr-Digest says"
-        case .contentDigest: "the server's Content-Digest says"
+        case .reprDigest: "the server's Repr-Digest (not checked with --no-server-digest) says"
+        case .contentDigest: "the server's Content-Digest (not checked with --no-server-digest) says"
         }
     }
 
@@ -147,20 +150,22 @@ extension Checksum {
     /// fail a download with a malformed one, only with a wrong one).
     package static func vouched(by headers: HTTPHeaders, status: Int) -> [Checksum] {
         var out: [Checksum] = []
-        for field in headers.fields where field.name.equalsIgnoringASCIICase("Repr-Digest") {
-            out += parseDigestField(field.value, source: .reprDigest) ?? []
+        // Field lines of one name are one field (RFC 9110 5.3), parsed together.
+        func combined(_ name: String) -> String? {
+            let lines = headers.fields.filter { $0.name.equalsIgnoringASCIICase(name) }.map(\.value)
+            return lines.isEmpty ? nil : lines.joined(separator: ", ")
         }
+        out += combined("Repr-Digest").flatMap { parseDigestField($0, source: .reprDigest) } ?? []
         let coding = headers["Content-Encoding"]?.trimmingASCIIWhitespace().lowercased()
         if status == 200, coding == nil || coding == "identity" || coding == "" {
-            for field in headers.fields where field.name.equalsIgnoringASCIICase("Content-Digest") {
-                out += parseDigestField(field.value, source: .contentDigest) ?? []
-            }
+            out += combined("Content-Digest").flatMap { parseDigestField($0, source: .contentDigest) } ?? []
         }
         return out
     }
 
-    /// `sha-256=:BASE64:, sha-512=:BASE64:;param` as checksums (unknown keys skipped); nil when
-    /// the field is not a dictionary whose members are byte sequences.
+    /// `sha-256=:BASE64:, sha-512=:BASE64:;param` as checksums (unknown keys and digests of the
+    /// wrong size skipped; a key given twice counts once, its last value, as RFC 8941 says); nil
+    /// when the field is not a dictionary whose members are byte sequences.
     static func parseDigestField(_ value: String, source: Source) -> [Checksum]? {
         var out: [Checksum] = []
         for member in value.utf8.split(separator: 0x2C, omittingEmptySubsequences: false) {
@@ -185,7 +190,8 @@ extension Checksum {
             else { return nil }
             let name = String(decoding: key, as: UTF8.self)
             guard name == "sha-256" || name == "sha-512", let algorithm = Algorithm(rawValue: name) else { continue }
-            guard let checksum = Checksum(algorithm, digest: Array(decoded), source: source) else { return nil }
+            guard let checksum = Checksum(algorithm, digest: Array(decoded), source: source) else { continue }
+            out.removeAll { $0.algorithm == algorithm }
             out.append(checksum)
         }
         return out
