@@ -58,6 +58,11 @@ static void load(void) {
 #endif
 }
 
+int haul_digest_available(int algorithm) {
+    pthread_once(&once, load);
+    return algorithm >= 0 && algorithm <= 3 && updates[algorithm] != NULL;
+}
+
 int haul_digest_blocks(int algorithm, void *state, const void *data, size_t blocks) {
     pthread_once(&once, load);
     if (algorithm < 0 || algorithm > 3 || !updates[algorithm] || blocks == 0) return 0;

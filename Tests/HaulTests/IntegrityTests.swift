@@ -210,6 +210,34 @@ struct IntegrityTests {
         #expect(bytes(at: dest.path) == other, "not ours to delete")
     }
 
+    /// A full disk gives back the partial's tail: the record's hashes then are ones within the
+    /// bytes it still claims, and the rerun verifies.
+    @Test func aFullDiskKeepsHashesWithinTheBytesLeft() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("full.bin")
+        let part = dest.path + ".part"
+        let written = LockedCounter()
+        // Past 2 MB (after a checkpoint, at 1 MB/s), one pwrite fails with ENOSPC.
+        let hook = FaultInjection.add { call, count, path in
+            guard call == .pwrite, path == part else { return nil }
+            return written.add(count) > 2_000_000 && written.fireOnce() ? .noSpace : nil
+        }
+        var options = DownloadOptions()
+        options.checksums = [Self.checksum(.sha256), Self.checksum(.sha512)]
+        let url = server.url("/full.bin?size=\(Self.size)&rate=1000000")
+        let (result, _) = await run(testSession(), url, to: .file(dest), options: options)
+        FaultInjection.remove(hook)
+        #expect(result.error?.code == .diskFull, "\(String(describing: result.error))")
+        let record = try #require(ResumeRecord.decode(bytes(at: dest.path + ".haul")))
+        let hashes = try #require(record.hashes)
+        #expect(!hashes.isEmpty && hashes.allSatisfy { $0.offset <= record.contiguousBytes }, "\(hashes)")
+        let (again, _) = await run(testSession(), url, to: .file(dest), options: options)
+        #expect(again.error == nil, "\(String(describing: again.error))")
+        expectFile(dest.path, equals: TestContent.bytes(count: Self.size))
+    }
+
     @Test func twoDigestsOfOneAlgorithmAreRefusedBeforeAnyRequest() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

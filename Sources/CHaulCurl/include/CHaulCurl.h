@@ -180,5 +180,7 @@ void haul_malloc_keep_freed(int mmap_threshold, int trim_threshold);
 /// libcrypto is not there; then the caller hashes them itself.
 enum { HAUL_DIGEST_SHA256 = 0, HAUL_DIGEST_SHA512 = 1, HAUL_DIGEST_SHA1 = 2, HAUL_DIGEST_MD5 = 3 };
 int haul_digest_blocks(int algorithm, void *state, const void *data, size_t blocks);
+/// 1 when libcrypto hashes `algorithm`'s blocks here, else 0.
+int haul_digest_available(int algorithm);
 
 #endif

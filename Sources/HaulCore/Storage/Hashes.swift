@@ -158,6 +158,18 @@ package struct BlockHasher<Core: BlockHashCore>: Sendable {
     }
 }
 
+/// Whether libcrypto hashes whole blocks of `algorithm` in this process (else Haul's own code).
+package func libcryptoHashes(_ algorithm: Checksum.Algorithm) -> Bool {
+    let id: Int32 =
+        switch algorithm {
+        case .sha256: Int32(HAUL_DIGEST_SHA256)
+        case .sha512: Int32(HAUL_DIGEST_SHA512)
+        case .sha1: Int32(HAUL_DIGEST_SHA1)
+        case .md5: Int32(HAUL_DIGEST_MD5)
+        }
+    return haul_digest_available(id) == 1
+}
+
 package typealias SHA256 = BlockHasher<SHA256Core>
 package typealias SHA512 = BlockHasher<SHA512Core>
 package typealias SHA1 = BlockHasher<SHA1Core>
