@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -63,45 +64,37 @@ int haul_digest_available(int algorithm) {
     return algorithm >= 0 && algorithm <= 3 && updates[algorithm] != NULL;
 }
 
+// Where each context keeps what a call needs: the chaining value at its start, the buffered
+// count (`num`, 0 after whole blocks), and `md_len` where it has one.
+static const struct {
+    size_t state, block, num;
+    ptrdiff_t md_len_at;
+    unsigned int md_len;
+} shapes[4] = {
+    {sizeof(((sha256_ctx *)0)->h), 64, offsetof(sha256_ctx, num), offsetof(sha256_ctx, md_len), 32},
+    {sizeof(((sha512_ctx *)0)->h), 128, offsetof(sha512_ctx, num), offsetof(sha512_ctx, md_len), 64},
+    {sizeof(((sha1_ctx *)0)->h), 64, offsetof(sha1_ctx, num), -1, 0},
+    {sizeof(((md5_ctx *)0)->h), 64, offsetof(md5_ctx, num), -1, 0},
+};
+
 int haul_digest_blocks(int algorithm, void *state, const void *data, size_t blocks) {
     pthread_once(&once, load);
     if (algorithm < 0 || algorithm > 3 || !updates[algorithm] || blocks == 0) return 0;
-    int ok = 0;
-    switch (algorithm) {
-    case HAUL_DIGEST_SHA256: {
-        sha256_ctx c;
-        memset(&c, 0, sizeof c);
-        memcpy(c.h, state, sizeof c.h);
-        c.md_len = 32;
-        ok = updates[0](&c, data, blocks * 64) == 1 && c.num == 0;
-        if (ok) memcpy(state, c.h, sizeof c.h);
-        break;
-    }
-    case HAUL_DIGEST_SHA512: {
-        sha512_ctx c;
-        memset(&c, 0, sizeof c);
-        memcpy(c.h, state, sizeof c.h);
-        c.md_len = 64;
-        ok = updates[1](&c, data, blocks * 128) == 1 && c.num == 0;
-        if (ok) memcpy(state, c.h, sizeof c.h);
-        break;
-    }
-    case HAUL_DIGEST_SHA1: {
-        sha1_ctx c;
-        memset(&c, 0, sizeof c);
-        memcpy(c.h, state, sizeof c.h);
-        ok = updates[2](&c, data, blocks * 64) == 1 && c.num == 0;
-        if (ok) memcpy(state, c.h, sizeof c.h);
-        break;
-    }
-    case HAUL_DIGEST_MD5: {
-        md5_ctx c;
-        memset(&c, 0, sizeof c);
-        memcpy(c.h, state, sizeof c.h);
-        ok = updates[3](&c, data, blocks * 64) == 1 && c.num == 0;
-        if (ok) memcpy(state, c.h, sizeof c.h);
-        break;
-    }
-    }
-    return ok;
+    union {
+        sha256_ctx sha256;
+        sha512_ctx sha512;
+        sha1_ctx sha1;
+        md5_ctx md5;
+    } c;
+    memset(&c, 0, sizeof c);
+    unsigned char *bytes = (unsigned char *)&c;
+    memcpy(bytes, state, shapes[algorithm].state);
+    if (shapes[algorithm].md_len_at >= 0)
+        memcpy(bytes + shapes[algorithm].md_len_at, &shapes[algorithm].md_len, sizeof(unsigned int));
+    unsigned int num;
+    int ok = updates[algorithm](&c, data, blocks * shapes[algorithm].block) == 1;
+    memcpy(&num, bytes + shapes[algorithm].num, sizeof num);
+    if (!ok || num != 0) return 0;
+    memcpy(state, bytes, shapes[algorithm].state);
+    return 1;
 }
