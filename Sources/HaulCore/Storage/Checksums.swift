@@ -207,12 +207,18 @@ extension Checksum {
 /// writes, in order, and a hash that was given a gap stops (the file is then hashed again at the
 /// end).
 package struct MultiHasher: Sendable {
-    private var hashers: [(algorithm: Checksum.Algorithm, hasher: any StreamHash)]
+    private enum One: Sendable {
+        case sha256(SHA256)
+        case sha512(SHA512)
+        case sha1(SHA1)
+        case md5(MD5)
+    }
+    private var hashers: [(algorithm: Checksum.Algorithm, hasher: One)]
 
     /// Fresh hashes of the `algorithms` (each once).
     package init(_ algorithms: some Sequence<Checksum.Algorithm>) {
         var seen: Set<Checksum.Algorithm> = []
-        hashers = algorithms.filter { seen.insert($0).inserted }.map { ($0, $0.hasher.init()) }
+        hashers = algorithms.filter { seen.insert($0).inserted }.map { ($0, Self.fresh($0)) }
     }
 
     /// The algorithms, from the `states` a resume record kept where one is valid (the right size,
@@ -222,8 +228,7 @@ package struct MultiHasher: Sendable {
         for i in hashers.indices {
             let algorithm = hashers[i].algorithm
             guard let state = states.first(where: { $0.algorithm == algorithm.rawValue }), state.offset <= limit,
-                let chain = state.chainValue,
-                let restored = algorithm.hasher.init(offset: state.offset, chainValue: chain)
+                let chain = state.chainValue, let restored = Self.restore(algorithm, offset: state.offset, chain)
             else { continue }
             hashers[i].hasher = restored
         }
@@ -233,17 +238,17 @@ package struct MultiHasher: Sendable {
     package var isEmpty: Bool { hashers.isEmpty }
 
     /// The fewest bytes any hash has taken: what must be read again before the next write.
-    package var hashedFrom: Int64 { hashers.map { $0.hasher.count }.min() ?? 0 }
+    package var hashedFrom: Int64 { hashers.map { Self.count($0.hasher) }.min() ?? 0 }
 
     /// Whether every hash has taken exactly the first `bytes` bytes.
-    package func covers(exactly bytes: Int64) -> Bool { hashers.allSatisfy { $0.hasher.count == bytes } }
+    package func covers(exactly bytes: Int64) -> Bool { hashers.allSatisfy { Self.count($0.hasher) == bytes } }
 
     /// Feeds the bytes at `offset` to each hash that has taken the bytes before them (the part
     /// it has not taken yet); a hash short of `offset` stops.
     package mutating func update(_ data: UnsafeRawBufferPointer, at offset: Int64) {
         var i = 0
         while i < hashers.count {
-            let have = hashers[i].hasher.count
+            let have = Self.count(hashers[i].hasher)
             if have < offset {
                 hashers.remove(at: i)
                 continue
@@ -251,7 +256,20 @@ package struct MultiHasher: Sendable {
             let skip = have - offset
             if skip < Int64(data.count) {
                 let part = UnsafeRawBufferPointer(rebasing: data[Int(skip)...])
-                hashers[i].hasher.update(part)
+                switch hashers[i].hasher {
+                case .sha256(var h):
+                    h.update(part)
+                    hashers[i].hasher = .sha256(h)
+                case .sha512(var h):
+                    h.update(part)
+                    hashers[i].hasher = .sha512(h)
+                case .sha1(var h):
+                    h.update(part)
+                    hashers[i].hasher = .sha1(h)
+                case .md5(var h):
+                    h.update(part)
+                    hashers[i].hasher = .md5(h)
+                }
             }
             i += 1
         }
@@ -270,8 +288,12 @@ package struct MultiHasher: Sendable {
     package func digests() -> [Checksum.Algorithm: [UInt8]] {
         var out: [Checksum.Algorithm: [UInt8]] = [:]
         for (algorithm, one) in hashers {
-            var hasher = one
-            out[algorithm] = hasher.finalize()
+            switch one {
+            case .sha256(var h): out[algorithm] = h.finalize()
+            case .sha512(var h): out[algorithm] = h.finalize()
+            case .sha1(var h): out[algorithm] = h.finalize()
+            case .md5(var h): out[algorithm] = h.finalize()
+            }
         }
         return out
     }
@@ -279,8 +301,41 @@ package struct MultiHasher: Sendable {
     /// Each hash's state at its last whole block, for a resume record.
     package var states: [HashState] {
         hashers.map { algorithm, one in
-            let (offset, chain) = one.blockState
+            let (offset, chain) =
+                switch one {
+                case .sha256(let h): h.blockState
+                case .sha512(let h): h.blockState
+                case .sha1(let h): h.blockState
+                case .md5(let h): h.blockState
+                }
             return HashState(algorithm: algorithm.rawValue, offset: offset, state: Hex.string(chain))
+        }
+    }
+
+    private static func fresh(_ algorithm: Checksum.Algorithm) -> One {
+        switch algorithm {
+        case .sha256: .sha256(SHA256())
+        case .sha512: .sha512(SHA512())
+        case .sha1: .sha1(SHA1())
+        case .md5: .md5(MD5())
+        }
+    }
+
+    private static func restore(_ algorithm: Checksum.Algorithm, offset: Int64, _ chain: [UInt8]) -> One? {
+        switch algorithm {
+        case .sha256: SHA256(offset: offset, chainValue: chain).map(One.sha256)
+        case .sha512: SHA512(offset: offset, chainValue: chain).map(One.sha512)
+        case .sha1: SHA1(offset: offset, chainValue: chain).map(One.sha1)
+        case .md5: MD5(offset: offset, chainValue: chain).map(One.md5)
+        }
+    }
+
+    private static func count(_ one: One) -> Int64 {
+        switch one {
+        case .sha256(let h): h.count
+        case .sha512(let h): h.count
+        case .sha1(let h): h.count
+        case .md5(let h): h.count
         }
     }
 

@@ -68,7 +68,7 @@ extension BlockHashCore {
 package struct BlockHasher<Core: BlockHashCore>: Sendable {
     private var core = Core()
     /// The bytes of a block not yet whole: inline (128 bytes, the largest block), so that a
-    /// hasher is one value, with no heap buffer of its own to copy on its next write.
+    /// hasher copied out of an enum and back does not copy a heap buffer on its next write.
     private var buffer:
         (
             UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
@@ -180,37 +180,16 @@ package struct BlockHasher<Core: BlockHashCore>: Sendable {
     }
 }
 
-/// A hasher, whatever its function, as ``MultiHasher`` holds one.
-package protocol StreamHash: Sendable {
-    /// `haul_digest_blocks`'s name for the function.
-    static var libcryptoID: Int32 { get }
-    init()
-    init?(offset: Int64, chainValue: [UInt8])
-    var count: Int64 { get }
-    var blockState: (offset: Int64, chainValue: [UInt8]) { get }
-    mutating func update(_ data: UnsafeRawBufferPointer)
-    mutating func finalize() -> [UInt8]
-}
-
-extension BlockHasher: StreamHash {
-    package static var libcryptoID: Int32 { Core.libcryptoID }
-}
-
-extension Checksum.Algorithm {
-    /// The hasher that computes it.
-    package var hasher: any StreamHash.Type {
-        switch self {
-        case .sha256: SHA256.self
-        case .sha512: SHA512.self
-        case .sha1: SHA1.self
-        case .md5: MD5.self
-        }
-    }
-}
-
 /// Whether libcrypto hashes whole blocks of `algorithm` in this process (else Haul's own code).
 package func libcryptoHashes(_ algorithm: Checksum.Algorithm) -> Bool {
-    haul_digest_available(algorithm.hasher.libcryptoID) == 1
+    let id =
+        switch algorithm {
+        case .sha256: SHA2Core<UInt32>.libcryptoID
+        case .sha512: SHA2Core<UInt64>.libcryptoID
+        case .sha1: SHA1Core.libcryptoID
+        case .md5: MD5Core.libcryptoID
+        }
+    return haul_digest_available(id) == 1
 }
 
 package typealias SHA256 = BlockHasher<SHA2Core<UInt32>>
