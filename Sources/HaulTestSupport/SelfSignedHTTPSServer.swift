@@ -34,83 +34,19 @@ public final class SelfSignedHTTPSServer: Sendable {
     public init(serving files: [String: [UInt8]], offersHTTP2: Bool = false, resettingFirst: Int = 0) async throws {
         let dir = try TemporaryDirectory("haul-tls")
         self.dir = dir
-        let openssl = try ChildProcess(
-            "/usr/bin/openssl",
-            [
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-                "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", dir.file("key.pem"), "-out", dir.file("cert.pem"),
-            ], mergingStderr: true)
-        guard await openssl.finish(timeout: 30) == 0 else {
+        do { publicKeyPin = try await Self.makeCertificate(in: dir) } catch {
             dir.remove()
-            throw POSIXError(.EIO)
+            throw error
         }
-        let der = try ChildProcess(
-            "/usr/bin/openssl",
-            ["pkey", "-in", dir.file("key.pem"), "-pubout", "-outform", "DER", "-out", dir.file("pub.der")],
-            mergingStderr: true)
-        guard await der.finish(timeout: 30) == 0,
-            let hash = try? ChildProcess(
-                "/usr/bin/openssl",
-                ["dgst", "-sha256", "-binary", "-out", dir.file("pub.sha256"), dir.file("pub.der")],
-                mergingStderr: true),
-            await hash.finish(timeout: 30) == 0,
-            let digest = FileManager.default.contents(atPath: dir.file("pub.sha256")), digest.count == 32
-        else {
-            dir.remove()
-            throw POSIXError(.EIO)
-        }
-        publicKeyPin = "sha256//" + digest.base64EncodedString()
         let root = dir.file("www")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         for (name, bytes) in files {
             _ = FileManager.default.createFile(atPath: root + "/" + name, contents: Data(bytes))
         }
-        // One line per connection: "reset" (closed with an RST in the handshake),
-        // "handshake-failed", or "alpn PROTOCOL" ("-" for none).
-        let script = """
-            import http.server, ssl, sys, os, socket, struct
-            os.chdir(sys.argv[3])
-            resets = int(sys.argv[5])
-            class Quiet(http.server.SimpleHTTPRequestHandler):
-                def log_message(self, *a): pass
-            class Server(http.server.ThreadingHTTPServer):
-                def get_request(self):
-                    global resets
-                    while True:
-                        sock, address = self.socket.accept()
-                        if resets > 0:
-                            resets -= 1
-                            # Once the ClientHello is here: the client is in its handshake, not
-                            # still connecting (a reset then reads as a refused connection).
-                            sock.recv(1)
-                            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                            sock.close()
-                            print("reset", flush=True)
-                            continue
-                        try:
-                            return ctx.wrap_socket(sock, server_side=True), address
-                        except OSError:
-                            print("handshake-failed", flush=True)
-                            raise
-                def process_request(self, request, address):
-                    chosen = request.selected_alpn_protocol()
-                    print("alpn", chosen or "-", flush=True)
-                    if chosen == "h2":
-                        self.shutdown_request(request)
-                        return
-                    super().process_request(request, address)
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(sys.argv[1], sys.argv[2])
-            if sys.argv[4] == "h2":
-                ctx.set_alpn_protocols(["h2", "http/1.1"])
-            httpd = Server(("127.0.0.1", 0), Quiet)
-            print(httpd.server_address[1], flush=True)
-            httpd.serve_forever()
-            """
         let process = try ChildProcess(
             "/usr/bin/timeout",
             [
-                "-s", "KILL", "120", ChildProcess.which("python3")!, "-c", script, dir.file("cert.pem"),
+                "-s", "KILL", "120", ChildProcess.which("python3")!, "-c", Self.script, dir.file("cert.pem"),
                 dir.file("key.pem"),
                 root, offersHTTP2 ? "h2" : "-", String(resettingFirst),
             ])
@@ -125,6 +61,72 @@ public final class SelfSignedHTTPSServer: Sendable {
         }
         self.port = port
     }
+
+    /// A self-signed certificate for 127.0.0.1 and its key in `dir` (`cert.pem`, `key.pem`);
+    /// returns the key's pin, `sha256//` and the base64 of its SHA-256.
+    private static func makeCertificate(in dir: TemporaryDirectory) async throws -> String {
+        func openssl(_ arguments: [String]) async throws {
+            let run = try ChildProcess("/usr/bin/openssl", arguments, mergingStderr: true)
+            guard await run.finish(timeout: 30) == 0 else { throw POSIXError(.EIO) }
+        }
+        try await openssl([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", dir.file("key.pem"), "-out", dir.file("cert.pem"),
+        ])
+        try await openssl([
+            "pkey", "-in", dir.file("key.pem"), "-pubout", "-outform", "DER", "-out", dir.file("pub.der"),
+        ])
+        try await openssl(["dgst", "-sha256", "-binary", "-out", dir.file("pub.sha256"), dir.file("pub.der")])
+        guard let digest = FileManager.default.contents(atPath: dir.file("pub.sha256")), digest.count == 32 else {
+            throw POSIXError(.EIO)
+        }
+        return "sha256//" + digest.base64EncodedString()
+    }
+
+    /// The server: argv is the certificate, the key, the directory served, `h2` or `-`, and the
+    /// number of connections to reset. It prints its port, then one line per connection:
+    /// "reset" (closed with an RST in the handshake), "handshake-failed", or "alpn PROTOCOL"
+    /// ("-" for none).
+    private static let script = """
+        import http.server, ssl, sys, os, socket, struct
+        os.chdir(sys.argv[3])
+        resets = int(sys.argv[5])
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *a): pass
+        class Server(http.server.ThreadingHTTPServer):
+            def get_request(self):
+                global resets
+                while True:
+                    sock, address = self.socket.accept()
+                    if resets > 0:
+                        resets -= 1
+                        # Once the ClientHello is here: the client is in its handshake, not
+                        # still connecting (a reset then reads as a refused connection).
+                        sock.recv(1)
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        sock.close()
+                        print("reset", flush=True)
+                        continue
+                    try:
+                        return ctx.wrap_socket(sock, server_side=True), address
+                    except OSError:
+                        print("handshake-failed", flush=True)
+                        raise
+            def process_request(self, request, address):
+                chosen = request.selected_alpn_protocol()
+                print("alpn", chosen or "-", flush=True)
+                if chosen == "h2":
+                    self.shutdown_request(request)
+                    return
+                super().process_request(request, address)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+        if sys.argv[4] == "h2":
+            ctx.set_alpn_protocols(["h2", "http/1.1"])
+        httpd = Server(("127.0.0.1", 0), Quiet)
+        print(httpd.server_address[1], flush=True)
+        httpd.serve_forever()
+        """
 
     /// The protocol ALPN chose for each connection that got through the handshake, in order
     /// ("-" for none). Read from the server's output, which may lag a little behind a client
