@@ -255,6 +255,8 @@ static int haul_status_without_statx(int fd, const char *path, haul_file_status 
     out->birth_nanoseconds = 0;
     out->has_mount = 0;
     out->mount = 0;
+    out->modified = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    out->changed = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
     return 0;
 }
 
@@ -262,7 +264,7 @@ int haul_status(int fd, const char *path, haul_file_status *out) {
 #if defined(__linux__) && defined(STATX_BTIME)
     struct statx st;
     unsigned mask =
-        STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_UID | STATX_INO | STATX_SIZE | STATX_BLOCKS | STATX_BTIME;
+        STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_UID | STATX_INO | STATX_SIZE | STATX_BLOCKS | STATX_BTIME | STATX_MTIME | STATX_CTIME;
 #ifdef STATX_MNT_ID
     mask |= STATX_MNT_ID;
 #endif
@@ -286,10 +288,17 @@ int haul_status(int fd, const char *path, haul_file_status *out) {
     out->has_mount = 0;
     out->mount = 0;
 #endif
+    out->modified = (int64_t)st.stx_mtime.tv_sec * 1000000000 + st.stx_mtime.tv_nsec;
+    out->changed = (int64_t)st.stx_ctime.tv_sec * 1000000000 + st.stx_ctime.tv_nsec;
     return 0;
 #else
     return haul_status_without_statx(fd, path, out);
 #endif
+}
+
+int haul_set_modified(const char *path, int64_t seconds) {
+    struct timespec times[2] = {{.tv_sec = 0, .tv_nsec = UTIME_OMIT}, {.tv_sec = (time_t)seconds, .tv_nsec = 0}};
+    return utimensat(AT_FDCWD, path, times, 0) == 0 ? 0 : errno;
 }
 
 void haul_malloc_keep_freed(int mmap_threshold, int trim_threshold) {

@@ -445,6 +445,8 @@ final class ResumingBody: @unchecked Sendable {
             }
         case .alreadyComplete:
             ended = true
+        case .notModified:  // a stream sends no condition
+            throw HaulError(.invalidResponse, "unexpected 304 Not Modified from \(shownURL)")
         case .restart(let reason):
             throw HaulError(.serverChangedFile, "cannot continue \(shownURL): \(reason)")
         case .retry(var error):

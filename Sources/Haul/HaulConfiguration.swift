@@ -218,6 +218,10 @@ public struct HaulConfiguration: Sendable {
     /// limit), taken in turns by the transfers waiting for it. Needs the curl transport: with
     /// `urlSession` every transfer fails with ``HaulError/Code/usage``.
     public var maxOverallBytesPerSecond: Int64?
+    /// Where the session keeps what outlives a run: the validators of files downloaded with
+    /// ``DownloadOptions/revalidatesExistingFile``, in `validators/`. Default: `$XDG_STATE_HOME/haul`,
+    /// else `~/.local/state/haul`.
+    public var stateDirectory: URL?
     /// Where ``DownloadDestination/custom(_:)`` downloads live until the closure places them
     /// (default: `.partials` under ``HaulSession/defaultDownloadDirectory``).
     public var temporaryDirectory: URL?

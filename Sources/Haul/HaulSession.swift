@@ -42,6 +42,15 @@ public struct DownloadOptions: Sendable, Equatable {
     /// replaced: a directory, device, FIFO or socket at the destination fails with
     /// ``HaulError/Code/fileSystem``, with or without this.
     public var overwrite = false
+    /// Ask the server about a file already at the destination before downloading it (wget's
+    /// `-N`, URLSession's `reloadRevalidatingCacheData` for a file): `If-None-Match` with the
+    /// ETag it was saved with, `If-Modified-Since` with its Last-Modified, or with the file's
+    /// time when haul did not save it. A 304 (or an answer of the same version) keeps the file
+    /// (``DownloadResult/notModified``); a new version replaces it once complete, and the
+    /// file's time is set to the server's Last-Modified. A partial of the URL is continued
+    /// first. The validators are kept under ``HaulConfiguration/stateDirectory``, bound to the
+    /// file (docs/conditional-get.md). Needs a `.file` or `.directory` destination. Default false.
+    public var revalidatesExistingFile = false
     /// Create the missing directories above a ``DownloadDestination/file(_:)`` destination
     /// (a ``DownloadDestination/directory(_:)`` is always created). Default false: a file whose
     /// directory is missing fails before any request, naming the directory.
@@ -134,6 +143,9 @@ public struct DownloadResult: Sendable, Equatable {
     public var bytes: Int64
     /// True when nothing was transferred because the file was already complete.
     public var alreadyComplete: Bool
+    /// True when the file in place was asked about (``DownloadOptions/revalidatesExistingFile``)
+    /// and the server said it is its current version: kept as it is (``alreadyComplete`` too).
+    public var notModified = false
 }
 
 /// Downloads files: resumable, retried, written atomically into place.
@@ -317,6 +329,9 @@ public final class HaulSession: Sendable {
         }
         let engineOptions = try self.engineOptions(options, for: url)
         let (target, placement) = try engineTarget(url, destination)
+        if options.revalidatesExistingFile, placement != nil {
+            throw HaulError(.usage, "revalidatesExistingFile needs a .file or .directory destination, not .custom")
+        }
         let started = Locked<DownloadStart?>(nil)
         // With one connection the segmented engine hands over to the plain one at once, unless a
         // partial left by several connections has gaps to fill.
@@ -329,7 +344,7 @@ public final class HaulSession: Sendable {
         ).run()
         var result = DownloadResult(
             fileURL: URL(filePath: outcome.path, directoryHint: .notDirectory), bytes: outcome.bytes,
-            alreadyComplete: outcome.alreadyComplete)
+            alreadyComplete: outcome.alreadyComplete, notModified: outcome.notModified)
         if let placement {
             let temporary = result.fileURL
             let start =
@@ -341,6 +356,9 @@ public final class HaulSession: Sendable {
         }
         return result
     }
+
+    /// `$XDG_STATE_HOME/haul/validators`, else `~/.local/state/haul/validators`.
+    private static let defaultValidators = ValidatorStore.defaultDirectory()
 
     /// The engine's options for one download: the session's settings with the download's.
     private func engineOptions(_ options: DownloadOptions, for url: URL) throws(HaulError) -> EngineOptions {
@@ -356,6 +374,9 @@ public final class HaulSession: Sendable {
         engineOptions.resume = options.resume
         engineOptions.overwrite = options.overwrite
         engineOptions.createDirectories = options.createIntermediateDirectories
+        engineOptions.revalidates = options.revalidatesExistingFile
+        engineOptions.validators = ValidatorStore(
+            directory: configuration.stateDirectory.map { $0.path + "/validators" } ?? Self.defaultValidators)
         engineOptions.keepsClaimWhenSaved = options.keepsClaimWhenSaved
         engineOptions.checksums = try [Checksum].merging(options.checksums)
         engineOptions.checksServerDigests = options.checksServerDigests

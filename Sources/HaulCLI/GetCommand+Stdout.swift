@@ -80,7 +80,7 @@ enum StreamTarget: Equatable {
 extension GetCommand {
     /// Options that `-o -` cannot honour: standard output is written in order, over one
     /// connection, with no partial file (and `--json` would share it with the body).
-    static let notForStandardOutput = ["--json", "--min-split-size", "--lowest-speed-limit"]
+    static let notForStandardOutput = ["--json", "--min-split-size", "--lowest-speed-limit", "--timestamping"]
 
     /// `-o -` (or `-o DEVICE`): the body goes to standard output (or the device or FIFO) as it
     /// arrives (a dropped connection is continued with `Range` + `If-Range`, never spliced);

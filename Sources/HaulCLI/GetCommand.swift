@@ -15,6 +15,7 @@ struct GetCommand {
             .init("-c", "--continue"),
             .init("--no-continue"),
             .init("--overwrite"),
+            .init("-N", "--timestamping"),
             .init("--retries", value: true),
             .init("--retry-delay", value: true),
             .init("--timeout", value: true),
@@ -58,6 +59,10 @@ struct GetCommand {
               --no-continue       discard a partial download and start over
               --overwrite         replace an existing file that is not a partial download,
                                   and FILE.part / FILE.haul that haul did not write for it
+          -N, --timestamping      ask the server about a file already there (If-None-Match
+                                  with its ETag, If-Modified-Since with its date): "up to
+                                  date" keeps it (exit 0), a new version replaces it; the
+                                  file's time is set to the server's Last-Modified
               --retries N         retries of transient failures (default 5)
               --retry-delay S     first backoff delay in seconds (default 1; doubles, with jitter)
               --timeout S         idle timeout: no byte for S seconds is a stall (default 30)
@@ -263,6 +268,7 @@ struct GetCommand {
         o.connections = 4  // like aria2's split; small files still take one request (docs/segmented.md)
         o.resume = !v.flag("--no-continue")
         o.overwrite = v.flag("--overwrite")
+        o.revalidatesExistingFile = v.flag("--timestamping")
         // A file saved by one URL of the run is not written again by another (nor the same URL
         // listed twice): its claim is kept until the run ends.
         o.keepsClaimWhenSaved = true

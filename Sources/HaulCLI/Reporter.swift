@@ -86,9 +86,11 @@ final class Reporter: Sendable {
                 "done",
                 [
                     ("id", number), ("url", number.map { _ in shown }), ("path", r.fileURL.path), ("bytes", r.bytes),
-                    ("alreadyComplete", r.alreadyComplete),
+                    ("alreadyComplete", r.alreadyComplete), ("notModified", r.notModified ? true : nil),
                 ])
-            if r.alreadyComplete {
+            if r.notModified {
+                output.note("\(r.fileURL.path) is up to date (not modified on the server, \(Output.bytes(r.bytes)))")
+            } else if r.alreadyComplete {
                 output.note("\(r.fileURL.path) is already complete (\(Output.bytes(r.bytes)))")
             } else if let seconds {
                 output.note(

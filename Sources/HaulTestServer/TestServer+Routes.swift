@@ -89,6 +89,25 @@ extension TestServer {
         }
     }
 
+    /// Whether a conditional GET finds the representation unchanged (RFC 9110 13.1.2 and 13.1.3):
+    /// `If-None-Match` compares ETags weakly (`*` matches any); without it, `If-Modified-Since`
+    /// holds when the Last-Modified is not later than its date.
+    static func notModified(_ r: RecordedRequest, _ representation: Representation) -> Bool {
+        guard r.method == "GET" || r.method == "HEAD" else { return false }
+        func opaque(_ tag: Substring) -> Substring {
+            let t = tag.trimmingPrefix(while: { $0 == " " })
+            return t.hasPrefix("W/") ? t.dropFirst(2) : t
+        }
+        if let list = r.header("If-None-Match") {
+            guard let etag = representation.etag else { return false }
+            return list.split(separator: ",").contains { opaque($0) == "*" || opaque($0) == opaque(Substring(etag)) }
+        }
+        guard let since = r.header("If-Modified-Since").flatMap({ HTTPDate.parse($0) }),
+            let modified = representation.lastModified.flatMap({ HTTPDate.parse($0) })
+        else { return false }
+        return modified <= since
+    }
+
     /// Serves one request; returns whether the connection stays open.
     func respond(_ fd: Int32, _ r: RecordedRequest, hit: Int, beforeLastWrite: () -> Void) -> Bool {
         let q = Query(values: r.query)
@@ -106,6 +125,9 @@ extension TestServer {
         if let lastModified = representation.lastModified { headers.append(("Last-Modified", lastModified)) }
         if q.flag("gzip") { headers.append(("Content-Encoding", "gzip")) }
         if let cd = contentDisposition(q["cd"]) { headers.append(("Content-Disposition", cd)) }
+        if q["cond"] != "0", Self.notModified(r, representation) {
+            return send(fd, status: 304, headers: headers.filter { $0.0 != "Content-Disposition" }, body: [])
+        }
         guard let (start, stop, partial) = range(of: r, q, representation, hit: hit, headers: &headers) else {
             let claimed = representation.claimed
             return send(

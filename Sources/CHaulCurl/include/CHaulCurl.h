@@ -160,10 +160,16 @@ typedef struct {
     /// The mount it was reached through (statx STATX_MNT_ID, Linux 5.8): a new id at each mount.
     int has_mount;
     uint64_t mount;
+    /// Last change of its bytes (mtime) and of its inode (ctime), in nanoseconds since 1970.
+    int64_t modified;
+    int64_t changed;
 } haul_file_status;
 /// The status of `path` itself (not following a link), or of the open file `fd` when `path` is
 /// NULL, from one statx (lstat/fstat where there is none, without a birth time): 0 or an errno.
 int haul_status(int fd, const char *path, haul_file_status *out);
+/// Sets the modification time of `path` (following a link) to `seconds` since 1970, leaving
+/// its access time: 0 or an errno.
+int haul_set_modified(const char *path, int64_t seconds);
 /// Names the calling thread (the first 15 bytes: what ps and gdb show).
 void haul_set_thread_name(const char *name);
 

@@ -10,6 +10,12 @@ package enum DownloadTarget: Sendable, Equatable {
     case file(String)
     /// This directory, under the server-suggested name (Content-Disposition, else the URL).
     case directory(String)
+
+    /// The file of a `.file` target.
+    package var namedFile: String? {
+        guard case .file(let path) = self else { return nil }
+        return path
+    }
 }
 
 /// How one file download behaves.
@@ -25,6 +31,12 @@ package struct EngineOptions: Sendable {
     package var resume = true
     /// Replace an existing destination that is not a Haul partial.
     package var overwrite = false
+    /// Ask the server about a file already at the destination (`-N`, docs/conditional-get.md):
+    /// a 304 keeps it, a new version replaces it, and its validators are kept in ``validators``.
+    package var revalidates = false
+    /// Where the validators of revalidated files are kept (nil: nowhere; the file's time is
+    /// then asked about).
+    package var validators: ValidatorStore?
     /// Create the missing directories above a `.file` target.
     package var createDirectories = false
     /// Once the download has succeeded, its file stays claimed for the rest of the process
@@ -86,6 +98,11 @@ package struct DownloadOutcome: Sendable, Equatable {
     package var bytes: Int64
     /// Nothing was transferred: the file was already complete on disk.
     package var alreadyComplete: Bool
+    /// The file in place was asked about and is the server's version (`-N`): kept as it is.
+    package var notModified = false
+    /// The ETag and Last-Modified of the file, as the answer named them (for revalidation).
+    package var etag: String? = nil
+    package var lastModified: String? = nil
 }
 
 /// Downloads one URL into one file, resuming and retrying as docs/resume.md describes.
@@ -105,13 +122,18 @@ package final class FileDownloader: Sendable {
     /// (every download starts there), which releases or keeps the claim when done.
     let store: DownloadStore
 
+    /// The file in place that the first request asks the server about (`-N`), if any.
+    let condition: Condition?
+
     package init(
         url: URL, target: DownloadTarget, options: EngineOptions, transport: any HTTPTransport,
-        claims: DestinationClaims.Owner, onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void = { _ in }
+        claims: DestinationClaims.Owner, condition: Condition? = nil,
+        onEvent: @escaping @Sendable (DownloadEngineEvent) -> Void = { _ in }
     ) {
         self.url = url
         self.target = target
         self.options = options
+        self.condition = condition
         self.transport = transport
         self.onEvent = onEvent
         store = DownloadStore(url: url, owner: claims, resume: options.resume, overwrite: options.overwrite)
@@ -124,12 +146,16 @@ package final class FileDownloader: Sendable {
         try Self.validate(url)
         ProgressClock.shared.add(reporter)
         defer { ProgressClock.shared.remove(reporter) }
-        var place = try store.knownDestination(of: target, creatingDirectories: options.createDirectories).map {
-            (destination) throws(HaulError) in try store.claim(destination)
+        // A destination known before the request may be replaced by a revalidated download
+        // (a new version, or the rest of one a partial holds); one the answer names may not.
+        let known = try store.knownDestination(of: target, creatingDirectories: options.createDirectories)
+        var place = try (condition?.path ?? known).map { (destination) throws(HaulError) in
+            try store.claim(destination, replacingFile: options.revalidates)
         }
         var machine = DownloadStateMachine(
             record: place?.record, origin: url, retry: options.retry, priorFailures: priorFailures,
             maxRestarts: options.maxRestarts, checkpointInterval: options.checkpointInterval, notes: options.notes)
+        machine.resume.condition = condition
         var hashing = Attempt.Hashing()
         while true {
             try checkCancelled(place?.destination)
@@ -224,6 +250,15 @@ package final class FileDownloader: Sendable {
                 try attempt.partial?.open(at: bytes)
                 return .done(try await finalize(attempt, bytes: bytes, alreadyComplete: true))
             } catch { return .failed(error, transient: false) }
+        case .notModified(let seen)?:
+            guard let condition = attempt.machine.resume.condition else { break }
+            do {
+                var kept = try await DownloadStore.confirmComplete(
+                    condition.path, bytes: condition.size, verifying: options.checksums, notModified: true)
+                kept.etag = seen.etag ?? condition.etag
+                kept.lastModified = seen.lastModified ?? condition.lastModified
+                return .done(kept)
+            } catch { return .failed(error, transient: false) }
         case .restart(let reason)?:
             return .restart(reason)
         case .retry(let error)?:
@@ -271,9 +306,13 @@ package final class FileDownloader: Sendable {
     {
         guard let partial = attempt.partial else { throw HaulError(.invalidResponse, "no partial file") }
         try await partial.commit(
-            replacing: options.overwrite, verifying: attempt.hashing.verification(of: bytes, options))
+            replacing: attempt.place?.replacesFile ?? options.overwrite,
+            verifying: attempt.hashing.verification(of: bytes, options))
         reporter.finish(bytes, total: bytes)
-        return DownloadOutcome(path: partial.destination, bytes: bytes, alreadyComplete: alreadyComplete)
+        let record = attempt.machine.resume.record
+        return DownloadOutcome(
+            path: partial.destination, bytes: bytes, alreadyComplete: alreadyComplete, etag: record?.etag,
+            lastModified: record?.lastModified)
     }
 
     private func classify(_ error: TransportError, _ url: URL) -> (HaulError, Bool) {

@@ -56,32 +56,53 @@ package final class SegmentedDownloader: Sendable {
         DownloadStore(url: url, owner: claims, resume: options.resume, overwrite: options.overwrite)
     }
 
-    private var single: FileDownloader {
+    private func single(_ condition: Condition?) -> FileDownloader {
         FileDownloader(
-            url: url, target: target, options: options, transport: transport, claims: claims, onEvent: onEvent)
+            url: url, target: target, options: options, transport: transport, claims: claims, condition: condition,
+            onEvent: onEvent)
     }
 
     package func run() async throws(HaulError) -> DownloadOutcome {
         defer { DestinationClaims.shared.releaseAll(of: claims) }
         let outcome = try await download()
+        if options.revalidates, let validators = options.validators {
+            validators.save(
+                url, target: target, path: outcome.path, etag: outcome.etag, lastModified: outcome.lastModified,
+                settingTime: !outcome.notModified)
+        }
         if options.keepsClaimWhenSaved { DestinationClaims.shared.keep(claims, savedFrom: url) }
         return outcome
     }
 
     private func download() async throws(HaulError) -> DownloadOutcome {
         let resuming = store.waitingRecord(at: target)
+        // A file in place is asked about (`-N`) unless a partial of this URL is to be continued.
+        let condition =
+            options.revalidates && resuming == nil ? options.validators?.condition(for: url, target: target) : nil
         // One connection is a plain download, unless a partial left by several has gaps between
         // its ranges: then they are fetched one after another, where a plain resume would ask
         // for everything after the first range's bytes again.
-        if segmentOptions.connections == 1, (resuming?.ranges.count ?? 0) < 2 { return try await single.run() }
+        if segmentOptions.connections == 1, (resuming?.ranges.count ?? 0) < 2 {
+            return try await single(condition).run()
+        }
         try FileDownloader.validate(url)
         // A named file's destination is claimed and its side files judged before any request
-        // (a refusal asks nothing of the server); into a directory, once the answer names it.
+        // (a refusal asks nothing of the server); into a directory, once the answer names it,
+        // unless it holds a file to ask about.
         var place: DownloadStore.Place?
         try store.prepare(target, creatingDirectories: options.createDirectories)
-        if case .file(let path) = target { place = try store.claim(path) }
-        let (found, failedTries) = try await probe(resuming: resuming != nil)
-        guard let probe = found else { return try await single.run(priorFailures: failedTries) }
+        if let path = condition?.path ?? target.namedFile {
+            place = try store.claim(path, replacingFile: options.revalidates)
+        }
+        let (found, failedTries) = try await probe(resuming: resuming != nil, asking: condition)
+        guard let probe = found else { return try await single(condition).run(priorFailures: failedTries) }
+        if probe.notModified, let condition {
+            var kept = try await DownloadStore.confirmComplete(
+                condition.path, bytes: condition.size, verifying: options.checksums, notModified: true)
+            kept.etag = probe.etagAsSent ?? condition.etag
+            kept.lastModified = probe.lastModified ?? condition.lastModified
+            return kept
+        }
         let adopted = Locked(false)
         defer { if !adopted.get() { probe.held?.task.cancel() } }
         let destination: String
@@ -104,7 +125,7 @@ package final class SegmentedDownloader: Sendable {
             probe.etag != nil || probe.lastModified != nil
         else {
             probe.held?.task.cancel()  // before the single download: it must not hold a connection slot
-            return try await single.run()
+            return try await single(condition).run()
         }
         return try await download(probe, total: total, into: claimed, partial: partial, adopted: adopted)
     }
@@ -155,9 +176,11 @@ package final class SegmentedDownloader: Sendable {
             return try await startOver(at: destination, partial: partial, because: error.message)
         }
         try await partial.commit(
-            replacing: options.overwrite, verifying: Verification(options.expected(vouched: probe.vouched)))
+            replacing: place.replacesFile, verifying: Verification(options.expected(vouched: probe.vouched)))
         run.reporter.finish(total, total: total)
-        return DownloadOutcome(path: destination, bytes: total, alreadyComplete: false)
+        return DownloadOutcome(
+            path: destination, bytes: total, alreadyComplete: false, etag: probe.etagAsSent,
+            lastModified: probe.lastModified)
     }
 
     /// A range answer did not match: never mix versions. The partial goes, and the download
@@ -186,7 +209,11 @@ package final class SegmentedDownloader: Sendable {
         var total: Int64?
         var etag: String?
         var lastModified: String?
+        /// The ETag as the answer sent it, weak or strong (kept for revalidation).
+        var etagAsSent: String?
         var contentDisposition: String?
+        /// The answer says the file asked about is the server's (a 304, or a body of its version).
+        var notModified = false
         /// The digests its answer vouched for the whole file with (`Repr-Digest`, RFC 9530).
         var vouched: [Checksum] = []
         /// The whole file, when it was small enough to come with the probe's answer.
@@ -202,9 +229,12 @@ package final class SegmentedDownloader: Sendable {
 
     /// Sends the probe, `Range: bytes=0-(limit-1)`, to where `chain` is. Its answer may become
     /// the first range: paced like one.
-    private func startProbe(_ chain: RedirectChain, limit: Int) -> (ProbeFetch, any TransportTask) {
+    private func startProbe(
+        _ chain: RedirectChain, limit: Int, asking condition: Condition?
+    ) -> (ProbeFetch, any TransportTask) {
         var request = options.request(chain.current, headers: chain.headers, connections: segmentOptions.connections)
         request.headers.replace("Range", "bytes=0-\(limit - 1)")
+        for (name, value) in condition?.headers ?? [] { request.headers.replace(name, value) }
         let head = ProbeFetch(limit: limit)
         return (head, transport.start(request, handler: head))
     }
@@ -258,12 +288,18 @@ package final class SegmentedDownloader: Sendable {
     /// stops after the head. Nil when a larger file cannot be split (no ranges, no size) or
     /// anything is off; the caller then uses one connection. Throws when the answer broke HTTP
     /// (conflicting lengths): one connection would get the same.
-    private func probe(resuming: Bool) async throws(HaulError) -> (Probe?, failedTries: Int) {
+    /// With a `condition`, the probe asks about the file in place too: a 304, or an answer of its
+    /// version, comes back as a probe that is ``Probe/notModified``.
+    private func probe(
+        resuming: Bool, asking condition: Condition?
+    ) async throws(HaulError) -> (
+        Probe?, failedTries: Int
+    ) {
         let probeLimit = probeLimit(resuming: resuming)
         var chain = RedirectChain(
             url: url, headers: options.headers, maxRedirects: options.maxRedirects, netrc: options.netrc)
         while true {
-            let (head, task) = startProbe(chain, limit: probeLimit)
+            let (head, task) = startProbe(chain, limit: probeLimit, asking: condition)
             // Ends with the answer's end, or with its head when a larger file's first range is
             // held for a connection.
             let result = await withTaskCancellationHandler {
@@ -293,6 +329,14 @@ package final class SegmentedDownloader: Sendable {
                 etag: response.headers.strongETag, lastModified: response.headers.lastModified,
                 contentDisposition: response.headers["Content-Disposition"])
             probe.vouched = Checksum.vouched(by: response.headers, status: response.status)
+            probe.etagAsSent = response.headers.etag
+            if let condition,
+                response.status == 304 || condition.unchanged(response.headers, total: Self.total(of: response))
+            {
+                task.cancel()
+                probe.notModified = true
+                return (probe, 0)
+            }
             if case .success = result, !head.holding, let expected = head.expected, head.body.count == expected {
                 probe.total = expected
                 probe.wholeBody = head.body
@@ -314,6 +358,16 @@ package final class SegmentedDownloader: Sendable {
         }
     }
 
+    /// The length of the whole file an answer with a body tells: a 206's Content-Range total, a
+    /// 200's Content-Length.
+    private static func total(of response: TransportResponse) -> Int64? {
+        switch response.status {
+        case 206: response.headers["Content-Range"].flatMap(HTTPParsing.contentRange)?.total
+        case 200: response.headers.contentLength
+        default: nil
+        }
+    }
+
     /// A small file that came whole with the probe: written, verified, synced and put in place in
     /// one job on the ``FileWorker``. Unless it may replace the destination, it is written with
     /// no name and named once synced (``WholeFile``), which needs no partial and no record.
@@ -331,12 +385,12 @@ package final class SegmentedDownloader: Sendable {
                 .started(
                     status: probe.status, url: probe.finalURL, destination: place.destination, offset: 0,
                     totalBytes: total))
-            if !options.overwrite, let whole = try WholeFile.create(for: place.destination) {
+            if !place.replacesFile, let whole = try WholeFile.create(for: place.destination) {
                 try whole.write(body, verifying: Verification(options.expected(vouched: probe.vouched)))
                 return whole.committing { .named($0) }
             }
             return try write(body, of: probe, at: place).committing(
-                replacing: options.overwrite, verifying: Verification(options.expected(vouched: probe.vouched)),
+                replacing: place.replacesFile, verifying: Verification(options.expected(vouched: probe.vouched)),
                 then: .written
             )
         }
@@ -361,7 +415,9 @@ package final class SegmentedDownloader: Sendable {
                 path: place.destination)
         }
         onEvent(.progress(TransferProgress(completedBytes: total, totalBytes: total)))
-        return DownloadOutcome(path: place.destination, bytes: total, alreadyComplete: false)
+        return DownloadOutcome(
+            path: place.destination, bytes: total, alreadyComplete: false, etag: probe.etagAsSent,
+            lastModified: probe.lastModified)
     }
 
     /// What the file worker's job made of a small file.

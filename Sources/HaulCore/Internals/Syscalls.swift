@@ -218,6 +218,10 @@ package enum Sys {
         package var mount: UInt64? = nil
         /// Bytes of disk allocated to it (512-byte blocks).
         package var allocated: Int64 = 0
+        /// The last change of its bytes (mtime) and of its inode (ctime: any write, rename,
+        /// chmod or time set, which no program can set back), in nanoseconds since 1970.
+        package var modified: Int64 = 0
+        package var changed: Int64 = 0
     }
 
     /// The status of what is at `path` itself (a symbolic link is not followed), from one statx
@@ -244,7 +248,17 @@ package enum Sys {
             links: s.links,
             birth: s.has_birth != 0 ? s.birth_seconds &* 1_000_000_000 &+ Int64(s.birth_nanoseconds) : nil,
             isOwnAndPrivate: s.uid == geteuid() && (s.mode & 0o022) == 0, mount: s.has_mount != 0 ? s.mount : nil,
-            allocated: s.blocks &* 512)
+            allocated: s.blocks &* 512, modified: s.modified, changed: s.changed)
+    }
+
+    /// Sets the modification time of `path` (following a link) to `seconds` since 1970.
+    package static func setModified(_ path: String, seconds: Int64) throws(Errno) {
+        _ = try retrying(.stat) { () -> Int32 in
+            let r = haul_set_modified(path, seconds)
+            if r == 0 { return 0 }
+            errno = r
+            return -1
+        }
     }
 
     /// Removes a file; a missing file is not an error.

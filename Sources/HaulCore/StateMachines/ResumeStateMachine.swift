@@ -17,10 +17,14 @@ package struct ResumeStateMachine: Sendable {
     /// The URL the download was asked for: messages name it whole, and a redirect target
     /// without its query (``ResumeRecord/shown(_:origin:)``). Nil: every URL is the origin.
     package var origin: URL?
+    /// The file at the destination a conditional request asks about (`-N`): sent while no
+    /// partial is continued; a 304, or a body of the same version, leaves it as it is.
+    package var condition: Condition?
 
-    package init(record: ResumeRecord?, origin: URL? = nil) {
+    package init(record: ResumeRecord?, origin: URL? = nil, condition: Condition? = nil) {
         self.record = record
         self.origin = origin
+        self.condition = condition
     }
 
     /// Validators and length a response announced.
@@ -38,6 +42,9 @@ package struct ResumeStateMachine: Sendable {
         case redirect(URL)
         /// The whole file is already on disk (a 416 for a range starting at its end).
         case alreadyComplete
+        /// The file the request asked about is the server's (a 304, or a body of its version):
+        /// nothing is written.
+        case notModified(Validators)
         /// Drop this response and the partial; ask again from zero without delay.
         case restart(reason: String)
         /// A transient failure: retry after the policy's delay (or the server's Retry-After).
@@ -64,8 +71,13 @@ package struct ResumeStateMachine: Sendable {
     /// How many leading bytes of a 206 from ``requestOffset`` are compared, not written.
     package var overlapBytes: Int64 { resumeOffset - requestOffset }
 
-    /// `Range` and `If-Range` for the next request (none when starting from zero).
+    /// Whether the next request asks about the file in place: there is one, and no partial.
+    package var asksCondition: Bool { condition != nil && record == nil }
+
+    /// `Range` and `If-Range` for the next request, or the condition's headers when it starts
+    /// from zero with a file in place to ask about (none otherwise).
     package func resumeHeaders() -> [(String, String)] {
+        if asksCondition, let condition { return condition.headers }
         guard let record, resumeOffset > 0 else { return [] }
         var headers = [("Range", "bytes=\(requestOffset)-")]
         // If-Range needs a strong validator: a weak ETag never matches, so fall back to the date.
@@ -87,6 +99,10 @@ package struct ResumeStateMachine: Sendable {
                 return .fail(HaulError(.invalidResponse, "HTTP \(status) without a usable Location from \(show(url))"))
             }
             return .redirect(target)
+        case 304 where asksCondition:
+            return .notModified(validators(headers, total: nil))
+        case 200 where asksCondition && condition?.unchanged(headers, total: headers.contentLength) == true:
+            return .notModified(validators(headers, total: headers.contentLength))
         case 200:
             return .write(
                 offset: 0, discardExisting: offset > 0, validators: validators(headers, total: headers.contentLength))

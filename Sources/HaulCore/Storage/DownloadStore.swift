@@ -44,6 +44,9 @@ package struct DownloadStore: Sendable {
         /// The size of the regular file already at the destination, if any.
         package let existingSize: Int64?
         fileprivate let overwrite: Bool
+        /// Whether the file at the destination may be replaced: `overwrite`, or a revalidated
+        /// download's file, which a new version replaces (`-N`).
+        package let replacesFile: Bool
 
         /// A new handle on the partial and its record at this destination, to open and write.
         package func makePartial() -> PartialFile { PartialFile(destination: destination) }
@@ -53,7 +56,7 @@ package struct DownloadStore: Sendable {
         /// for is checked by ``DownloadStore/confirmComplete(_:bytes:verifying:)``), another size is
         /// refused. Nil, download: nothing is there, or `overwrite`.
         package func fileInPlace(serverSize: Int64?) throws(HaulError) -> Int64? {
-            guard !overwrite, let size = existingSize else { return nil }
+            guard !replacesFile, let size = existingSize else { return nil }
             if let serverSize, serverSize == size { return size }
             throw .destinationExists(destination, size: size, serverSize: serverSize)
         }
@@ -62,13 +65,16 @@ package struct DownloadStore: Sendable {
     /// Claims `destination` for this download and judges what is there: a directory, device or
     /// FIFO is refused; so are side files haul cannot prove it wrote, and another URL's partial,
     /// unless `overwrite` (or, for another URL's, `resume` false); haul's own leftovers that
-    /// cannot be continued are removed.
-    package func claim(_ destination: String) throws(HaulError) -> Place {
+    /// cannot be continued are removed. `replacingFile`: the regular file there may be replaced
+    /// by the download (a revalidated one's), its side files judged as ever.
+    package func claim(_ destination: String, replacingFile: Bool = false) throws(HaulError) -> Place {
         try DestinationClaims.shared.claim(destination, for: owner)
         let existingSize = try PartialFile.checkDestination(destination, overwrite: overwrite)
         let record = try Self.prepareSideFiles(
             of: PartialFile(destination: destination), for: url, resume: resume, overwrite: overwrite)
-        return Place(destination: destination, record: record, existingSize: existingSize, overwrite: overwrite)
+        return Place(
+            destination: destination, record: record, existingSize: existingSize, overwrite: overwrite,
+            replacesFile: overwrite || replacingFile)
     }
 
     /// Makes the side files of `partial` ready for a download of `url`: the record to resume from (nil: start
@@ -204,7 +210,7 @@ package struct DownloadStore: Sendable {
     /// throws ``HaulError/Code/checksumMismatch`` and leaves the file alone: it was there
     /// before, not ours to delete.
     package static func confirmComplete(
-        _ path: String, bytes: Int64, verifying expected: [Checksum]
+        _ path: String, bytes: Int64, verifying expected: [Checksum], notModified: Bool = false
     ) async throws(HaulError) -> DownloadOutcome {
         if !expected.isEmpty {
             let found = try await Sys.offload { () throws(HaulError) -> (Checksum, actual: [UInt8])? in
@@ -219,11 +225,12 @@ package struct DownloadStore: Sendable {
             if let (checksum, actual) = found {
                 throw HaulError(
                     .checksumMismatch,
-                    "\(path) exists with the server's size, but its "
-                        + [Checksum].mismatchMessage(checksum, actual: actual, of: nil)
+                    "\(path) exists "
+                        + (notModified ? "and the server says it is not modified" : "with the server's size")
+                        + ", but its " + [Checksum].mismatchMessage(checksum, actual: actual, of: nil)
                         + "; use --overwrite to replace it", path: path)
             }
         }
-        return DownloadOutcome(path: path, bytes: bytes, alreadyComplete: true)
+        return DownloadOutcome(path: path, bytes: bytes, alreadyComplete: true, notModified: notModified)
     }
 }
