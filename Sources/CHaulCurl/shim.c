@@ -298,7 +298,7 @@ int haul_status(int fd, const char *path, haul_file_status *out) {
 
 int haul_set_modified(const char *path, int64_t seconds) {
     struct timespec times[2] = {{.tv_sec = 0, .tv_nsec = UTIME_OMIT}, {.tv_sec = (time_t)seconds, .tv_nsec = 0}};
-    return utimensat(AT_FDCWD, path, times, 0) == 0 ? 0 : errno;
+    return utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : errno;
 }
 
 void haul_malloc_keep_freed(int mmap_threshold, int trim_threshold) {

@@ -49,12 +49,8 @@ extension DownloadManager {
     /// `~/.local/state/haul`.
     static func stateDirectory(_ configuration: Configuration) -> URL {
         if let directory = configuration.stateDirectory { return directory }
-        let env = ProcessInfo.processInfo.environment
-        if let xdg = env["XDG_STATE_HOME"], xdg.hasPrefix("/") {
-            return URL(fileURLWithPath: xdg).appendingPathComponent("haul")
-        }
-        return URL(fileURLWithPath: env["HOME"] ?? FileManager.default.temporaryDirectory.path).appendingPathComponent(
-            ".local/state/haul")
+        let base = XDGDirectory.state.path() ?? FileManager.default.temporaryDirectory.path + "/.local/state"
+        return URL(fileURLWithPath: base).appendingPathComponent("haul")
     }
 
     /// Follows `network`'s paths until the manager is gone or shut down.

@@ -220,7 +220,8 @@ public struct HaulConfiguration: Sendable {
     public var maxOverallBytesPerSecond: Int64?
     /// Where the session keeps what outlives a run: the validators of files downloaded with
     /// ``DownloadOptions/revalidatesExistingFile``, in `validators/`. Default: `$XDG_STATE_HOME/haul`,
-    /// else `~/.local/state/haul`.
+    /// else `~/.local/state/haul`; without a home directory, none (a file is then asked about by
+    /// its time).
     public var stateDirectory: URL?
     /// Where ``DownloadDestination/custom(_:)`` downloads live until the closure places them
     /// (default: `.partials` under ``HaulSession/defaultDownloadDirectory``).

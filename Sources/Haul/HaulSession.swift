@@ -357,7 +357,7 @@ public final class HaulSession: Sendable {
         return result
     }
 
-    /// `$XDG_STATE_HOME/haul/validators`, else `~/.local/state/haul/validators`.
+    /// `$XDG_STATE_HOME/haul/validators`, else `~/.local/state/haul/validators`; nil without a home.
     private static let defaultValidators = ValidatorStore.defaultDirectory()
 
     /// The engine's options for one download: the session's settings with the download's.
@@ -436,11 +436,8 @@ public final class HaulSession: Sendable {
         #if os(macOS)
             let base = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first!
         #else
-            let env = ProcessInfo.processInfo.environment
-            let base =
-                env["XDG_CACHE_HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil }
-                ?? URL(fileURLWithPath: env["HOME"] ?? FileManager.default.temporaryDirectory.path)
-                .appendingPathComponent(".cache")
+            let base = URL(
+                fileURLWithPath: XDGDirectory.cache.path() ?? FileManager.default.temporaryDirectory.path + "/.cache")
         #endif
         return base.appendingPathComponent("haul/downloads")
     }

@@ -167,7 +167,7 @@ typedef struct {
 /// The status of `path` itself (not following a link), or of the open file `fd` when `path` is
 /// NULL, from one statx (lstat/fstat where there is none, without a birth time): 0 or an errno.
 int haul_status(int fd, const char *path, haul_file_status *out);
-/// Sets the modification time of `path` (following a link) to `seconds` since 1970, leaving
+/// Sets the modification time of what is at `path` itself (not a link's target) to `seconds` since 1970, leaving
 /// its access time: 0 or an errno.
 int haul_set_modified(const char *path, int64_t seconds);
 /// Names the calling thread (the first 15 bytes: what ps and gdb show).

@@ -253,11 +253,9 @@ package final class FileDownloader: Sendable {
         case .notModified(let seen)?:
             guard let condition = attempt.machine.resume.condition else { break }
             do {
-                var kept = try await DownloadStore.confirmComplete(
-                    condition.path, bytes: condition.size, verifying: options.checksums, notModified: true)
-                kept.etag = seen.etag ?? condition.etag
-                kept.lastModified = seen.lastModified ?? condition.lastModified
-                return .done(kept)
+                return .done(
+                    try await condition.kept(
+                        etag: seen.etag, lastModified: seen.lastModified, verifying: options.checksums))
             } catch { return .failed(error, transient: false) }
         case .restart(let reason)?:
             return .restart(reason)

@@ -65,16 +65,18 @@ package struct DownloadStore: Sendable {
     /// Claims `destination` for this download and judges what is there: a directory, device or
     /// FIFO is refused; so are side files haul cannot prove it wrote, and another URL's partial,
     /// unless `overwrite` (or, for another URL's, `resume` false); haul's own leftovers that
-    /// cannot be continued are removed. `replacingFile`: the regular file there may be replaced
-    /// by the download (a revalidated one's), its side files judged as ever.
+    /// cannot be continued are removed. `replacingFile`: a regular file there (not a symbolic
+    /// link: what it points at is not the download's) may be replaced by the download (a
+    /// revalidated one's), its side files judged as ever.
     package func claim(_ destination: String, replacingFile: Bool = false) throws(HaulError) -> Place {
         try DestinationClaims.shared.claim(destination, for: owner)
         let existingSize = try PartialFile.checkDestination(destination, overwrite: overwrite)
         let record = try Self.prepareSideFiles(
             of: PartialFile(destination: destination), for: url, resume: resume, overwrite: overwrite)
+        let replaceable = replacingFile && ((try? Sys.status(destination)) ?? nil)?.isRegular == true
         return Place(
             destination: destination, record: record, existingSize: existingSize, overwrite: overwrite,
-            replacesFile: overwrite || replacingFile)
+            replacesFile: overwrite || replaceable)
     }
 
     /// Makes the side files of `partial` ready for a download of `url`: the record to resume from (nil: start

@@ -18,14 +18,26 @@ package struct Condition: Sendable, Equatable {
     package let lastModified: String?
     /// Its modification time in seconds since 1970, when haul has no validators of it.
     package let modified: Int64?
+    /// The file as it was when the question was made: an answer that it is up to date is kept
+    /// only for these bytes.
+    package let stamp: FileStamp?
 
-    package init(path: String, size: Int64, etag: String?, lastModified: String?, modified: Int64? = nil) {
+    package init(
+        path: String, size: Int64, etag: String?, lastModified: String?, modified: Int64? = nil,
+        stamp: FileStamp? = nil
+    ) {
         self.path = path
         self.size = size
         self.etag = etag
         self.lastModified = lastModified
         self.modified = etag == nil && lastModified == nil ? modified : nil
+        self.stamp = stamp
     }
+
+    /// Whether it was asked about by validators the server gave for it (else by its time only,
+    /// whose answer binds no bytes: a 304 to If-Modified-Since says only that the server's is
+    /// not newer).
+    package var hasValidators: Bool { etag != nil || lastModified != nil }
 
     /// The conditional request's headers (both when both are known: a server looks at
     /// `If-None-Match` first, RFC 9110 13.2.2).
@@ -54,6 +66,42 @@ package struct Condition: Sendable, Equatable {
     private static func opaque(_ etag: String) -> Substring {
         etag.hasPrefix("W/") ? etag.dropFirst(2) : Substring(etag)
     }
+
+    /// The outcome of an answer that the file is the server's (either engine's): the file kept
+    /// as it is, once it passes `checksums`, with the validators the answer named, else those
+    /// it was asked about with.
+    package func kept(
+        etag: String?, lastModified: String?, verifying checksums: [Checksum]
+    ) async throws(HaulError) -> DownloadOutcome {
+        var kept = try await DownloadStore.confirmComplete(path, bytes: size, verifying: checksums, notModified: true)
+        kept.etag = etag ?? self.etag
+        kept.lastModified = lastModified ?? self.lastModified
+        return kept
+    }
+}
+
+/// What a file's status says of its bytes: a write, a truncation, a file renamed over it or a
+/// `touch` changes one of these (its change time, which no program can set back, at least).
+package struct FileStamp: Equatable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+    let size: Int64
+    let modified: Int64
+    let changed: Int64
+
+    package init(_ status: Sys.FileStatus) {
+        self.init(
+            device: status.device, inode: status.inode, size: status.size, modified: status.modified,
+            changed: status.changed)
+    }
+
+    init(device: UInt64, inode: UInt64, size: Int64, modified: Int64, changed: Int64) {
+        self.device = device
+        self.inode = inode
+        self.size = size
+        self.modified = modified
+        self.changed = changed
+    }
 }
 
 /// The validators (ETag, Last-Modified) of files downloaded with revalidation, one small file
@@ -61,21 +109,21 @@ package struct Condition: Sendable, Equatable {
 /// written for: its device, inode, size, modification and change times. Any change to the file
 /// (a write, a `touch`, a copy in its place) changes its change time, which no program can set
 /// back, and the entry is then not used. Best effort: an entry that cannot be written or read
-/// costs only the ETag (the file's time is asked about instead). docs/conditional-get.md.
+/// costs only the ETag (the file's time is asked about instead), and so does a directory or
+/// entry another user could have written (the directory must be this user's alone, 0700, as
+/// haul makes it). docs/conditional-get.md.
 package struct ValidatorStore: Sendable {
     /// Where the entries are; nil: nowhere (an ephemeral session), only files' times are asked about.
     package let directory: String?
 
     package init(directory: String?) { self.directory = directory }
 
-    /// `$XDG_STATE_HOME/haul/validators`, else `~/.local/state/haul/validators`.
+    /// `$XDG_STATE_HOME/haul/validators`, else `~/.local/state/haul/validators`; nil without a
+    /// home (``XDGDirectory``).
     package static func defaultDirectory(
         _ environment: [String: String] = ProcessInfo.processInfo.environment
-    )
-        -> String
-    {
-        if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") { return xdg + "/haul/validators" }
-        return (environment["HOME"] ?? "/tmp") + "/.local/state/haul/validators"
+    ) -> String? {
+        XDGDirectory.state.path(environment).map { $0 + "/haul/validators" }
     }
 
     /// Entries kept at most; past it the oldest go (checked once per process, at its first save).
@@ -96,6 +144,10 @@ package struct ValidatorStore: Sendable {
         var size: Int64
         var modified: Int64
         var changed: Int64
+
+        var stamp: FileStamp {
+            FileStamp(device: device, inode: inode, size: size, modified: modified, changed: changed)
+        }
     }
 
     /// What a download of `url` to `target` asks the server about: the file haul saved there
@@ -103,22 +155,24 @@ package struct ValidatorStore: Sendable {
     /// there is no regular file to ask about.
     package func condition(for url: URL, target: DownloadTarget) -> Condition? {
         let (key, targetText) = Self.key(url, target)
-        let entry = read(key).flatMap { valid($0, url: url, target: targetText) }
+        // The entry's file, when it is still the file the entry was written for.
+        if let entry = read(key).flatMap({ valid($0, url: url, target: targetText) }),
+            let status = try? Sys.status(entry.path), status.isRegular, FileStamp(status) == entry.stamp
+        {
+            let path = target.namedFile ?? entry.path
+            return Condition(
+                path: path, size: status.size, etag: entry.etag, lastModified: entry.lastModified,
+                stamp: FileStamp(status))
+        }
         let path: String
         switch target {
         case .file(let file): path = file
-        case .directory(let dir):
-            path = entry?.path ?? dir + "/" + SafeFileName.suggestedName(contentDisposition: nil, url: url)
+        case .directory(let dir): path = dir + "/" + SafeFileName.suggestedName(contentDisposition: nil, url: url)
         }
         guard let status = try? Sys.status(path), status.isRegular else { return nil }
-        if let entry, entry.device == status.device, entry.inode == status.inode, entry.size == status.size,
-            entry.modified == status.modified, entry.changed == status.changed
-        {
-            return Condition(path: path, size: status.size, etag: entry.etag, lastModified: entry.lastModified)
-        }
         return Condition(
             path: path, size: status.size, etag: nil, lastModified: nil,
-            modified: status.modified >= 0 ? status.modified / 1_000_000_000 : 0)
+            modified: status.modified >= 0 ? status.modified / 1_000_000_000 : 0, stamp: FileStamp(status))
     }
 
     /// Notes the validators of the file just saved (or found up to date) at `path` for `url`
@@ -130,11 +184,37 @@ package struct ValidatorStore: Sendable {
         if settingTime, let seconds = lastModified.flatMap({ HTTPDate.parse($0) }) {
             try? Sys.setModified(path, seconds: seconds)
         }
+        let status = try? Sys.status(path)
+        write(url, target: target, etag: etag, lastModified: lastModified, path: path, status: status ?? nil)
+    }
+
+    /// Notes the validators of the file found up to date, as `asked` found it: an answer to its
+    /// time alone notes nothing (it binds no bytes), and a file changed since the question
+    /// (its ``FileStamp``) loses its entry.
+    package func saveUnchanged(
+        _ url: URL, target: DownloadTarget, asked: Condition, etag: String?, lastModified: String?
+    ) {
+        guard asked.hasValidators else { return }
+        var status = (try? Sys.status(asked.path)) ?? nil
+        if status.map(FileStamp.init) != asked.stamp { status = nil }
+        write(
+            url, target: target, etag: etag ?? asked.etag, lastModified: lastModified ?? asked.lastModified,
+            path: asked.path, status: status)
+    }
+
+    // MARK: - Entries
+
+    /// Writes the entry of `path` as `status` finds it; removes the entry when there is nothing
+    /// to note (no validators, no regular file).
+    private func write(
+        _ url: URL, target: DownloadTarget, etag: String?, lastModified: String?, path: String,
+        status: Sys.FileStatus?
+    ) {
         guard let directory else { return }
         let (key, targetText) = Self.key(url, target)
         let file = directory + "/" + key
-        guard etag != nil || lastModified != nil, let status = try? Sys.status(path), status.isRegular else {
-            try? Sys.unlink(file)
+        guard etag != nil || lastModified != nil, let status, status.isRegular else {
+            if Sys.isPrivateDirectory(directory) { try? Sys.unlink(file) }
             return
         }
         let entry = Entry(
@@ -142,16 +222,17 @@ package struct ValidatorStore: Sendable {
             lastModified: lastModified, device: status.device, inode: status.inode, size: status.size,
             modified: status.modified, changed: status.changed)
         guard let bytes = try? JSONEncoder().encode(entry) else { return }
-        guard (try? Sys.makeDirectories(directory)) != nil else { return }
+        let parent = Sys.parentDirectory(of: directory)
+        guard (try? Sys.makeDirectories(parent)) != nil, Sys.privateDirectory(directory) != nil else { return }
         Self.pruneOnce(directory)
         try? Sys.writeFileAtomically(file, Array(bytes), durably: false)
     }
 
-    // MARK: - Entries
-
     private func read(_ key: String) -> Entry? {
-        guard let directory,
-            let bytes = try? Sys.readSmallFile(directory + "/" + key, limit: 16 << 10, followingLinks: false)
+        guard let directory, Sys.isPrivateDirectory(directory) else { return nil }
+        let path = directory + "/" + key
+        guard let status = (try? Sys.status(path)) ?? nil, status.isRegular, status.isOwnAndPrivate,
+            let bytes = try? Sys.readSmallFile(path, limit: 16 << 10, followingLinks: false)
         else {
             return nil
         }
