@@ -6,56 +6,6 @@ import HaulCore
     import Foundation
 #endif
 
-/// A response's status line and headers.
-public struct HTTPResponse: Sendable, Equatable {
-    /// The status code.
-    public var statusCode: Int
-    /// Header fields in the order received.
-    public var headers: [HTTPField]
-    /// The URL that answered (after redirects).
-    public var url: URL
-
-    /// One header field.
-    public struct HTTPField: Sendable, Equatable {
-        /// The field name as sent.
-        public var name: String
-        /// The field value.
-        public var value: String
-    }
-
-    /// The first value of a header, compared case-insensitively.
-    public func value(forHeader name: String) -> String? {
-        headers.first { $0.name.equalsIgnoringASCIICase(name) }?.value
-    }
-
-    /// `Content-Length`, when sent.
-    public var expectedContentLength: Int64? { value(forHeader: "Content-Length").flatMap { Int64($0) } }
-
-    init(_ r: TransportResponse, url: URL) {
-        statusCode = r.status
-        headers = r.headers.map { HTTPField(name: $0.name, value: $0.value) }
-        self.url = url
-    }
-}
-
-/// A GET request with extra headers, for ``HaulSession/data(for:maxBytes:)`` and
-/// ``HaulSession/bytes(for:window:)``.
-public struct HaulRequest: Sendable {
-    /// The URL.
-    public var url: URL
-    /// Extra headers (on top of the configuration's).
-    public var headers: [String: String] = [:]
-    /// Ask for a compressed body (gzip, deflate, …) and decode it: the default. False asks for
-    /// the body as stored (`Accept-Encoding: identity`) and passes on whatever encoding the
-    /// server applies anyway, as file downloads do.
-    public var decodesContent = true
-    /// Creates a request.
-    public init(url: URL, headers: [String: String] = [:]) {
-        self.url = url
-        self.headers = headers
-    }
-}
-
 /// A response body as an `AsyncSequence` of chunks with back-pressure: when the consumer falls
 /// behind by more than the window, the transfer pauses (no socket reads) until it catches up.
 /// Iteration throws ``HaulError``.
@@ -157,7 +107,7 @@ extension HaulSession {
     {
         let fetched = try await withinResourceTimeout("fetch of \(ResumeRecord.redacted(request.url))") {
             [self] () throws(HaulError) in
-            let (data, response) = try await fetch(request, maxBytes: maxBytes)
+            let (data, response) = try await cachedFetch(request, maxBytes: maxBytes)
             return FetchedData(data: data, response: response)
         }
         return (fetched.data, fetched.response)
@@ -168,13 +118,17 @@ extension HaulSession {
         var response: HTTPResponse
     }
 
-    private func fetch(_ request: HaulRequest, maxBytes: Int) async throws(HaulError) -> (Data, HTTPResponse) {
+    /// Fetches `request` (with `extraHeaders` on top), retrying from the start.
+    func fetch(
+        _ request: HaulRequest, maxBytes: Int, extraHeaders: [(String, String)] = []
+    ) async throws(HaulError) -> (Data, HTTPResponse) {
         var budget = RetryBudget(retryPolicy)
         while true {
             // A body the stream continues after drops has had its retries when it fails.
             var retriedWithin = false
             do throws(HaulError) {
-                let (response, stream) = try await bytes(for: request, window: min(maxBytes, 4 << 20) + 1)
+                let (response, stream) = try await bytes(
+                    for: request, window: min(maxBytes, 4 << 20) + 1, extraHeaders: extraHeaders)
                 retriedWithin = stream.source.continuesAfterDrops
                 if let length = response.expectedContentLength, length > maxBytes {
                     stream.cancel()
@@ -221,8 +175,14 @@ extension HaulSession {
     ) async throws(HaulError) -> (
         HTTPResponse, ByteStream
     ) {
+        try await bytes(for: request, window: window, extraHeaders: [])
+    }
+
+    func bytes(
+        for request: HaulRequest, window: Int, extraHeaders: [(String, String)]
+    ) async throws(HaulError) -> (HTTPResponse, ByteStream) {
         let (response, body, url) = try await open(
-            request, extraHeaders: [], decodeContent: request.decodesContent, window: window)
+            request, extraHeaders: extraHeaders, decodeContent: request.decodesContent, window: window)
         let source = ResumingBody(
             session: self, request: request, first: response, url: url, body: body, window: window)
         return (HTTPResponse(response, url: url), ByteStream(source: source))

@@ -171,6 +171,12 @@ public struct HaulConfiguration: Sendable {
     /// Headers sent with every request (e.g. `Authorization`; never sent to another host after
     /// a redirect, and never stored).
     public var additionalHeaders: [String: String] = [:]
+    /// The HTTP cache of ``HaulSession/data(for:maxBytes:)`` (RFC 9111); nil: none. Default:
+    /// ``HTTPCache/shared``, under `$XDG_CACHE_HOME/haul/http`. File downloads do not use it
+    /// (``DownloadOptions/revalidatesExistingFile`` asks about a file already there).
+    public var cache: HTTPCache? = HTTPCache.shared
+    /// How ``HaulSession/data(for:maxBytes:)`` uses the cache, unless the request says.
+    public var requestCachePolicy: HaulRequest.CachePolicy = .useProtocolCachePolicy
     /// Sent as HTTP Basic authentication to the host of each URL asked for (curl's `-u`): never
     /// to another origin after a redirect, never stored, never in a message. A URL with a user
     /// name of its own, or an `Authorization` header, is sent as it is instead.

@@ -46,6 +46,7 @@ struct DemoWays {
     private var session: HaulSession {
         var c = HaulConfiguration()
         c.retry.initialDelay = 0.3
+        c.cache = nil  // answers of a server that is gone when the demo ends: nothing to keep
         return HaulSession(configuration: c)
     }
 

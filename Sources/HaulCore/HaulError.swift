@@ -17,7 +17,7 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
             case invalidURL, httpStatus, network, timeout, tooManyRedirects, fileSystem, diskFull
             case checksumMismatch, cancelled, serverChangedFile, destinationExists, tlsFailure
             case incompleteBody, invalidResponse, responseTooLarge, usage, unreachableHost, networkUnavailable
-            case destinationInUse, listInUse
+            case destinationInUse, listInUse, notCached
         }
         let base: Base
 
@@ -49,6 +49,8 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
         /// Another ``DownloadManager`` (in this process or another) holds the download list of the
         /// same identifier; nothing was read or written.
         public static let listInUse = Code(base: .listInUse)
+        /// ``HaulRequest/CachePolicy/returnCacheDataDontLoad`` found no stored answer to give.
+        public static let notCached = Code(base: .notCached)
         /// The TLS handshake failed (untrusted certificate, wrong host name, protocol error).
         public static let tlsFailure = Code(base: .tlsFailure)
         /// The connection ended before the announced length arrived, more often than retries allow.

@@ -121,6 +121,9 @@ extension TestServer {
 
         let representation = Representation(q, hit: hit)
         var headers: [(String, String)] = setCookies(q)
+        // cc=V: `Cache-Control: V`; vary=NAME: `Vary: NAME`.
+        if let cc = q["cc"] { headers.append(("Cache-Control", cc)) }
+        if let vary = q["vary"] { headers.append(("Vary", vary)) }
         if let etag = representation.etag { headers.append(("ETag", etag)) }
         if let lastModified = representation.lastModified { headers.append(("Last-Modified", lastModified)) }
         if q.flag("gzip") { headers.append(("Content-Encoding", "gzip")) }

@@ -35,6 +35,7 @@ func fileSize(_ path: String) -> Int64? { (try? Sys.fileSize(path)) ?? nil }
 /// A session with quick retries for tests.
 func testSession(_ adjust: (inout HaulConfiguration) -> Void = { _ in }) -> HaulSession {
     var c = HaulConfiguration()
+    c.cache = nil  // the HTTP cache's tests give theirs; no test writes to the user's
     c.retry.initialDelay = 0.05
     c.retry.maxDelay = 0.2
     c.timeout.idle = 5
