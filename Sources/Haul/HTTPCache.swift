@@ -99,7 +99,10 @@ extension HaulSession {
             cache.store.store(refreshed)
             return try Self.served(refreshed, maxBytes: maxBytes)
         }
-        if CachedResponse.isStorable(status: response.statusCode, headers: headers, request: sent) {
+        // An answer reached through a redirect is not kept under the URL asked for: the
+        // redirect itself may be temporary.
+        let direct = ResumeRecord.redacted(response.url) == ResumeRecord.redacted(request.url)
+        if direct, CachedResponse.isStorable(status: response.statusCode, headers: headers, request: sent) {
             cache.store.store(
                 CachedResponse(
                     url: request.url, decoded: request.decodesContent, finalURL: response.url,

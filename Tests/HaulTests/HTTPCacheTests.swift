@@ -98,6 +98,19 @@ struct HTTPCacheTests {
         #expect(server.requests(path: "/star").count == 2, "Vary: * is never used")
     }
 
+    @Test func anAnswerReachedThroughARedirectIsNotKept() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let clock = Clock()
+        let url = server.url("/moved?size=100&cc=max-age=600&redirect=1")
+        for _ in 0..<2 {
+            let (data, response) = try await Self.session(dir, clock).data(from: url)
+            #expect(Array(data) == TestContent.bytes(count: 100) && response.url.query?.contains("redirect=0") == true)
+        }
+        #expect(server.requests(path: "/moved").count == 4, "both hops, both times")
+    }
+
     @Test func thePoliciesDecideWhetherTheServerIsAsked() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

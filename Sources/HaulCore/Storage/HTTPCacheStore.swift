@@ -56,9 +56,18 @@ package struct HTTPCacheStore: Sendable {
         guard (try? Sys.makeDirectories(Sys.parentDirectory(of: directory))) != nil,
             Sys.privateDirectory(directory) != nil
         else { return }
-        try? Sys.writeFileAtomically(path, bytes, durably: false)
-        trim()
+        guard (try? Sys.writeFileAtomically(path, bytes, durably: false)) != nil else { return }
+        let total = Self.totals.withLock { totals -> Int64? in
+            guard let known = totals[directory] else { return nil }
+            totals[directory] = known + Int64(bytes.count)
+            return known + Int64(bytes.count)
+        }
+        if total.map({ $0 > Int64(capacity) }) ?? true { trim() }
     }
+
+    /// The bytes this process counts in each directory since it last listed it (an entry
+    /// replaced counts twice until the next listing: a trim comes early, never late).
+    private static let totals = Locked<[String: Int64]>([:])
 
     /// Removes the URL's entry.
     package func remove(_ url: URL, decoded: Bool) {
@@ -72,18 +81,21 @@ package struct HTTPCacheStore: Sendable {
         for name in Sys.listDirectory(directory, suffix: ".cache") { try? Sys.unlink(directory + "/" + name) }
     }
 
-    /// Past the capacity, removes entries least recently used first down to nine tenths of it.
+    /// Lists the directory (once per process, and whenever the count passes the capacity) and,
+    /// past the capacity, removes entries least recently used first down to nine tenths of it.
     private func trim() {
         let entries = Sys.listDirectory(directory, suffix: ".cache").compactMap { name -> (String, Sys.FileStatus)? in
             (try? Sys.status(directory + "/" + name)).flatMap { $0 }.map { (name, $0) }
         }
         var total = entries.reduce(Int64(0)) { $0 + $1.1.size }
-        guard total > Int64(capacity) else { return }
-        for (name, status) in entries.sorted(by: { $0.1.modified < $1.1.modified }) {
-            guard total > Int64(capacity) * 9 / 10 else { break }
-            try? Sys.unlink(directory + "/" + name)
-            total -= status.size
+        if total > Int64(capacity) {
+            for (name, status) in entries.sorted(by: { $0.1.modified < $1.1.modified }) {
+                guard total > Int64(capacity) * 9 / 10 else { break }
+                try? Sys.unlink(directory + "/" + name)
+                total -= status.size
+            }
         }
+        Self.totals.withLock { $0[directory] = total }
     }
 
     // MARK: - Format
