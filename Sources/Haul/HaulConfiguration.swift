@@ -233,8 +233,27 @@ public struct HaulConfiguration: Sendable {
     /// (default: `.partials` under ``HaulSession/defaultDownloadDirectory``).
     public var temporaryDirectory: URL?
 
+    /// Whether nothing of the session's outlives it but the files asked for (``ephemeral``).
+    public private(set) var isEphemeral = false
+
     /// Creates the default configuration.
     public init() {}
+
+    /// URLSession's `.default`, the same as ``init()``: the HTTP cache (``cache``) and the
+    /// validators of ``DownloadOptions/revalidatesExistingFile`` persist under the XDG
+    /// directories, and a cancelled download keeps its partial and record to resume from.
+    public static var `default`: HaulConfiguration { HaulConfiguration() }
+
+    /// URLSession's `.ephemeral`: nothing persists but the files asked for. No HTTP cache, no
+    /// validators kept (a revalidated file is asked about by its time), cookies in memory only
+    /// (the default jar; a ``cookieJar`` given is the caller's), and a cancelled download's
+    /// partial and record are removed, as a finished one's are. A failed one keeps them.
+    public static var ephemeral: HaulConfiguration {
+        var configuration = HaulConfiguration()
+        configuration.cache = nil
+        configuration.isEphemeral = true
+        return configuration
+    }
 }
 
 extension HaulConfiguration {

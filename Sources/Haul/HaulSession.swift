@@ -242,52 +242,6 @@ public final class HaulSession: Sendable {
         URL(fileURLWithPath: DownloadStore.partialPath(of: destination.path), isDirectory: false)
     }
 
-    /// Runs `body`; once ``HaulConfiguration/Timeout/resource`` seconds have passed it is
-    /// cancelled (a download keeps its partial) and the call fails with ``HaulError/Code/timeout``
-    /// naming `what`. A cancel of the calling task still reads as a cancel.
-    ///
-    /// `lastFailure` names what went wrong before the time ran out (the last retried error), for
-    /// the message.
-    func withinResourceTimeout<T: Sendable>(
-        _ what: @autoclosure () -> String, lastFailure: @escaping @Sendable () -> String? = { nil },
-        _ body: @escaping @Sendable () async throws(HaulError) -> T
-    ) async throws(HaulError) -> T {
-        guard let limit = configuration.timeout.resource, limit > 0, limit.isFinite else { return try await body() }
-        let stop = Locked(ResourceTimerStop.none)
-        let work = Task { () async -> Result<T, HaulError> in
-            do throws(HaulError) { return .success(try await body()) } catch { return .failure(error) }
-        }
-        let timer = Task {
-            try? await Task.sleep(nanoseconds: Seconds.nanoseconds(limit))
-            let first = stop.withLock { s -> Bool in
-                guard s == .none, !Task.isCancelled else { return false }
-                s = .timer
-                return true
-            }
-            if first { work.cancel() }
-        }
-        let result = await withTaskCancellationHandler {
-            await work.value
-        } onCancel: {
-            stop.withLock { if $0 == .none { $0 = .caller } }
-            timer.cancel()
-            work.cancel()
-        }
-        timer.cancel()
-        switch result {
-        case .success(let value): return value
-        case .failure(let error) where error.code == .cancelled && stop.get() == .timer:
-            let last = lastFailure().map { " (last failure: \($0))" } ?? ""
-            throw HaulError(
-                .timeout, "\(what()) did not finish within \(Seconds.text(limit)) s\(last)", path: error.path)
-        case .failure(let error): throw error
-        }
-    }
-
-    /// Who stopped a transfer under a resource timeout first: the timer, or the caller (a
-    /// cancel, a task's suspend).
-    private enum ResourceTimerStop { case none, timer, caller }
-
     /// Runs the engine for one download, within the resource timeout.
     func run(
         _ url: URL, to destination: DownloadDestination, options: DownloadOptions,
@@ -298,10 +252,16 @@ public final class HaulSession: Sendable {
             if case .retrying(_, let error, _) = event { lastRetried.set(error.message) }
             events(event)
         }
-        return try await withinResourceTimeout(
-            "download of \(ResumeRecord.redacted(url))", lastFailure: { lastRetried.get() }
-        ) { [self] () throws(HaulError) in
-            try await runEngine(url, to: destination, options: options, events: noted)
+        do {
+            return try await withinResourceTimeout(
+                "download of \(ResumeRecord.redacted(url))", lastFailure: { lastRetried.get() }
+            ) { [self] () throws(HaulError) in
+                try await runEngine(url, to: destination, options: options, events: noted)
+            }
+        } catch  where error.code == .cancelled && configuration.isEphemeral {
+            let named: String? = if case .file(let file) = destination { file.path } else { nil }
+            if let path = error.path ?? named { DownloadStore.discardOwnPartial(of: url, at: path) }
+            throw error
         }
     }
 
@@ -376,7 +336,8 @@ public final class HaulSession: Sendable {
         engineOptions.createDirectories = options.createIntermediateDirectories
         engineOptions.revalidates = options.revalidatesExistingFile
         engineOptions.validators = ValidatorStore(
-            directory: configuration.stateDirectory.map { $0.path + "/validators" } ?? Self.defaultValidators)
+            directory: configuration.isEphemeral
+                ? nil : configuration.stateDirectory.map { $0.path + "/validators" } ?? Self.defaultValidators)
         engineOptions.keepsClaimWhenSaved = options.keepsClaimWhenSaved
         engineOptions.checksums = try [Checksum].merging(options.checksums)
         engineOptions.checksServerDigests = options.checksServerDigests

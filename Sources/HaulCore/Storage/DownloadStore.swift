@@ -174,6 +174,15 @@ package struct DownloadStore: Sendable {
         return Self.ownPartial(of: url, at: destination)?.record
     }
 
+    /// Removes this URL's partial and record at `destination` (or of the partial at that path),
+    /// if haul wrote them: an ephemeral session's cancelled download leaves nothing. Anything
+    /// else there is left alone.
+    package static func discardOwnPartial(of url: URL, at path: String) {
+        let suffix = PartialFile.partSuffix
+        let destination = path.hasSuffix(suffix) ? String(path.dropLast(suffix.count)) : path
+        ownPartial(of: url, at: destination)?.file.discard()
+    }
+
     /// This URL's partial at `destination`, as haul wrote it, with the record a rerun in this
     /// boot would continue from; nil when there is none (nothing, another URL's, or files haul
     /// cannot vouch for).
