@@ -6,8 +6,12 @@ import Testing
 /// Every program in Examples/ runs against the test server and does what it says.
 @Suite("Examples", .serialized, .fewAtOnce)
 struct ExampleTests {
+    /// Runs an example with its XDG directories (the HTTP cache, lists) in a directory of its own.
     func run(_ name: String, _ args: [String]) async throws -> CLIRun {
-        try await CLI.run(args, executable: CLI.program(name))
+        let xdg = try TemporaryDirectory()
+        defer { xdg.remove() }
+        let environment = ["XDG_CACHE_HOME": xdg.file("cache"), "XDG_STATE_HOME": xdg.file("state")]
+        return try await CLI.run(args, environment: environment, executable: CLI.program(name))
     }
 
     @Test func oneShot() async throws {
