@@ -28,6 +28,13 @@ struct RevalidationEdgeTests {
         #expect(result.error?.code == .destinationExists, "\(String(describing: result))")
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: dest) == target, "still the link")
         expectFile(target, equals: mine)
+        // Of the server's size: refused too, not taken for "already complete" by its size.
+        let (same, _) = await run(
+            R.session(dir), server.url("/link-\(connections)?size=\(mine.count)"),
+            to: .file(URL(fileURLWithPath: dest)), options: R.options(connections: connections))
+        #expect(same.error?.code == .destinationExists, "\(String(describing: same))")
+        #expect(same.error?.message.contains("symbolic link") == true)
+        expectFile(target, equals: mine)
     }
 
     /// A `-N` run into a directory that was cut short leaves a partial of the new version beside
@@ -115,6 +122,37 @@ struct RevalidationEdgeTests {
         store.saveUnchanged(url, target: .file(file), asked: asked, etag: "\"e1\"", lastModified: nil)
         #expect(store.condition(for: url, target: .file(file))?.etag == nil)
         #expect(Sys.listDirectory(dir.file("state")).isEmpty, "the entry of the old bytes is gone")
+    }
+
+    @Test func aStoreDirectoryOthersCanOnlyReadIsClosedToThemAndUsed() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = ValidatorStore(directory: dir.file("state"))
+        #expect(mkdir(dir.file("state"), 0o755) == 0 && chmod(dir.file("state"), 0o755) == 0)
+        let file = dir.file("f.bin")
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: file))
+        let url = URL(string: "http://127.0.0.1:1/f.bin")!
+        store.save(url, target: .file(file), path: file, etag: "\"e1\"", lastModified: nil, settingTime: false)
+        #expect(store.condition(for: url, target: .file(file))?.etag == "\"e1\"")
+        #expect(
+            try #require(try FileManager.default.attributesOfItem(atPath: dir.file("state"))[.posixPermissions] as? Int)
+                == 0o700)
+    }
+
+    @Test func a304NamingAnotherETagDropsTheEntry() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = ValidatorStore(directory: dir.file("state"))
+        let file = dir.file("f.bin")
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: file))
+        let url = URL(string: "http://127.0.0.1:1/f.bin")!
+        store.save(url, target: .file(file), path: file, etag: "\"e1\"", lastModified: nil, settingTime: false)
+        let asked = try #require(store.condition(for: url, target: .file(file)))
+        store.saveUnchanged(url, target: .file(file), asked: asked, etag: "W/\"e1\"", lastModified: nil)
+        #expect(store.condition(for: url, target: .file(file))?.etag == "W/\"e1\"", "the same, weakly")
+        let again = try #require(store.condition(for: url, target: .file(file)))
+        store.saveUnchanged(url, target: .file(file), asked: again, etag: "\"other\"", lastModified: nil)
+        #expect(store.condition(for: url, target: .file(file))?.etag == nil)
     }
 
     @Test func aStoreDirectoryOthersCanWriteIsNotTrusted() throws {

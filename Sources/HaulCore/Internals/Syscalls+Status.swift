@@ -106,4 +106,10 @@ extension Sys {
         default: return .other
         }
     }
+
+    /// Whether `path` itself is a symbolic link.
+    package static func isSymbolicLink(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFLNK
+    }
 }

@@ -196,10 +196,21 @@ package enum Sys {
         return isPrivateDirectory(path) ? path : nil
     }
 
+    /// ``privateDirectory(_:)``, closing a directory of this user's that others may read or
+    /// enter (made 0755 by an earlier version) to them first; another user's is left alone.
+    package static func privateDirectoryClosingOwn(_ path: String) -> String? {
+        _ = mkdir(path, 0o700)
+        var st = stat()
+        if lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == geteuid(), st.st_mode & 0o077 != 0 {
+            _ = chmod(path, 0o700)
+        }
+        return isPrivateDirectory(path) ? path : nil
+    }
+
     /// Whether `path` is a directory owned by this user and closed to others (not a symlink).
     package static func isPrivateDirectory(_ path: String) -> Bool {
         var st = stat()
-        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR && st.st_uid == getuid()
+        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR && st.st_uid == geteuid()
             && st.st_mode & 0o077 == 0
     }
 

@@ -70,6 +70,13 @@ package struct DownloadStore: Sendable {
     /// revalidated one's), its side files judged as ever.
     package func claim(_ destination: String, replacingFile: Bool = false) throws(HaulError) -> Place {
         try DestinationClaims.shared.claim(destination, for: owner)
+        if replacingFile, !overwrite, Sys.isSymbolicLink(destination) {
+            // A revalidated download asks about a regular file only: a link's target, judged by
+            // its size alone, could be kept stale as "already complete".
+            throw HaulError(
+                .destinationExists, "\(destination) is a symbolic link; use --overwrite to replace it",
+                path: destination)
+        }
         let existingSize = try PartialFile.checkDestination(destination, overwrite: overwrite)
         let record = try Self.prepareSideFiles(
             of: PartialFile(destination: destination), for: url, resume: resume, overwrite: overwrite)

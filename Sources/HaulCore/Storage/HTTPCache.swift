@@ -24,7 +24,11 @@ package struct CacheControl: Equatable, Sendable {
                     let digits = value.map {
                         $0.hasPrefix("\"") && $0.hasSuffix("\"") ? String($0.dropFirst().dropLast()) : $0
                     }
-                    let seconds = digits.flatMap { $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } ? Int64($0) : nil }
+                    // Digits past what fits mean 2^31 s (RFC 9111 1.2.2); anything else, stale.
+                    let seconds = digits.flatMap { text -> Int64? in
+                        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+                        return min(Int64(text) ?? 1 << 31, 1 << 31)
+                    }
                     maxAge = min(maxAge ?? .max, seconds ?? 0)
                 default: break
                 }

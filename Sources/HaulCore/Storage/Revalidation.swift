@@ -63,7 +63,7 @@ package struct Condition: Sendable, Equatable {
         return false
     }
 
-    private static func opaque(_ etag: String) -> Substring {
+    static func opaque(_ etag: String) -> Substring {
         etag.hasPrefix("W/") ? etag.dropFirst(2) : Substring(etag)
     }
 
@@ -197,6 +197,9 @@ package struct ValidatorStore: Sendable {
         guard asked.hasValidators else { return }
         var status = (try? Sys.status(asked.path)) ?? nil
         if status.map(FileStamp.init) != asked.stamp { status = nil }
+        // A 304 naming another ETag than the one asked about vouches for no version of these
+        // bytes (RFC 9111 4.3.4 updates only a stored response its validator matches).
+        if let theirs = etag, let mine = asked.etag, Condition.opaque(theirs) != Condition.opaque(mine) { status = nil }
         write(
             url, target: target, etag: etag ?? asked.etag, lastModified: lastModified ?? asked.lastModified,
             path: asked.path, status: status)
@@ -223,7 +226,9 @@ package struct ValidatorStore: Sendable {
             modified: status.modified, changed: status.changed)
         guard let bytes = try? JSONEncoder().encode(entry) else { return }
         let parent = Sys.parentDirectory(of: directory)
-        guard (try? Sys.makeDirectories(parent)) != nil, Sys.privateDirectory(directory) != nil else { return }
+        guard (try? Sys.makeDirectories(parent)) != nil, Sys.privateDirectoryClosingOwn(directory) != nil else {
+            return
+        }
         Self.pruneOnce(directory)
         try? Sys.writeFileAtomically(file, Array(bytes), durably: false)
     }
