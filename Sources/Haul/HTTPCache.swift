@@ -66,7 +66,8 @@ extension HaulSession {
     func cachedFetch(_ request: HaulRequest, maxBytes: Int) async throws(HaulError) -> (Data, HTTPResponse) {
         let policy = request.cachePolicy ?? configuration.requestCachePolicy
         let sent = try headers(adding: request.headers, for: request.url)
-        guard let cache = configuration.cache, Self.isCacheable(request, sent, netrc: netrc) else {
+        let cookies = cookieJar.map { !$0.cookies(for: request.url).isEmpty } ?? false
+        guard let cache = configuration.cache, !cookies, Self.isCacheable(request, sent, netrc: netrc) else {
             if policy == .returnCacheDataDontLoad { throw Self.notCached(request) }
             return try await fetch(request, maxBytes: maxBytes)
         }
@@ -90,18 +91,33 @@ extension HaulSession {
             }
         case .reloadIgnoringLocalCacheData: break
         }
-        let (data, response) = try await fetch(
+        var (data, response) = try await fetch(
             request, maxBytes: maxBytes, extraHeaders: stored?.validatingHeaders ?? [])
-        let responseTime = cache.now()
-        let headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
+        var responseTime = cache.now()
+        var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
+        // An answer reached through a redirect is not kept under the URL asked for (the redirect
+        // may be temporary), nor does its 304 vouch for the entry.
+        var direct = ResumeRecord.redacted(response.url) == ResumeRecord.redacted(request.url)
         if response.statusCode == 304, let stored {
-            let refreshed = stored.refreshed(by: headers, requestTime: requestTime, responseTime: responseTime)
-            cache.store.store(refreshed)
-            return try Self.served(refreshed, maxBytes: maxBytes)
+            if direct, stored.isConfirmed(by: headers) {
+                let refreshed = stored.refreshed(by: headers, requestTime: requestTime, responseTime: responseTime)
+                if CachedResponse.isStorable(
+                    status: refreshed.status, headers: refreshed.responseHeaders, request: sent),
+                    refreshed.matches(sent)
+                {
+                    cache.store.store(refreshed)
+                } else {
+                    cache.store.remove(request.url, decoded: request.decodesContent)
+                }
+                return try Self.served(refreshed, maxBytes: maxBytes)
+            }
+            // A 304 of another version or place: the entry goes and the file is asked for whole.
+            cache.store.remove(request.url, decoded: request.decodesContent)
+            (data, response) = try await fetch(request, maxBytes: maxBytes)
+            responseTime = cache.now()
+            headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
+            direct = ResumeRecord.redacted(response.url) == ResumeRecord.redacted(request.url)
         }
-        // An answer reached through a redirect is not kept under the URL asked for: the
-        // redirect itself may be temporary.
-        let direct = ResumeRecord.redacted(response.url) == ResumeRecord.redacted(request.url)
         if direct, CachedResponse.isStorable(status: response.statusCode, headers: headers, request: sent) {
             cache.store.store(
                 CachedResponse(

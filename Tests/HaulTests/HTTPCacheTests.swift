@@ -185,4 +185,59 @@ struct HTTPCacheTests {
         #expect(
             CacheControl(HTTPHeaders([("Cache-Control", "max-age=90"), ("Cache-Control", "max-age=10")])).maxAge == 10)
     }
+
+    @Test func aRequestWithCookiesIsNotAnsweredFromTheCache() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = Self.session(dir, Clock())
+        _ = try await session.data(from: server.url("/login?size=10&setcookie=id=alice"))
+        // `private, max-age` and `Vary: Cookie`: personal, and the cookie is added by the jar.
+        let url = server.url("/me?size=100&cc=private,%20max-age=600&vary=Cookie")
+        for _ in 0..<2 { _ = try await session.data(from: url) }
+        #expect(server.requests(path: "/me").count == 2)
+        #expect(server.requests(path: "/me").allSatisfy { $0.header("Cookie") == "id=alice" })
+        #expect(Sys.listDirectory(dir.file("http")).count <= 1, "only /login, which had no cookie to send")
+    }
+
+    @Test func theRFC9111ArithmeticAndThe304Merge() {
+        let request = HTTPHeaders()
+        func entry(_ fields: [(String, String)]) -> CachedResponse {
+            CachedResponse(
+                url: URL(string: "http://h/x")!, decoded: true, finalURL: URL(string: "http://h/x")!, status: 200,
+                headers: HTTPHeaders(fields), request: request, requestTime: 1000, responseTime: 1002, body: Data())
+        }
+        // Expires − Date; the age counts the Date's lag and the Age field.
+        let expiring = entry([("Date", HTTPDate.format(990)), ("Expires", HTTPDate.format(1090)), ("Age", "3")])
+        #expect(expiring.freshnessLifetime == 100)
+        #expect(expiring.age(at: 1002) == 12, "apparent age 12 against corrected 3 + 2")
+        #expect(expiring.isFresh(at: 1070, for: CacheControl(request)))
+        #expect(!expiring.isFresh(at: 1090, for: CacheControl(request)), "age 12 + 88 reaches the lifetime")
+        #expect(entry([("Expires", "not a date")]).freshnessLifetime == 0)
+        // An Age past what fits, or two of them: as old as can be.
+        #expect(
+            !entry([("Cache-Control", "max-age=60"), ("Age", "99999999999999999999")]).isFresh(
+                at: 1002, for: CacheControl(request)))
+        #expect(
+            !entry([("Cache-Control", "max-age=60"), ("Age", "5, 5")]).isFresh(at: 1002, for: CacheControl(request)))
+        // A request's no-cache and max-age.
+        let fresh = entry([("Cache-Control", "max-age=600")])
+        #expect(!fresh.isFresh(at: 1010, for: CacheControl(HTTPHeaders([("Cache-Control", "no-cache")]))))
+        #expect(!fresh.isFresh(at: 1010, for: CacheControl(HTTPHeaders([("Cache-Control", "max-age=5")]))))
+        // The 304 merge keeps the stored body's coding and Vary, takes the rest.
+        let stored = entry([("ETag", "\"a\""), ("Content-Encoding", "gzip"), ("Vary", "Accept"), ("X-A", "1")])
+        let refreshed = stored.refreshed(
+            by: HTTPHeaders([("Content-Encoding", "br"), ("Vary", "*"), ("X-A", "2"), ("Content-Length", "0")]),
+            requestTime: 2000, responseTime: 2001)
+        #expect(
+            refreshed.responseHeaders["Content-Encoding"] == "gzip" && refreshed.responseHeaders["Vary"] == "Accept")
+        #expect(refreshed.responseHeaders["X-A"] == "2" && refreshed.responseTime == 2001)
+        #expect(stored.isConfirmed(by: HTTPHeaders([("ETag", "W/\"a\"")])) && stored.isConfirmed(by: HTTPHeaders()))
+        #expect(!stored.isConfirmed(by: HTTPHeaders([("ETag", "\"b\"")])))
+        #expect(
+            !CachedResponse.isStorable(
+                status: 200, headers: HTTPHeaders([("Vary", "*"), ("ETag", "\"a\"")]), request: request))
+        #expect(!CachedResponse.isStorable(status: 200, headers: HTTPHeaders(), request: request), "nothing to go on")
+        #expect(!CachedResponse.isStorable(status: 404, headers: HTTPHeaders([("ETag", "\"a\"")]), request: request))
+    }
 }

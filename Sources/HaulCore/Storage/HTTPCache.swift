@@ -7,6 +7,12 @@
 /// `Cache-Control` directives as a cache reads them (RFC 9111 5.2), from every field of the
 /// name; an unknown directive is ignored, a `max-age` that is not a number counts as 0 (stale).
 package struct CacheControl: Equatable, Sendable {
+    /// A delta-seconds value (RFC 9111 1.2.2): digits, past what fits 2^31; nil for anything else.
+    package static func deltaSeconds(_ text: String) -> Int64? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return min(Int64(text) ?? 1 << 31, 1 << 31)
+    }
+
     package var noStore = false
     package var noCache = false
     package var maxAge: Int64?
@@ -24,12 +30,7 @@ package struct CacheControl: Equatable, Sendable {
                     let digits = value.map {
                         $0.hasPrefix("\"") && $0.hasSuffix("\"") ? String($0.dropFirst().dropLast()) : $0
                     }
-                    // Digits past what fits mean 2^31 s (RFC 9111 1.2.2); anything else, stale.
-                    let seconds = digits.flatMap { text -> Int64? in
-                        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-                        return min(Int64(text) ?? 1 << 31, 1 << 31)
-                    }
-                    maxAge = min(maxAge ?? .max, seconds ?? 0)
+                    maxAge = min(maxAge ?? .max, digits.flatMap(Self.deltaSeconds) ?? 0)
                 default: break
                 }
             }
@@ -104,7 +105,7 @@ package struct CachedResponse: Codable, Equatable, Sendable {
     package func age(at now: Double) -> Double {
         let headers = responseHeaders
         let date = headers["Date"].flatMap { HTTPDate.parse($0) }.map(Double.init) ?? responseTime
-        let ageValue = headers["Age"].flatMap { Int64($0) }.map { Double(max(0, $0)) } ?? 0
+        let ageValue = headers["Age"].map { Double(CacheControl.deltaSeconds($0) ?? 1 << 31) } ?? 0
         let apparent = max(0, responseTime - date)
         let corrected = ageValue + max(0, responseTime - requestTime)
         return max(apparent, corrected) + max(0, now - responseTime)
@@ -139,12 +140,21 @@ package struct CachedResponse: Codable, Equatable, Sendable {
         return fields
     }
 
+    /// Whether a `304` with `fields` is about it (RFC 9111 4.3.4): a strong ETag in the 304 is
+    /// its own (compared weakly, as `If-None-Match` is); a 304 without one names no other.
+    package func isConfirmed(by fields: HTTPHeaders) -> Bool {
+        guard let theirs = fields.etag else { return true }
+        guard let mine = responseHeaders.etag else { return false }
+        return Condition.opaque(theirs) == Condition.opaque(mine)
+    }
+
     /// It, after a `304` with `fields` (RFC 9111 4.3.4): the 304's fields replace its own of
-    /// the same name (not the body's length), and its times are the revalidation's.
+    /// the same name (not the body's length or coding, which are of the stored body, nor
+    /// `Vary`, which its request values were kept for), and its times are the revalidation's.
     package func refreshed(by fields: HTTPHeaders, requestTime: Double, responseTime: Double) -> CachedResponse {
         var merged = responseHeaders
         for name in Set(fields.map { $0.name.lowercased() })
-        where !Self.unkept.contains(name) && name != "content-length" {
+        where !Self.unkept.contains(name) && !["content-length", "content-encoding", "vary"].contains(name) {
             merged.remove(name)
             for field in fields where field.name.lowercased() == name { merged.add(field.name, field.value) }
         }

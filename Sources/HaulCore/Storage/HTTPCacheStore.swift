@@ -54,7 +54,7 @@ package struct HTTPCacheStore: Sendable {
             return
         }
         guard (try? Sys.makeDirectories(Sys.parentDirectory(of: directory))) != nil,
-            Sys.privateDirectory(directory) != nil
+            Sys.privateDirectoryClosingOwn(directory) != nil
         else { return }
         guard (try? Sys.writeFileAtomically(path, bytes, durably: false)) != nil else { return }
         let total = Self.totals.withLock { totals -> Int64? in
