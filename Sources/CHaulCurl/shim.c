@@ -52,6 +52,9 @@ static struct {
     void (*slist_free_all)(struct haul_slist *);
 } api;
 
+/// The loaded libcurl, for the TLS library's symbols that came with it.
+static void *curl_library;
+
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static char load_error[512];
 static int load_status = -1;
@@ -96,6 +99,7 @@ static void load(void) {
         snprintf(load_error, sizeof load_error, "cannot load libcurl: %s", e ? e : "not found");
         return;
     }
+    curl_library = lib;
     RESOLVE(global_init, "curl_global_init");
     RESOLVE(version, "curl_version");
     RESOLVE(easy_init, "curl_easy_init");
@@ -145,6 +149,55 @@ int haul_easy_getinfo_off(haul_curl *h, int i, int64_t *v) { return api.easy_get
 int haul_easy_getinfo_ptr(haul_curl *h, int i, void **v) { return api.easy_getinfo(h, i, v); }
 int haul_easy_pause(haul_curl *h, int bitmask) { return api.easy_pause(h, bitmask); }
 const char *haul_easy_strerror(int code) { return api.easy_strerror(code); }
+
+struct haul_slist_item {
+    char *data;
+    struct haul_slist_item *next;
+};
+
+void haul_easy_connection_info(haul_curl *h, long *http_version, char *tls, size_t tls_len, char *expiry,
+                               size_t expiry_len) {
+    *http_version = 0;
+    if (tls_len) tls[0] = 0;
+    if (expiry_len) expiry[0] = 0;
+    long version = 0;
+    if (api.easy_getinfo(h, 0x200000 + 46 /* CURLINFO_HTTP_VERSION */, &version) == 0) *http_version = version;
+    // CURLINFO_TLS_SSL_PTR: the backend and its session (an SSL * for OpenSSL, a
+    // gnutls_session_t for GnuTLS), whose protocol version the TLS library names.
+    struct {
+        int backend;
+        void *internals;
+    } *session = NULL;
+    if (api.easy_getinfo(h, 0x400000 + 45, &session) == 0 && session && session->internals && curl_library) {
+        if (session->backend == 1 /* CURLSSLBACKEND_OPENSSL */) {
+            const char *(*get_version)(const void *) = NULL;
+            *(void **)(&get_version) = dlsym(curl_library, "SSL_get_version");
+            const char *name = get_version ? get_version(session->internals) : NULL;
+            if (name && tls_len) snprintf(tls, tls_len, "%s", name);
+        } else if (session->backend == 2 /* CURLSSLBACKEND_GNUTLS */) {
+            int (*get_protocol)(void *) = NULL;
+            const char *(*protocol_name)(int) = NULL;
+            *(void **)(&get_protocol) = dlsym(curl_library, "gnutls_protocol_get_version");
+            *(void **)(&protocol_name) = dlsym(curl_library, "gnutls_protocol_get_name");
+            const char *name = get_protocol && protocol_name ? protocol_name(get_protocol(session->internals)) : NULL;
+            if (name && tls_len) snprintf(tls, tls_len, "%s", name);
+        }
+    }
+    // CURLINFO_CERTINFO: a list of "Key:value" lines per certificate, the server's own first.
+    struct {
+        int count;
+        struct haul_slist_item **certificates;
+    } *info = NULL;
+    if (api.easy_getinfo(h, 0x400000 + 34, &info) == 0 && info && info->count > 0 && info->certificates) {
+        static const char key[] = "Expire date:";
+        for (struct haul_slist_item *item = info->certificates[0]; item; item = item->next) {
+            if (item->data && strncmp(item->data, key, sizeof key - 1) == 0) {
+                if (expiry_len) snprintf(expiry, expiry_len, "%s", item->data + sizeof key - 1);
+                break;
+            }
+        }
+    }
+}
 
 haul_curlm *haul_multi_init(void) { return api.multi_init(); }
 int haul_multi_cleanup(haul_curlm *m) { return api.multi_cleanup(m); }

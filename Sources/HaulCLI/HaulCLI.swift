@@ -23,6 +23,8 @@ struct HaulCLI {
           get URL... [-o FILE | -d DIR]   download (rerun the same command to resume)
           upload URL (-F FIELD... | -T FILE)  multipart form or raw file upload
           net [--watch] [--json]          network state: interfaces, kinds, default route
+          doctor URL [--json]             why a download of URL is slow or does not resume:
+                                          redirects, TLS, validators, ranges, connections, speed
           demo                            a 256 MiB download from a built-in local server, with
                                           injected connection drops, a pause and resume, and a
                                           SHA-256 check
@@ -78,6 +80,12 @@ struct HaulCLI {
                 return await upload.run(interrupts: Interrupts())
             case "net":
                 return try await NetCommand(rest).run()
+            case "doctor":
+                if rest.contains("--help") || rest.contains("-h") {
+                    Output.emit(DoctorCommand.help + "\n", to: 1)
+                    return .success
+                }
+                return try await DoctorCommand(rest).run()
             case "demo":
                 let demo = try DemoCommand(rest)
                 return await demo.run(interrupts: Interrupts())
@@ -87,6 +95,7 @@ struct HaulCLI {
                 case "demo": Output.emit(DemoCommand.help + "\n", to: 1)
                 case "upload": Output.emit(UploadCommand.help + "\n", to: 1)
                 case "net": Output.emit(NetCommand.help + "\n", to: 1)
+                case "doctor": Output.emit(DoctorCommand.help + "\n", to: 1)
                 default: Output.emit(help + "\n", to: 1)
                 }
                 return .success

@@ -151,6 +151,11 @@ extension TestServer {
             headers.append(("Transfer-Encoding", "chunked"))
         }
         let status = partial ? 206 : 200
+        // headlength=V: a HEAD says Content-Length V (a server whose HEAD and GET disagree).
+        if r.method == "HEAD", let length = q["headlength"] {
+            headers.removeAll { $0.0 == "Content-Length" }
+            headers.append(("Content-Length", length))
+        }
         guard writeHead(fd, status: status, headers: headers, latin1: q["cd"] == "latin1") else { return false }
         if r.method == "HEAD" { return true }
         let lastWrite = {

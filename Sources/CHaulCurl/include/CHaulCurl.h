@@ -35,6 +35,14 @@ int haul_easy_getinfo_long(haul_curl *h, int info, long *value);
 int haul_easy_getinfo_off(haul_curl *h, int info, int64_t *value);
 int haul_easy_getinfo_ptr(haul_curl *h, int info, void **value);
 int haul_easy_pause(haul_curl *h, int bitmask);
+/// What a transfer's connection is, for `haul doctor` (call it while the transfer runs, after its
+/// answer's head: the TLS session is the live connection's). `http_version` gets curl's
+/// CURL_HTTP_VERSION_* of the answer (0: unknown); `tls` the protocol's name ("TLSv1.3"; empty
+/// when not TLS or the TLS library is not OpenSSL or GnuTLS); `expiry` the leaf certificate's
+/// "Expire date" as libcurl's certificate info gives it (empty without CURLOPT_CERTINFO, or on a
+/// reused connection).
+void haul_easy_connection_info(haul_curl *h, long *http_version, char *tls, size_t tls_len, char *expiry,
+                               size_t expiry_len);
 const char *haul_easy_strerror(int code);
 
 haul_curlm *haul_multi_init(void);
@@ -98,6 +106,7 @@ enum {
     HAUL_CURLOPT_PROXY_SSL_VERIFYPEER = 248,
     HAUL_CURLOPT_PROXY_SSL_VERIFYHOST = 249,
     HAUL_CURLOPT_SUPPRESS_CONNECT_HEADERS = 265,
+    HAUL_CURLOPT_CERTINFO = 172,
 };
 
 // Info (CURLINFO_*).

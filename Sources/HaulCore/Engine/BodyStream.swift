@@ -52,6 +52,9 @@ package final class BodyStream: TransportHandler, Sendable {
         }
     }
 
+    /// Whether the transfer has ended (its answer is all here, or it failed).
+    package var hasEnded: Bool { state.withLock { $0.end != nil } }
+
     /// Stops the transfer (the consumer lost interest).
     package func cancel() {
         state.withLock { $0.wantsBody = false }

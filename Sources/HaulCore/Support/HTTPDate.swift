@@ -103,17 +103,32 @@ package enum HTTPDate {
     /// The IMF-fixdate of `secondsSince1970` (`Sun, 06 Nov 1994 08:49:37 GMT`), within years
     /// 0001-9999 (an instant outside is written as the nearest end).
     package static func format(_ secondsSince1970: Int64) -> String {
-        // 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z.
-        let secondsSince1970 = min(max(secondsSince1970, -62_135_596_800), 253_402_300_799)
-        let dayNumber = secondsSince1970 >= 0 ? secondsSince1970 / 86400 : (secondsSince1970 - 86399) / 86400
-        let inDay = secondsSince1970 - dayNumber * 86400
-        let (year, month, day) = civil(fromDays: dayNumber)
+        let (dayNumber, inDay, year, month, day) = parts(secondsSince1970)
         // 1970-01-01 was a Thursday (index 3 from Monday).
         let weekday = Int(((dayNumber % 7) + 7 + 3) % 7)
-        func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        let paddedYear = String(repeating: "0", count: max(0, 4 - String(year).count)) + String(year)
-        return "\(days[weekday]), \(two(day)) \(months[Int(month) - 1]) \(paddedYear) "
+        return "\(days[weekday]), \(two(day)) \(months[Int(month) - 1]) \(paddedYear(year)) "
             + "\(two(inDay / 3600)):\(two(inDay / 60 % 60)):\(two(inDay % 60)) GMT"
+    }
+
+    /// `secondsSince1970` as ISO 8601 in UTC (`1994-11-06T08:49:37Z`), within the same years.
+    package static func iso8601(_ secondsSince1970: Int64) -> String {
+        let (_, inDay, year, month, day) = parts(secondsSince1970)
+        return "\(paddedYear(year))-\(two(month))-\(two(day))T"
+            + "\(two(inDay / 3600)):\(two(inDay / 60 % 60)):\(two(inDay % 60))Z"
+    }
+
+    /// The day number, the second of that day and its civil date, clamped to
+    /// 0001-01-01T00:00:00Z ... 9999-12-31T23:59:59Z.
+    private static func parts(_ secondsSince1970: Int64) -> (Int64, Int64, Int64, Int64, Int64) {
+        let secondsSince1970 = min(max(secondsSince1970, -62_135_596_800), 253_402_300_799)
+        let dayNumber = secondsSince1970 >= 0 ? secondsSince1970 / 86400 : (secondsSince1970 - 86399) / 86400
+        let (year, month, day) = civil(fromDays: dayNumber)
+        return (dayNumber, secondsSince1970 - dayNumber * 86400, year, month, day)
+    }
+
+    private static func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
+    private static func paddedYear(_ year: Int64) -> String {
+        String(repeating: "0", count: max(0, 4 - String(year).count)) + String(year)
     }
 
     private static func number(_ text: Substring, digits: Int) -> Int64? { number(text, digits: digits...digits) }

@@ -146,6 +146,7 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         case .http1_1: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_1_1))
         case .http2: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_2_0))
         }
+        if request.reportsConnection { set(Int32(HAUL_CURLOPT_CERTINFO), 1) }
         set(Int32(HAUL_CURLOPT_USERAGENT), HaulVersion.userAgent)
         if request.decodeContent {
             set(Int32(HAUL_CURLOPT_ACCEPT_ENCODING), "")
@@ -296,12 +297,30 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
             invalidResponse = problem
             return false
         }
-        let response = TransportResponse(status: status, headers: headers, url: request.url)
+        var response = TransportResponse(status: status, headers: headers, url: request.url)
+        if request.reportsConnection, let easy { response.connection = Self.connectionReport(easy) }
         if !handler.transportDidReceive(response: response) {
             aborted = true
             return false
         }
         return true
+    }
+
+    /// What libcurl tells of the transfer's connection (``TransportRequest/reportsConnection``).
+    private static func connectionReport(_ easy: UnsafeMutableRawPointer) -> ConnectionReport {
+        var version = 0
+        var tls = [CChar](repeating: 0, count: 64)
+        var expiry = [CChar](repeating: 0, count: 128)
+        haul_easy_connection_info(easy, &version, &tls, tls.count, &expiry, expiry.count)
+        func text(_ chars: [CChar]) -> String? {
+            let bytes = chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+            // Printable ASCII only: it is shown on a terminal.
+            let shown = String(decoding: bytes.filter { $0 >= 0x20 && $0 < 0x7F }, as: UTF8.self)
+            let trimmed = shown.trimmingASCIIWhitespace()
+            return trimmed.isEmpty ? nil : trimmed
+        }
+        let names = [1: "HTTP/1.0", 2: "HTTP/1.1", 3: "HTTP/2", 30: "HTTP/3"]
+        return ConnectionReport(httpVersion: names[version], tlsVersion: text(tls), certificateExpiry: text(expiry))
     }
 
     func onRead(_ buffer: UnsafeMutableRawBufferPointer) -> Int {

@@ -25,6 +25,10 @@ package struct TransportRequest: Sendable {
     package var sharedRate: RateBudget?
     /// A body to send (uploads), read on demand on the transport's thread.
     package var body: (any RequestBodySource)?
+    /// Report what the connection is (``TransportResponse/connection``): HTTP and TLS version,
+    /// certificate expiry. For `haul doctor`; the curl transport asks libcurl for the
+    /// certificate chain then.
+    package var reportsConnection = false
 
     package init(url: URL) { self.url = url }
 
@@ -55,11 +59,31 @@ package struct TransportResponse: Sendable {
     package var status: Int
     package var headers: HTTPHeaders
     package var url: URL
+    /// What the connection is, when the request asked (``TransportRequest/reportsConnection``)
+    /// and the transport can tell.
+    package var connection: ConnectionReport?
 
     package init(status: Int, headers: HTTPHeaders, url: URL) {
         self.status = status
         self.headers = headers
         self.url = url
+    }
+}
+
+/// What a transfer's connection is, as its transport saw it.
+package struct ConnectionReport: Sendable, Equatable {
+    /// "HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/3"; nil when unknown.
+    package var httpVersion: String?
+    /// The TLS library's name of the protocol ("TLSv1.3"); nil over plain http or when unknown.
+    package var tlsVersion: String?
+    /// The server certificate's expiry as the TLS library wrote it; nil when not told (plain
+    /// http, a reused connection).
+    package var certificateExpiry: String?
+
+    package init(httpVersion: String? = nil, tlsVersion: String? = nil, certificateExpiry: String? = nil) {
+        self.httpVersion = httpVersion
+        self.tlsVersion = tlsVersion
+        self.certificateExpiry = certificateExpiry
     }
 }
 

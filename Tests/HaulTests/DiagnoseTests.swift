@@ -1,0 +1,177 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import HaulTestTraits
+import Testing
+
+@testable import HaulCore
+
+/// `HaulSession.diagnose` (`haul doctor`): each check against a test server that has, or
+/// lacks, what it looks for; assertions are on what the server saw and answered, never on speed.
+@Suite("diagnose: what a server does with ranges, validators, HEAD and connections", .fewAtOnce)
+struct DiagnoseTests {
+    /// Checks only (no speed measurement, which takes seconds and whose findings depend on it).
+    static var quick: DiagnosisOptions {
+        var o = DiagnosisOptions()
+        o.speedSeconds = 0
+        o.maxConnections = 3
+        return o
+    }
+
+    static func diagnose(
+        _ server: TestServer, _ target: String, _ options: DiagnosisOptions = quick
+    )
+        async throws -> Diagnosis
+    {
+        try await testSession().diagnose(server.url(target), options: options)
+    }
+
+    @Test func aServerThatDoesEverythingRightHasNoFindings() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let d = try await Self.diagnose(server, "/good?size=1048576")
+        #expect(d.findings == [], "\(d.findings)")
+        #expect(d.hops.map(\.status) == [200])
+        #expect(d.answer.length == 1_048_576)
+        #expect(d.connection.httpVersion == "HTTP/1.1")
+        #expect(d.connection.tlsVersion == nil && d.connection.certificateExpires == nil)
+        #expect(d.validators.etag == "\"s1-v0-1048576\"" && d.validators.stable == true && !d.validators.weakETag)
+        #expect(d.ranges.support == .honoured, "\(d.ranges.detail)")
+        #expect(d.head?.agrees == true && d.head?.status == 200)
+        #expect(d.gzipOnRanges == false)
+        #expect(d.connections?.admitted == 3 && d.connections?.tried == 3 && d.connections?.refusal == nil)
+        #expect(d.speeds.isEmpty)
+        // What the server saw: the two small ranges inside the first 64 KiB, one HEAD, one
+        // range offered gzip, and three plain GETs held at once besides the two of the start.
+        let seen = server.requests(path: "/good")
+        let ranges = seen.compactMap(\.range)
+        #expect(ranges == ["bytes=0-511", "bytes=32768-33279", "bytes=0-1023"], "\(ranges)")
+        #expect(seen.filter { $0.header("Accept-Encoding") == "gzip" }.map(\.range) == ["bytes=0-1023"])
+        #expect(seen.filter { $0.method == "HEAD" }.count == 1)
+        #expect(seen.filter { $0.method == "GET" && $0.range == nil }.count == 5)
+    }
+
+    @Test func aServerThatIgnoresRangeIsFoundOutAndNotSplit() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var options = Self.quick
+        options.speedSeconds = 5  // the file ends first
+        let d = try await Self.diagnose(server, "/noranges?size=300000&ranges=0", options)
+        #expect(d.ranges.support == .ignored)
+        #expect(d.findings.contains { $0.hasPrefix("the server ignores Range") }, "\(d.findings)")
+        #expect(d.gzipOnRanges == nil)
+        // One connection measured; no split without ranges.
+        #expect(d.speeds.map(\.connections) == [1])
+        #expect(d.speeds[0].bytes > 0 && d.speeds[0].bytes <= 300_000)
+    }
+
+    @Test func rangesWithOtherBytesThanTheWholeFileAreWrong() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        // A new version at every request: its ranges are not the bytes of the first answer,
+        // and its validators change.
+        let d = try await Self.diagnose(server, "/changing?size=100000&change=always")
+        #expect(d.ranges.support == .wrongBytes, "\(d.ranges.detail)")
+        #expect(d.validators.stable == false)
+        #expect(d.validators.etag != d.validators.secondETag)
+        #expect(d.findings.contains { $0.hasPrefix("the validators changed between two requests") }, "\(d.findings)")
+        #expect(d.findings.contains { $0.hasPrefix("the server's ranges are wrong") }, "\(d.findings)")
+    }
+
+    @Test func missingAndWeakValidatorsAreFindings() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let none = try await Self.diagnose(server, "/none?size=5000&etag=0&lm=0")
+        #expect(none.validators.stable == nil)
+        #expect(none.findings.contains { $0.hasPrefix("no ETag or Last-Modified") }, "\(none.findings)")
+        let weak = try await Self.diagnose(server, "/weak?size=5000&weak=1&lm=0")
+        #expect(weak.validators.weakETag && weak.validators.stable == true)
+        #expect(weak.findings.contains { $0.hasPrefix("only a weak ETag") }, "\(weak.findings)")
+    }
+
+    @Test func aHeadThatDisagreesWithGetIsAFinding() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let d = try await Self.diagnose(server, "/head?size=5000&headlength=99")
+        #expect(d.head?.length == 99 && d.head?.agrees == false)
+        #expect(
+            d.findings.contains { $0.hasPrefix("HEAD and GET disagree (length 99 against 5000)") }, "\(d.findings)")
+    }
+
+    @Test func gzipOnTheWireIsNamed() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let d = try await Self.diagnose(server, "/gz?size=20000&gzip=1")
+        #expect(d.answer.contentEncoding == "gzip")
+        #expect(d.gzipOnRanges == true)
+        #expect(d.findings.contains { $0.hasPrefix("the server sends Content-Encoding gzip") }, "\(d.findings)")
+    }
+
+    @Test func theRedirectChainIsListedWithoutItsQueries() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let d = try await Self.diagnose(server, "/r?size=5000&redirect=2")
+        #expect(d.hops.map(\.status) == [303, 302, 200], "\(d.hops)")
+        #expect(d.hops[0].url == server.url("/r?size=5000&redirect=2").absoluteString)
+        // Past the first hop, without the query (a signed link's signature stays out of it).
+        #expect(d.hops.dropFirst().allSatisfy { $0.url == server.url("/r").absoluteString + "?…" }, "\(d.hops)")
+        #expect(d.ranges.support == .honoured)
+        #expect(server.requests(path: "/r").filter { $0.method == "HEAD" }.map(\.target) == ["/r?size=5000&redirect=0"])
+    }
+
+    @Test func theConnectionCountStopsAtTheFirstRefusal() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var options = Self.quick
+        options.maxConnections = 8
+        // busy=3: a fourth request in flight gets 503. Answers paced after their first 70 KB
+        // stay in flight while held; the checks before the count may still be leaving, so the
+        // count is at most 3.
+        let d = try await Self.diagnose(server, "/busy?size=4000000&busy=3&burst=70000&rate=2000", options)
+        let c = try #require(d.connections)
+        #expect((1...3).contains(c.admitted), "\(c)")
+        #expect(c.tried == c.admitted + 1)
+        #expect(c.refusal == "connection \(c.tried): HTTP 503 Service Unavailable", "\(c)")
+        #expect(c.ended == 0)
+        #expect(d.findings.contains { $0.hasPrefix("the server admits \(c.admitted) connection") }, "\(d.findings)")
+    }
+
+    @Test func speedIsMeasuredOnOneAndOnFourRanges() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var options = Self.quick
+        options.speedSeconds = 5  // the file ends first
+        let d = try await Self.diagnose(server, "/speed?size=4000000", options)
+        #expect(d.speeds.map(\.connections) == [1, 4])
+        #expect(d.speeds.allSatisfy { $0.bytes > 0 && $0.seconds > 0 && $0.bytesPerSecond > 0 }, "\(d.speeds)")
+        // The four ranges split the file.
+        let quarters = ["bytes=0-999999", "bytes=1000000-1999999", "bytes=2000000-2999999", "bytes=3000000-3999999"]
+        let ranges = Set(server.requests(path: "/speed").compactMap(\.range))
+        #expect(ranges.isSuperset(of: quarters), "\(ranges)")
+    }
+
+    @Test func anErrorStatusIsADiagnosisWithNothingElseAsked() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let d = try await Self.diagnose(server, "/missing?status=404")
+        #expect(d.answer.status == 404)
+        #expect(d.findings == ["the server answers HTTP 404 Not Found: there is nothing to download"])
+        #expect(d.head == nil && d.connections == nil && d.ranges.support == .untested)
+        #expect(server.requests(path: "/missing").count == 1)
+    }
+
+    @Test func aServerThatIsNotThereIsAnError() async throws {
+        let port = try RefusingPort()
+        let error = await #expect(throws: HaulError.self) {
+            try await testSession().diagnose(port.url("/f"), options: Self.quick)
+        }
+        #expect(error?.code == .network, "\(String(describing: error))")
+    }
+
+    @Test func certificateExpiryIsReadAsISO8601() {
+        #expect(HTTPDate.iso8601(0) == "1970-01-01T00:00:00Z")
+        #expect(HTTPDate.iso8601(1_767_225_600) == "2026-01-01T00:00:00Z")
+        // OpenSSL's form, as libcurl's certificate info gives it.
+        #expect(HTTPDate.parseCookieDate("Mar  1 12:00:00 2027 GMT").map(HTTPDate.iso8601) == "2027-03-01T12:00:00Z")
+    }
+}
