@@ -93,41 +93,60 @@ extension HaulSession {
         }
         var (data, response) = try await fetch(
             request, maxBytes: maxBytes, extraHeaders: stored?.validatingHeaders ?? [])
-        var responseTime = cache.now()
-        var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
-        // An answer reached through a redirect is not kept under the URL asked for (the redirect
-        // may be temporary), nor does its 304 vouch for the entry.
-        var direct = ResumeRecord.redacted(response.url) == ResumeRecord.redacted(request.url)
         if response.statusCode == 304, let stored {
-            if direct, stored.isConfirmed(by: headers) {
-                let refreshed = stored.refreshed(by: headers, requestTime: requestTime, responseTime: responseTime)
-                if CachedResponse.isStorable(
-                    status: refreshed.status, headers: refreshed.responseHeaders, request: sent),
-                    refreshed.matches(sent)
-                {
-                    cache.store.store(refreshed)
-                } else {
-                    cache.store.remove(request.url, decoded: request.decodesContent)
-                }
-                return try Self.served(refreshed, maxBytes: maxBytes)
-            }
+            let refreshed = Self.refreshed(
+                stored, by: response, for: request, sent: sent, in: cache, requestTime: requestTime)
+            if let refreshed { return try Self.served(refreshed, maxBytes: maxBytes) }
             // A 304 of another version or place: the entry goes and the file is asked for whole.
             cache.store.remove(request.url, decoded: request.decodesContent)
             (data, response) = try await fetch(request, maxBytes: maxBytes)
-            responseTime = cache.now()
-            headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
-            direct = ResumeRecord.redacted(response.url) == ResumeRecord.redacted(request.url)
         }
-        if direct, CachedResponse.isStorable(status: response.statusCode, headers: headers, request: sent) {
+        Self.keep(data, response, for: request, sent: sent, in: cache, requestTime: requestTime)
+        return (data, response)
+    }
+
+    /// An answer reached through a redirect is not kept under the URL asked for (the redirect
+    /// may be temporary), nor does its 304 vouch for the entry.
+    private static func isDirect(_ response: HTTPResponse, for request: HaulRequest) -> Bool {
+        ResumeRecord.redacted(response.url) == ResumeRecord.redacted(request.url)
+    }
+
+    /// The entry a 304 refreshes (kept again when still storable, else removed); nil when the
+    /// 304 does not vouch for it (another URL, another strong ETag).
+    private static func refreshed(
+        _ stored: CachedResponse, by response: HTTPResponse, for request: HaulRequest, sent: HTTPHeaders,
+        in cache: HTTPCache, requestTime: Double
+    ) -> CachedResponse? {
+        let headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
+        guard isDirect(response, for: request), stored.isConfirmed(by: headers) else { return nil }
+        let refreshed = stored.refreshed(by: headers, requestTime: requestTime, responseTime: cache.now())
+        if CachedResponse.isStorable(status: refreshed.status, headers: refreshed.responseHeaders, request: sent),
+            refreshed.matches(sent)
+        {
+            cache.store.store(refreshed)
+        } else {
+            cache.store.remove(request.url, decoded: request.decodesContent)
+        }
+        return refreshed
+    }
+
+    /// Keeps a loaded answer when it is storable; a 200 that is not removes the entry it outdates.
+    private static func keep(
+        _ data: Data, _ response: HTTPResponse, for request: HaulRequest, sent: HTTPHeaders, in cache: HTTPCache,
+        requestTime: Double
+    ) {
+        let headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
+        if isDirect(response, for: request),
+            CachedResponse.isStorable(status: response.statusCode, headers: headers, request: sent)
+        {
             cache.store.store(
                 CachedResponse(
                     url: request.url, decoded: request.decodesContent, finalURL: response.url,
                     status: response.statusCode, headers: headers, request: sent, requestTime: requestTime,
-                    responseTime: responseTime, body: data))
+                    responseTime: cache.now(), body: data))
         } else if response.statusCode == 200 {
-            cache.store.remove(request.url, decoded: request.decodesContent)  // outdated by this answer
+            cache.store.remove(request.url, decoded: request.decodesContent)
         }
-        return (data, response)
     }
 
     /// Whether the cache may answer or keep `request`: not with credentials (in the URL, an

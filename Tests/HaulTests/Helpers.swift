@@ -93,3 +93,25 @@ extension Trait where Self == ConditionTrait {
         .disabled(if: ProcessInfo.processInfo.environment["HAUL_TSAN"] != nil, why)
     }
 }
+
+/// A validator store in a temporary directory that has saved ETag `"e1"` for `url` and `file`
+/// (three bytes), as a download with `-N` leaves it.
+struct SavedValidators {
+    let dir: TemporaryDirectory
+    let store: ValidatorStore
+    let file: String
+    let url = URL(string: "http://127.0.0.1:1/f.bin")!
+
+    /// - Parameter openDirectory: the store's directory is made 0755 first (readable by others,
+    ///   as a first version of the store made it).
+    init(openDirectory: Bool = false) throws {
+        dir = try TemporaryDirectory()
+        store = ValidatorStore(directory: dir.file("state"))
+        if openDirectory {
+            #expect(mkdir(dir.file("state"), 0o755) == 0 && chmod(dir.file("state"), 0o755) == 0)
+        }
+        file = dir.file("f.bin")
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: file))
+        store.save(url, target: .file(file), path: file, etag: "\"e1\"", lastModified: nil, settingTime: false)
+    }
+}

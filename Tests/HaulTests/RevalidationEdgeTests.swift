@@ -108,13 +108,9 @@ struct RevalidationEdgeTests {
     }
 
     @Test func aFileChangedWhileTheServerWasAskedKeepsNoValidators() throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let store = ValidatorStore(directory: dir.file("state"))
-        let file = dir.file("f.bin")
-        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: file))
-        let url = URL(string: "http://127.0.0.1:1/f.bin")!
-        store.save(url, target: .file(file), path: file, etag: "\"e1\"", lastModified: nil, settingTime: false)
+        let f = try SavedValidators()
+        defer { f.dir.remove() }
+        let (dir, store, file, url) = (f.dir, f.store, f.file, f.url)
         let asked = try #require(store.condition(for: url, target: .file(file)))
         #expect(asked.etag == "\"e1\"")
         // Written to between the question and the 304.
@@ -125,14 +121,9 @@ struct RevalidationEdgeTests {
     }
 
     @Test func aStoreDirectoryOthersCanOnlyReadIsClosedToThemAndUsed() throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let store = ValidatorStore(directory: dir.file("state"))
-        #expect(mkdir(dir.file("state"), 0o755) == 0 && chmod(dir.file("state"), 0o755) == 0)
-        let file = dir.file("f.bin")
-        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: file))
-        let url = URL(string: "http://127.0.0.1:1/f.bin")!
-        store.save(url, target: .file(file), path: file, etag: "\"e1\"", lastModified: nil, settingTime: false)
+        let f = try SavedValidators(openDirectory: true)
+        defer { f.dir.remove() }
+        let (dir, store, file, url) = (f.dir, f.store, f.file, f.url)
         #expect(store.condition(for: url, target: .file(file))?.etag == "\"e1\"")
         #expect(
             try #require(try FileManager.default.attributesOfItem(atPath: dir.file("state"))[.posixPermissions] as? Int)
@@ -140,13 +131,9 @@ struct RevalidationEdgeTests {
     }
 
     @Test func a304NamingAnotherETagDropsTheEntry() throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let store = ValidatorStore(directory: dir.file("state"))
-        let file = dir.file("f.bin")
-        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: file))
-        let url = URL(string: "http://127.0.0.1:1/f.bin")!
-        store.save(url, target: .file(file), path: file, etag: "\"e1\"", lastModified: nil, settingTime: false)
+        let f = try SavedValidators()
+        defer { f.dir.remove() }
+        let (_, store, file, url) = (f.dir, f.store, f.file, f.url)
         let asked = try #require(store.condition(for: url, target: .file(file)))
         store.saveUnchanged(url, target: .file(file), asked: asked, etag: "W/\"e1\"", lastModified: nil)
         #expect(store.condition(for: url, target: .file(file))?.etag == "W/\"e1\"", "the same, weakly")
@@ -156,13 +143,9 @@ struct RevalidationEdgeTests {
     }
 
     @Test func aStoreDirectoryOthersCanWriteIsNotTrusted() throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let store = ValidatorStore(directory: dir.file("state"))
-        let file = dir.file("f.bin")
-        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: file))
-        let url = URL(string: "http://127.0.0.1:1/f.bin")!
-        store.save(url, target: .file(file), path: file, etag: "\"e1\"", lastModified: nil, settingTime: false)
+        let f = try SavedValidators()
+        defer { f.dir.remove() }
+        let (dir, store, file, url) = (f.dir, f.store, f.file, f.url)
         #expect(store.condition(for: url, target: .file(file))?.etag == "\"e1\"")
         #expect(chmod(dir.file("state"), 0o777) == 0)
         #expect(store.condition(for: url, target: .file(file))?.etag == nil)

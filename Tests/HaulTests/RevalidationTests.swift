@@ -155,13 +155,9 @@ struct RevalidationTests {
     }
 
     @Test func aStoredEntryThatCouldInjectAHeaderIsIgnored() throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let store = ValidatorStore(directory: dir.file("state"))
-        let file = dir.file("f.bin")
-        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: file))
-        let url = URL(string: "http://127.0.0.1:1/f.bin")!
-        store.save(url, target: .file(file), path: file, etag: "\"e1\"", lastModified: nil, settingTime: false)
+        let f = try SavedValidators()
+        defer { f.dir.remove() }
+        let (dir, store, file, url) = (f.dir, f.store, f.file, f.url)
         #expect(store.condition(for: url, target: .file(file))?.etag == "\"e1\"")
         let entry = try #require(Sys.listDirectory(dir.file("state")).first)
         let text = try String(contentsOfFile: dir.file("state/" + entry), encoding: .utf8)

@@ -21,8 +21,8 @@ package struct CacheControl: Equatable, Sendable {
         for field in headers where field.name.equalsIgnoringASCIICase("Cache-Control") {
             for directive in field.value.split(separator: ",") {
                 let parts = directive.split(separator: "=", maxSplits: 1)
-                let name = parts.first.map { String($0).trimmingASCIISpaces().lowercased() } ?? ""
-                let value = parts.count > 1 ? String(parts[1]).trimmingASCIISpaces() : nil
+                let name = parts.first.map { String($0).trimmingASCIIWhitespace().lowercased() } ?? ""
+                let value = parts.count > 1 ? String(parts[1]).trimmingASCIIWhitespace() : nil
                 switch name {
                 case "no-store": noStore = true
                 case "no-cache": noCache = true
@@ -92,7 +92,7 @@ package struct CachedResponse: Codable, Equatable, Sendable {
     /// more than the request's fields.
     static func varyNames(_ headers: HTTPHeaders) -> [String] {
         headers.filter { $0.name.equalsIgnoringASCIICase("Vary") }.flatMap { field in
-            field.value.split(separator: ",").map { String($0).trimmingASCIISpaces().lowercased() }
+            field.value.split(separator: ",").map { String($0).trimmingASCIIWhitespace().lowercased() }
         }.filter { !$0.isEmpty }
     }
 
@@ -173,13 +173,5 @@ package struct CachedResponse: Codable, Equatable, Sendable {
         guard !varyNames(headers).contains("*") else { return false }
         let explicit = CacheControl(headers).maxAge != nil || headers.contains("Expires")
         return explicit || headers.etag != nil || headers.lastModified != nil
-    }
-}
-
-extension String {
-    fileprivate func trimmingASCIISpaces() -> String {
-        String(
-            decoding: utf8.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed(),
-            as: UTF8.self)
     }
 }
