@@ -136,6 +136,30 @@ struct DiagnoseTests {
         #expect(d.findings.contains { $0.hasPrefix("the server admits \(c.admitted) connection") }, "\(d.findings)")
     }
 
+    @Test func aTricklingServerIsCutAfterTenSecondsAndStillDiagnosed() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        // 64 KiB at 3000 bytes/s would take 22 s; the first answer is cut at 10 s and the
+        // checks go on with what came.
+        let d = try await Self.diagnose(server, "/trickle?size=200000&rate=3000")
+        #expect(d.answer.status == 200)
+        #expect(d.ranges.support == .honoured, "\(d.ranges.detail)")
+        let ranges = server.requests(path: "/trickle").compactMap(\.range)
+        #expect(ranges.count == 3 && ranges[0] == "bytes=0-511", "\(ranges)")
+        // The second range is from the middle of what came: under 64 KiB.
+        #expect(ranges[1] != "bytes=32768-33279", "\(ranges)")
+    }
+
+    @Test func theSessionsConnectionCapBoundsTheCount() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var options = Self.quick
+        options.maxConnections = 8
+        let session = testSession { $0.maxConnectionsPerHost = 2 }
+        let d = try await session.diagnose(server.url("/capped?size=4000000&burst=70000&rate=2000"), options: options)
+        #expect(d.connections?.tried == 2 && d.connections?.admitted == 2, "\(String(describing: d.connections))")
+    }
+
     @Test func speedIsMeasuredOnOneAndOnFourRanges() async throws {
         let server = try TestServer()
         defer { server.shutdown() }

@@ -21,6 +21,9 @@ extension HaulSession {
     ) async throws(HaulError)
         -> Diagnosis
     {
+        var options = options
+        // Held connections past the session's cap would wait for a slot none of them gives back.
+        if let cap = configuration.maxConnectionsPerHost { options.maxConnections = min(options.maxConnections, cap) }
         let doctor = Doctor(
             session: self, transport: try readyTransport(), url: url, options: options,
             headers: try headers(adding: options.headers, for: url))
@@ -85,25 +88,38 @@ struct Doctor: Sendable {
         return t
     }
 
-    /// Sends `t` and keeps at most `keep` bytes of its body, then stops it.
+    /// Sends `t` and keeps at most `keep` bytes of its body, then stops it; a body that has not
+    /// given them within ``bodySeconds`` of its head (a server that trickles) is cut there, and
+    /// what came is kept.
     func fetch(_ t: TransportRequest, keep: Int) async -> Result<(TransportResponse, [UInt8]), TransportError> {
         let body = BodyStream(window: max(keep, 16 << 10))
         defer { body.cancel() }
+        let response: TransportResponse
         switch await body.start(t, on: transport) {
         case .failure(let error): return .failure(error)
-        case .success(let response):
-            var kept: [UInt8] = []
-            while kept.count < keep {
-                do throws(TransportError) {
-                    guard let chunk = try await body.next() else { break }
-                    kept += chunk.prefix(keep - kept.count)
-                } catch {
-                    return .failure(error)
-                }
-            }
-            return .success((response, kept))
+        case .success(let r): response = r
         }
+        let deadline = ContinuousClock.now + .seconds(Self.bodySeconds)
+        let cut = Task {
+            try? await Task.sleep(until: deadline, clock: .continuous)
+            body.cancel()
+        }
+        defer { cut.cancel() }
+        var kept: [UInt8] = []
+        while kept.count < keep {
+            do throws(TransportError) {
+                guard let chunk = try await body.next() else { break }
+                kept += chunk.prefix(keep - kept.count)
+            } catch {
+                if ContinuousClock.now >= deadline { break }
+                return .failure(error)
+            }
+        }
+        return .success((response, kept))
     }
+
+    /// The longest a check reads a body for.
+    static let bodySeconds = 10
 
     /// GET `url`, following redirects as a download does; the file's answer with its first bytes.
     func firstAnswer() async throws(HaulError) -> First {
