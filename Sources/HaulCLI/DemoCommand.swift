@@ -31,14 +31,17 @@ struct DemoCommand {
           --keep       keep the downloaded file
         """
 
+    static let options: [Arguments.Option] = [
+        .init("--size", value: true), .init("--dir", value: true), .init("--keep"),
+    ]
+
     let way: DemoWay
     let size: Int
     let dir: String?
     let keep: Bool
 
     init(_ args: [String]) throws(UsageError) {
-        let (v, positionals) = try Arguments.parse(
-            args, options: [.init("--size", value: true), .init("--dir", value: true), .init("--keep")])
+        let (v, positionals) = try Arguments.parse(args, options: Self.options)
         guard positionals.count <= 1, let way = DemoWay(rawValue: positionals.first ?? "file") else {
             throw UsageError("demo modes are file, data, stream, task and manager (see haul help demo)")
         }

@@ -1,5 +1,6 @@
 import Haul
 import HaulTestServer
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else

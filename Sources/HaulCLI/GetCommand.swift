@@ -79,6 +79,8 @@ struct GetCommand {
                                   separated; a file already there counts as done only if it
                                   matches. Without it a server's Repr-Digest is checked
               --no-server-digest  do not check a server's Repr-Digest/Content-Digest
+              --transport curl    the transport: curl, the only one in the command (the library
+                                  also has URLSession's, in HaulFoundation)
         \(ConnectionFlags.help)
         \(AuthFlags.help)
         \(CookieFlags.help)

@@ -1,4 +1,5 @@
 import Haul
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -28,7 +29,8 @@ struct HaulCLI {
           demo                            a 256 MiB download from a built-in local server, with
                                           injected connection drops, a pause and resume, and a
                                           SHA-256 check
-          help [command]                  this text, or a command's options
+          help [command | --man]          this text, a command's options, or the man page haul(1)
+          completions bash|zsh|fish       a completion script for that shell
           version                         print haul's and libcurl's versions (--version or
                                           -V: haul's alone, without loading libcurl)
 
@@ -90,14 +92,17 @@ struct HaulCLI {
                 let demo = try DemoCommand(rest)
                 return await demo.run(interrupts: Interrupts())
             case "help", "--help", "-h":
-                switch rest.first {
-                case "get": Output.emit(GetCommand.help + "\n", to: 1)
-                case "demo": Output.emit(DemoCommand.help + "\n", to: 1)
-                case "upload": Output.emit(UploadCommand.help + "\n", to: 1)
-                case "net": Output.emit(NetCommand.help + "\n", to: 1)
-                case "doctor": Output.emit(DoctorCommand.help + "\n", to: 1)
-                default: Output.emit(help + "\n", to: 1)
+                if rest.first == "--man" {
+                    Output.emit(ManPage.render(version: HaulInfo.version), to: 1)
+                } else {
+                    Output.emit((Commands.named(rest.first)?.help ?? help) + "\n", to: 1)
                 }
+                return .success
+            case "completions":
+                guard rest.count == 1, let script = Completions.script(for: rest[0]) else {
+                    throw UsageError("completions takes one of \(Completions.shells.joined(separator: ", "))")
+                }
+                Output.emit(script, to: 1)
                 return .success
             case "version":
                 Output.emit("haul \(HaulInfo.version) (\(HaulInfo.transportDescription))\n", to: 1)

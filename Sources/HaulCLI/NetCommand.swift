@@ -1,4 +1,5 @@
 import Haul
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -18,11 +19,13 @@ struct NetCommand {
           --json    one JSON object per line
         """
 
+    static let options: [Arguments.Option] = [.init("--watch"), .init("--json")]
+
     let watch: Bool
     let json: Bool
 
     init(_ args: [String]) throws(UsageError) {
-        let (v, positionals) = try Arguments.parse(args, options: [.init("--watch"), .init("--json")])
+        let (v, positionals) = try Arguments.parse(args, options: Self.options)
         guard positionals.isEmpty else { throw UsageError("net takes no arguments (see haul help net)") }
         watch = v.flag("--watch")
         json = v.flag("--json")

@@ -1,4 +1,5 @@
 import Haul
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
