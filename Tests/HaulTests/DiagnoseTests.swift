@@ -150,6 +150,21 @@ struct DiagnoseTests {
         #expect(ranges[1] != "bytes=32768-33279", "\(ranges)")
     }
 
+    @Test func aLengthNearInt64MaxIsSplitWithoutOverflow() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var options = Self.quick
+        options.speedSeconds = 5  // the answers end first: the server has 100000 bytes
+        // Content-Length 9223372036854775807 for a file of 100000 bytes, cut short.
+        let d = try await Self.diagnose(server, "/lie?size=100000&lie=9223372036854675807", options)
+        #expect(d.answer.length == Int64.max)
+        #expect(d.ranges.support == .honoured, "\(d.ranges.detail)")
+        #expect(d.speeds.map(\.connections) == [1, 4])
+        let part = Int64.max / 4
+        let ranges = Set(server.requests(path: "/lie").compactMap(\.range))
+        #expect(ranges.contains("bytes=\(part * 3)-\(Int64.max - 1)"), "\(ranges)")
+    }
+
     @Test func theSessionsConnectionCapBoundsTheCount() async throws {
         let server = try TestServer()
         defer { server.shutdown() }

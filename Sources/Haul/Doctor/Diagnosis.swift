@@ -144,12 +144,12 @@ public struct Diagnosis: Sendable, Equatable, Codable {
 
 /// What ``HaulSession/diagnose(_:options:)`` tries.
 public struct DiagnosisOptions: Sendable, Equatable {
-    /// The most connections held open at once to count what the server admits (default 8; 0
-    /// skips the count).
+    /// The most connections held open at once to count what the server admits (default 8, at
+    /// most 64; 0 skips the count).
     public var maxConnections = 8
     /// Seconds each speed measurement runs (default 3; 0 skips them).
     public var speedSeconds: Double = 3
-    /// Connections of the second speed measurement (default 4; one range each).
+    /// Connections of the second speed measurement (default 4, 1-16; one range each).
     public var speedConnections = 4
     /// Headers for every request, on top of the session's.
     public var headers: [String: String] = [:]

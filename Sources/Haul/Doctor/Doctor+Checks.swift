@@ -98,8 +98,11 @@ extension Doctor {
         var out = [await speed(first, ranges: [nil])]
         let n = options.speedConnections
         if n > 1, ranges == .honoured, let length, length >= Int64(n) {
+            // Equal parts, the last to the end; divided first, so a length near Int64.max (the
+            // server's word) cannot overflow.
+            let part = length / Int64(n)
             let ranges = (0..<Int64(n)).map { i -> ClosedRange<Int64>? in
-                (length * i / Int64(n))...(length * (i + 1) / Int64(n) - 1)
+                (part * i)...(i == Int64(n) - 1 ? length - 1 : part * (i + 1) - 1)
             }
             out.append(await speed(first, ranges: ranges))
         }
