@@ -33,7 +33,8 @@ public struct HaulConfiguration: Sendable {
     public struct Timeout: Sendable, Equatable {
         /// To establish a connection (TCP and TLS).
         public var connect: Double = 30
-        /// With no byte received: the connection counts as stalled and is retried.
+        /// With no byte received: the connection counts as stalled and is retried. 0 or less:
+        /// none (a server may then hold a connection forever).
         public var idle: Double = 30
         /// For the whole of one download, upload or `data(from:)`, retries and redirects
         /// included (URLSession's `timeoutIntervalForResource`, curl's `--max-time`); nil (the

@@ -1,4 +1,5 @@
 import Haul
+import HaulCore
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -122,8 +123,8 @@ extension Dictionary where Key == String, Value == [String] {
 /// value without line breaks or NUL (which would smuggle another header or request).
 func parseHeader(_ raw: String) throws(UsageError) -> (name: String, value: String) {
     guard let colon = raw.firstIndex(of: ":") else { throw UsageError("header '\(raw)' is not 'Name: value'") }
-    let name = trimmingSpaces(raw[..<colon])
-    let value = trimmingSpaces(raw[raw.index(after: colon)...])
+    let name = raw[..<colon].trimmingASCIIWhitespace()
+    let value = raw[raw.index(after: colon)...].trimmingASCIIWhitespace()
     do throws(HaulError) { try HaulRequest.checkHeader(name: name, value: value) } catch {
         throw UsageError(error.message)
     }
@@ -146,11 +147,4 @@ func parseURL(_ raw: String) throws(UsageError) -> URL {
         hint = "; did you mean https://\(raw)?"
     }
     throw UsageError("invalid URL '\(raw)' (only http:// and https:// URLs\(hint))")
-}
-
-/// Without the spaces and tabs around it (a header's optional white space, RFC 9110 §5.6.3).
-func trimmingSpaces(_ text: Substring) -> String {
-    var trimmed = text.drop { $0 == " " || $0 == "\t" }
-    while let last = trimmed.last, last == " " || last == "\t" { trimmed = trimmed.dropLast() }
-    return String(trimmed)
 }

@@ -1,3 +1,5 @@
+import HaulCore
+
 /// `haul completions bash|zsh|fish`: a completion script made from ``Commands`` (the option
 /// tables the parser uses) and the `--help` texts (values and descriptions).
 enum Completions {
@@ -25,10 +27,11 @@ enum Completions {
         }
     }
 
-    /// The description up to its first `;`, `(` or `.`, for the short lines shells show.
+    /// The description up to its first `;`, `(` or `:` (and without a last `.`), for the short
+    /// lines shells show.
     private static func firstSentence(_ text: String) -> String {
         let cut = text.prefix { $0 != ";" && $0 != "(" && $0 != ":" }
-        return trimmingSpaces(cut.hasSuffix(".") ? cut.dropLast() : cut)
+        return (cut.hasSuffix(".") ? cut.dropLast() : cut).trimmingASCIIWhitespace()
     }
 
     private static var commandNames: [String] { Commands.all.map(\.name) + Commands.others }

@@ -31,7 +31,12 @@ public final class SelfSignedHTTPSServer: Sendable {
     ///   choice is in ``alpnChoices``.
     /// - Parameter resettingFirst: how many connections to reset (an RST) once their handshake
     ///   has begun (the client's first message has come).
-    public init(serving files: [String: [UInt8]], offersHTTP2: Bool = false, resettingFirst: Int = 0) async throws {
+    /// - Parameter keepsAlive: answer in HTTP/1.1 and keep connections open for the next
+    ///   request (otherwise HTTP/1.0, a connection per request). A name with `/` in `files` is
+    ///   in a subdirectory, and asking for the directory without its last `/` is a 301 to it.
+    public init(
+        serving files: [String: [UInt8]], offersHTTP2: Bool = false, resettingFirst: Int = 0, keepsAlive: Bool = false
+    ) async throws {
         let dir = try TemporaryDirectory("haul-tls")
         self.dir = dir
         do { publicKeyPin = try await Self.makeCertificate(in: dir) } catch {
@@ -41,14 +46,17 @@ public final class SelfSignedHTTPSServer: Sendable {
         let root = dir.file("www")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         for (name, bytes) in files {
-            _ = FileManager.default.createFile(atPath: root + "/" + name, contents: Data(bytes))
+            let path = root + "/" + name
+            try FileManager.default.createDirectory(
+                atPath: String(path[..<path.lastIndex(of: "/")!]), withIntermediateDirectories: true)
+            _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
         }
         let process = try ChildProcess(
             "/usr/bin/timeout",
             [
                 "-s", "KILL", "120", ChildProcess.which("python3")!, "-c", Self.script, dir.file("cert.pem"),
                 dir.file("key.pem"),
-                root, offersHTTP2 ? "h2" : "-", String(resettingFirst),
+                root, offersHTTP2 ? "h2" : "-", String(resettingFirst), keepsAlive ? "1.1" : "1.0",
             ])
         self.process = process
         // Its first line is the port.
@@ -83,8 +91,8 @@ public final class SelfSignedHTTPSServer: Sendable {
         return "sha256//" + digest.base64EncodedString()
     }
 
-    /// The server: argv is the certificate, the key, the directory served, `h2` or `-`, and the
-    /// number of connections to reset. It prints its port, then one line per connection:
+    /// The server: argv is the certificate, the key, the directory served, `h2` or `-`, the
+    /// number of connections to reset, and the HTTP version to answer in (`1.1`: keep-alive). It prints its port, then one line per connection:
     /// "reset" (closed with an RST in the handshake), "handshake-failed", or "alpn PROTOCOL"
     /// ("-" for none).
     private static let script = """
@@ -92,6 +100,7 @@ public final class SelfSignedHTTPSServer: Sendable {
         os.chdir(sys.argv[3])
         resets = int(sys.argv[5])
         class Quiet(http.server.SimpleHTTPRequestHandler):
+            protocol_version = "HTTP/" + sys.argv[6]
             def log_message(self, *a): pass
         class Server(http.server.ThreadingHTTPServer):
             def get_request(self):

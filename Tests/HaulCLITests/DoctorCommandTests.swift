@@ -120,4 +120,22 @@ struct DoctorCommandTests {
         #expect(screen.stdout.contains("  - the server's certificate expires in "), "\(screen.stdout)")
         #expect(screen.stdout.contains("  - the server ignores Range"), "\(screen.stdout)")
     }
+
+    @Test(.enabled(if: SelfSignedHTTPSServer.available, "needs openssl, timeout and python3"))
+    func theCertificateIsReadAfterARedirectOnTheSameConnectionHost() async throws {
+        // HTTP/1.1 with keep-alive: /d answers 301 to /d/, whose file would come over the
+        // same connection, which has no certificate to tell of; the hop gets one of its own.
+        let server = try await SelfSignedHTTPSServer(
+            serving: ["d/index.html": TestContent.bytes(count: 1000)], keepsAlive: true)
+        defer { server.stop() }
+        let r = try await CLI.run(
+            ["doctor", "--json", "--cacert", server.certificate, server.url("/d").absoluteString] + Self.quick)
+        #expect(r.status == 0, "\(r.stderr)")
+        let json = try Self.json(r.stdout)
+        let hops = try #require(json["hops"] as? [[String: Any]])
+        #expect(hops.map { $0["status"] as? Int } == [301, 200], "\(hops)")
+        let connection = try #require(json["connection"] as? [String: Any])
+        #expect(connection["httpVersion"] as? String == "HTTP/1.1", "\(connection)")
+        #expect((connection["certificateExpires"] as? String)?.hasSuffix("Z") == true, "\(connection)")
+    }
 }

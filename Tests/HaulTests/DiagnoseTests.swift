@@ -1,9 +1,9 @@
 import Foundation
-import Haul
 import HaulTestSupport
 import HaulTestTraits
 import Testing
 
+@testable import Haul
 @testable import HaulCore
 
 /// `HaulSession.diagnose` (`haul doctor`): each check against a test server that has, or
@@ -136,12 +136,14 @@ struct DiagnoseTests {
         #expect(d.findings.contains { $0.hasPrefix("the server admits \(c.admitted) connection") }, "\(d.findings)")
     }
 
-    @Test func aTricklingServerIsCutAfterTenSecondsAndStillDiagnosed() async throws {
+    @Test func aTricklingServerIsCutAtTheBodysDeadlineAndStillDiagnosed() async throws {
         let server = try TestServer()
         defer { server.shutdown() }
-        // 64 KiB at 3000 bytes/s would take 22 s; the first answer is cut at 10 s and the
-        // checks go on with what came.
-        let d = try await Self.diagnose(server, "/trickle?size=200000&rate=3000")
+        // 64 KiB at 3000 bytes/s would take 22 s; the first answer is cut 2 s after its head
+        // and the checks go on with what came.
+        var options = Self.quick
+        options.requestSeconds = 2
+        let d = try await Self.diagnose(server, "/trickle?size=200000&rate=3000", options)
         #expect(d.answer.status == 200)
         #expect(d.ranges.support == .honoured, "\(d.ranges.detail)")
         let ranges = server.requests(path: "/trickle").compactMap(\.range)
@@ -210,7 +212,109 @@ struct DiagnoseTests {
     @Test func certificateExpiryIsReadAsISO8601() {
         #expect(HTTPDate.iso8601(0) == "1970-01-01T00:00:00Z")
         #expect(HTTPDate.iso8601(1_767_225_600) == "2026-01-01T00:00:00Z")
-        // OpenSSL's form, as libcurl's certificate info gives it.
-        #expect(HTTPDate.parseCookieDate("Mar  1 12:00:00 2027 GMT").map(HTTPDate.iso8601) == "2027-03-01T12:00:00Z")
+        // OpenSSL's form and GnuTLS's, as libcurl's certificate info gives them.
+        #expect(
+            HTTPDate.parseCertificateDate("Mar  1 12:00:00 2027 GMT").map(HTTPDate.iso8601) == "2027-03-01T12:00:00Z")
+        #expect(
+            HTTPDate.parseCertificateDate("2027-03-01 12:00:00 GMT").map(HTTPDate.iso8601) == "2027-03-01T12:00:00Z")
+        for bad in ["2027-13-01 12:00:00 GMT", "2027-02-30 12:00:00 GMT", "2027-03-01 24:00:00 GMT", "soon", ""] {
+            #expect(HTTPDate.parseCertificateDate(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func daysLeftRoundDownSoAnHourPastExpiryIsExpired() throws {
+        let expiry = try #require(HTTPDate.parseCertificateDate("2027-03-01 12:00:00 GMT"))
+        func left(_ now: Int64) -> Int? {
+            Doctor.connection(ConnectionReport(certificateExpiry: "2027-03-01 12:00:00 GMT"), now: now)
+                .certificateDaysLeft
+        }
+        #expect(left(expiry - 3600) == 0)
+        #expect(left(expiry + 3600) == -1)
+        #expect(left(expiry - 2 * 86400 - 1) == 2)
+        #expect(left(expiry + 86400) == -1 && left(expiry + 86401) == -2)
+        var expired = try Self.diagnosis()
+        expired.connection.certificateDaysLeft = -1
+        #expect(Doctor.findings(expired).contains("the server's certificate expired 1 day ago"))
+    }
+
+    /// A diagnosis with nothing wrong, to change one thing in.
+    static func diagnosis() throws -> Diagnosis {
+        let json = """
+            {"url":"http://h/f","hops":[{"status":200,"url":"http://h/f"}],"connection":{},
+            "answer":{"status":200,"length":1000,"contentType":"text/plain"},
+            "validators":{"etag":"\\"a\\"","weakETag":false,"stable":true},
+            "ranges":{"support":"honoured","detail":"-"},"speeds":[],"findings":[]}
+            """
+        let d = try JSONDecoder().decode(Diagnosis.self, from: Data(json.utf8))
+        #expect(Doctor.findings(d) == [])
+        return d
+    }
+
+    @Test func aRedirectToPlainHTTPIsFoundWhateverTheCaseOfItsScheme() throws {
+        var d = try Self.diagnosis()
+        d.hops = [Diagnosis.Hop(status: 301, url: "HTTPS://h/f"), Diagnosis.Hop(status: 200, url: "Http://h/f")]
+        #expect(
+            Doctor.findings(d).contains { $0.hasPrefix("a redirect leaves https for plain http") },
+            "\(Doctor.findings(d))")
+    }
+
+    @Test func headAgreesWhenItLeavesOutTheLengthOrSpellsTheTypeOtherwise() {
+        let get = Diagnosis.Answer(status: 200, length: nil, contentType: "text/html; charset=utf-8")
+        #expect(Doctor.agree(Diagnosis.HeadCheck(status: 200, length: 100, contentType: "Text/HTML"), get))
+        var known = get
+        known.length = 100
+        #expect(Doctor.agree(Diagnosis.HeadCheck(status: 200, length: nil, contentType: "text/html"), known))
+        #expect(!Doctor.agree(Diagnosis.HeadCheck(status: 200, length: 99, contentType: "text/html"), known))
+        #expect(!Doctor.agree(Diagnosis.HeadCheck(status: 200, length: 100, contentType: "text/plain"), known))
+        #expect(!Doctor.agree(Diagnosis.HeadCheck(status: 404, length: 100, contentType: "text/html"), known))
+    }
+
+    @Test func aServerThatHoldsItsHeadIsCutAtTheDeadlineWithoutAnIdleTimeout() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var options = Self.quick
+        options.requestSeconds = 0.5
+        let session = testSession {
+            $0.timeout.idle = 0  // none: only the diagnosis's own deadline ends the wait
+            $0.timeout.connect = 1
+        }
+        let error = await #expect(throws: HaulError.self) {
+            try await session.diagnose(server.url("/held?size=1000&delay=6"), options: options)
+        }
+        #expect(error?.code == .timeout, "\(String(describing: error))")
+        #expect(error?.message == "no answer from 127.0.0.1 within 1.5 s", "\(String(describing: error))")
+    }
+
+    @Test func aFirstAnswerThatBreaksOffIsSaidSoNotCalledShort() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let d = try await Self.diagnose(server, "/broken?size=100000&drop=1&drops=1")
+        #expect(d.answer.bodyError?.hasPrefix("after 1 bytes: ") == true, "\(String(describing: d.answer.bodyError))")
+        #expect(d.ranges.support == .untested && d.ranges.detail.hasPrefix("the answer broke off after 1 bytes"))
+        #expect(d.findings.contains { $0.hasPrefix("the answer broke off after 1 bytes") }, "\(d.findings)")
+    }
+
+    @Test(arguments: [Double.infinity, .nan, -1, 1e300])
+    func anyNumberOfSpeedSecondsIsTakenWithoutATrap(seconds: Double) async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var options = Self.quick
+        options.speedSeconds = seconds
+        options.maxConnections = 0
+        let d = try await Self.diagnose(server, "/small?size=1000", options)  // it ends first
+        #expect(d.speeds.count == (seconds > 0 ? 2 : 0), "\(d.speeds)")
+        #expect(d.speeds.allSatisfy { $0.seconds <= 600 && $0.bytes > 0 }, "\(d.speeds)")
+    }
+
+    @Test func theSessionsConnectionCapBoundsTheSpeedConnections() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var options = Self.quick
+        options.speedSeconds = 5  // the file ends first
+        let session = testSession { $0.maxConnectionsPerHost = 2 }
+        let d = try await session.diagnose(server.url("/capspeed?size=400000"), options: options)
+        #expect(d.speeds.map(\.connections) == [1, 2])
+        let ranges = Set(server.requests(path: "/capspeed").compactMap(\.range))
+        #expect(ranges.isSuperset(of: ["bytes=0-199999", "bytes=200000-399999"]), "\(ranges)")
     }
 }

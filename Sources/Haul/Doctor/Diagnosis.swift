@@ -40,6 +40,9 @@ public struct Diagnosis: Sendable, Equatable, Codable {
         public var acceptRanges: String?
         /// Its Content-Encoding (asked for `identity`, as a download asks).
         public var contentEncoding: String?
+        /// How its body broke off before the first 64 KiB were read (the connection lost),
+        /// when it did.
+        public var bodyError: String?
     }
 
     /// The answer's validators, and whether a second request named the same.
@@ -88,7 +91,8 @@ public struct Diagnosis: Sendable, Equatable, Codable {
         public var length: Int64?
         /// HEAD's Content-Type.
         public var contentType: String?
-        /// Whether HEAD named the length and type GET did; nil when HEAD failed.
+        /// Whether HEAD named GET's status, its length (when both name one) and its media
+        /// type; nil when HEAD failed.
         public var agrees: Bool?
     }
 
@@ -153,6 +157,8 @@ public struct DiagnosisOptions: Sendable, Equatable {
     public var speedConnections = 4
     /// Headers for every request, on top of the session's.
     public var headers: [String: String] = [:]
+    /// The longest a check waits for a head past the connect timeout, and reads a body after it.
+    var requestSeconds: Double = 10
     /// Creates the defaults.
     public init() {}
 }

@@ -11,7 +11,10 @@ extension Doctor {
     /// compared with the whole read's bytes at those offsets.
     func rangeCheck(_ first: First) async -> Diagnosis.Ranges {
         let n = first.sample.count
-        guard n >= 2 else { return Diagnosis.Ranges(support: .untested, detail: "the answer has under 2 bytes") }
+        guard n >= 2 else {
+            let why = first.broke.map { "the answer broke off after \(n) bytes (\($0.message))" }
+            return Diagnosis.Ranges(support: .untested, detail: why ?? "the answer has under 2 bytes")
+        }
         let size = min(512, n / 2)
         for start in [0, n / 2] {
             let span = start..<min(n, start + size)
@@ -21,8 +24,10 @@ extension Doctor {
             switch await fetch(request(first.url, headers), keep: span.count + 1) {
             case .failure(let error):
                 return Diagnosis.Ranges(support: .refused, detail: "a range failed: \(error.message)")
-            case .success(let (response, body)):
-                if let verdict = Self.judge(response, body, asked: span, sample: first.sample) { return verdict }
+            case .success(let got):
+                if let verdict = Self.judge(got.response, got.body, asked: span, sample: first.sample) {
+                    return verdict
+                }
             }
         }
         return Diagnosis.Ranges(
@@ -63,20 +68,24 @@ extension Doctor {
         var headers = first.headers
         headers.replace("Range", "bytes=0-\(min(first.sample.count, 1024) - 1)")
         headers.replace("Accept-Encoding", "gzip")
-        guard case .success(let (response, _)) = await fetch(request(first.url, headers), keep: 0) else { return nil }
-        let coding = response.headers["Content-Encoding"]?.trimmingASCIIWhitespace().lowercased()
+        guard case .success(let got) = await fetch(request(first.url, headers), keep: 0) else { return nil }
+        let coding = got.response.headers["Content-Encoding"]?.trimmingASCIIWhitespace().lowercased()
         return coding != nil && coding != "identity" && coding != ""
     }
 
     /// Connections opened one at a time, each kept open (its reading paused by flow control),
-    /// until one is turned away or ``DiagnosisOptions/maxConnections`` are open.
+    /// until one is turned away (or given no answer within ``headSeconds``) or
+    /// ``DiagnosisOptions/maxConnections`` are open.
     func connectionCount(_ first: First) async -> Diagnosis.Connections {
         var open: [BodyStream] = []
         defer { for body in open { body.cancel() } }
         var refusal: String?
         for index in 1...options.maxConnections {
             let body = BodyStream(window: 16 << 10)
-            let result = await body.start(request(first.url, first.headers), on: transport)
+            let deadline = Self.after(headSeconds)
+            let cut = Self.cancel(body, at: deadline)
+            let result = await start(request(first.url, first.headers), on: body, by: deadline)
+            cut.cancel()
             open.append(body)
             switch result {
             case .failure(let error): refusal = "connection \(index): \(error.message)"
@@ -134,10 +143,7 @@ extension Doctor {
     /// The body bytes of `t` received before `deadline` (or its end).
     func count(_ t: TransportRequest, until deadline: ContinuousClock.Instant) async -> Int64 {
         let body = BodyStream(window: 1 << 20)
-        let stop = Task {
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            body.cancel()
-        }
+        let stop = Self.cancel(body, at: deadline)
         defer {
             stop.cancel()
             body.cancel()

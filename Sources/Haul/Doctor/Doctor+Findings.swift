@@ -8,8 +8,9 @@ extension Doctor {
             return ["the server answers HTTP \(status) \(HTTPStatus.reason(status)): there is nothing to download"]
         }
         var out: [String] = []
+        func scheme(_ hop: Diagnosis.Hop) -> String { hop.url.prefix { $0 != ":" }.lowercased() }
         if let leaving = zip(d.hops, d.hops.dropFirst()).first(where: {
-            $0.0.url.hasPrefix("https:") && $0.1.url.hasPrefix("http:")
+            scheme($0.0) == "https" && scheme($0.1) == "http"
         }) {
             out.append(
                 "a redirect leaves https for plain http (\(leaving.1.url)): anyone on the path can change the file")
@@ -23,19 +24,14 @@ extension Doctor {
         if let coding = d.answer.contentEncoding, coding.lowercased() != "identity" {
             out.append("the server sends Content-Encoding \(coding) though a download asks for identity")
         }
+        if let broke = d.answer.bodyError {
+            out.append("the answer broke off \(broke): a download retries, and resumes only where ranges work")
+        }
         out += rangeFindings(d)
         out += validatorFindings(d.validators)
         if let head = d.head {
             if head.agrees == false {
-                let said = [
-                    head.status != status ? "status \(head.status.map(String.init) ?? "-") against \(status)" : nil,
-                    head.length != d.answer.length
-                        ? "length \(head.length.map(String.init) ?? "none") against \(d.answer.length.map(String.init) ?? "none")"
-                        : nil,
-                    head.contentType != d.answer.contentType
-                        ? "type \(head.contentType ?? "none") against \(d.answer.contentType ?? "none")" : nil,
-                ].compactMap { $0 }
-                out.append("HEAD and GET disagree (\(said.joined(separator: ", "))): a tool that trusts HEAD is misled")
+                out.append(headFinding(head, d.answer))
             } else if head.agrees == nil {
                 out.append("HEAD failed: a tool that asks HEAD first cannot start")
             }
@@ -55,11 +51,27 @@ extension Doctor {
             let gain = d.speeds[1].bytesPerSecond / d.speeds[0].bytesPerSecond
             if gain >= 1.5 {
                 out.append(
-                    "\(d.speeds[1].connections) connections are \(Self.ratio(gain))x as fast as one: use -x \(d.speeds[1].connections)"
+                    "\(d.speeds[1].connections) connections are \(Format.fixed(gain, 1))x as fast as one: use -x \(d.speeds[1].connections)"
                 )
             }
         }
         return out
+    }
+
+    /// How HEAD and GET disagree, each part that ``Doctor/agree(_:_:)`` compares.
+    private static func headFinding(_ head: Diagnosis.HeadCheck, _ answer: Diagnosis.Answer) -> String {
+        var said: [String] = []
+        if head.status != answer.status {
+            said.append("status \(head.status.map(String.init) ?? "-") against \(answer.status)")
+        }
+        if let h = head.length, let g = answer.length, h != g { said.append("length \(h) against \(g)") }
+        var types = head
+        types.length = answer.length
+        types.status = answer.status
+        if !agree(types, answer) {
+            said.append("type \(head.contentType ?? "none") against \(answer.contentType ?? "none")")
+        }
+        return "HEAD and GET disagree (\(said.joined(separator: ", "))): a tool that trusts HEAD is misled"
     }
 
     private static func rangeFindings(_ d: Diagnosis) -> [String] {
@@ -93,10 +105,4 @@ extension Doctor {
     }
 
     private static func days(_ n: Int) -> String { n == 1 ? "1 day" : "\(n) days" }
-
-    /// `x` with one decimal.
-    static func ratio(_ x: Double) -> String {
-        let tenths = Int((x * 10).rounded())
-        return "\(tenths / 10).\(tenths % 10)"
-    }
 }

@@ -25,7 +25,10 @@ extension HaulSession {
         // Held connections past the session's cap would wait for a slot none of them gives back.
         if let cap = configuration.maxConnectionsPerHost { options.maxConnections = min(options.maxConnections, cap) }
         options.maxConnections = min(max(options.maxConnections, 0), 64)
-        options.speedConnections = min(max(options.speedConnections, 1), 16)
+        options.speedConnections = max(1, min(options.speedConnections, 16, configuration.maxConnectionsPerHost ?? 16))
+        // NaN and below zero: no measurement; infinity or more than ten minutes: ten minutes.
+        options.speedSeconds = options.speedSeconds > 0 ? min(options.speedSeconds, 600) : 0
+        options.requestSeconds = options.requestSeconds > 0 ? min(options.requestSeconds, 600) : 10
         let doctor = Doctor(
             session: self, transport: try readyTransport(), url: url, options: options,
             headers: try headers(adding: options.headers, for: url))
@@ -43,11 +46,21 @@ struct Doctor: Sendable {
     /// The bytes of the file's first answer kept to compare ranges with.
     static let sample = 64 << 10
 
+    /// An answer and the first bytes of its body.
+    struct Fetched {
+        var response: TransportResponse
+        var body: [UInt8]
+        /// Why the body ended before those bytes were all read, when it broke off (not when it
+        /// was cut at the deadline: a trickle).
+        var broke: HaulError?
+    }
+
     /// The file's first answer, as it came at the end of the redirects.
     struct First {
         var hops: [Diagnosis.Hop]
         var response: TransportResponse
         var sample: [UInt8]
+        var broke: HaulError?
         var url: URL
         /// The headers for that URL (credentials kept only on the same origin).
         var headers: HTTPHeaders
@@ -56,11 +69,13 @@ struct Doctor: Sendable {
     func run() async throws(HaulError) -> Diagnosis {
         let first = try await firstAnswer()
         let h = first.response.headers
-        let answer = Diagnosis.Answer(
+        var answer = Diagnosis.Answer(
             status: first.response.status, length: first.response.status == 200 ? h.contentLength : nil,
             contentType: h["Content-Type"], acceptRanges: h["Accept-Ranges"], contentEncoding: h["Content-Encoding"])
+        answer.bodyError = first.broke.map { "after \(first.sample.count) bytes: \($0.message)" }
         var diagnosis = Diagnosis(
-            url: ResumeRecord.redacted(url), hops: first.hops, connection: connection(first.response.connection),
+            url: ResumeRecord.redacted(url), hops: first.hops,
+            connection: Self.connection(first.response.connection, now: Int64(Date().timeIntervalSince1970)),
             answer: answer,
             validators: Diagnosis.Validators(
                 etag: h["ETag"], lastModified: h["Last-Modified"], weakETag: h["ETag"]?.hasPrefix("W/") ?? false),
@@ -90,38 +105,70 @@ struct Doctor: Sendable {
         return t
     }
 
-    /// Sends `t` and keeps at most `keep` bytes of its body, then stops it; a body that has not
-    /// given them within ``bodySeconds`` of its head (a server that trickles) is cut there, and
-    /// what came is kept, as it is from a body the server cut short.
-    func fetch(_ t: TransportRequest, keep: Int) async -> Result<(TransportResponse, [UInt8]), TransportError> {
+    /// Sends `t` and keeps at most `keep` bytes of its body, then stops it. The head must come
+    /// within ``headSeconds``, the body within ``DiagnosisOptions/requestSeconds`` of it,
+    /// whatever the session's timeouts (none, or hours): a server that holds its head fails the
+    /// check; a body cut at its deadline (a trickle) or broken off gives what came.
+    func fetch(_ t: TransportRequest, keep: Int) async -> Result<Fetched, HaulError> {
         let body = BodyStream(window: max(keep, 16 << 10))
-        defer { body.cancel() }
+        var cut = Self.cancel(body, at: Self.after(headSeconds))
+        defer {
+            cut.cancel()
+            body.cancel()
+        }
         let response: TransportResponse
-        switch await body.start(t, on: transport) {
+        switch await start(t, on: body, by: Self.after(headSeconds)) {
         case .failure(let error): return .failure(error)
         case .success(let r): response = r
         }
-        let deadline = ContinuousClock.now + .seconds(Self.bodySeconds)
-        let cut = Task {
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            body.cancel()
-        }
-        defer { cut.cancel() }
-        var kept: [UInt8] = []
-        while kept.count < keep {
+        cut.cancel()
+        let deadline = Self.after(options.requestSeconds)
+        cut = Self.cancel(body, at: deadline)
+        var fetched = Fetched(response: response, body: [])
+        while fetched.body.count < keep {
             do throws(TransportError) {
                 guard let chunk = try await body.next() else { break }
-                kept += chunk.prefix(keep - kept.count)
+                fetched.body += chunk.prefix(keep - fetched.body.count)
             } catch {
-                // Cut at the deadline, or dropped by the server: what came is what it sent.
+                if ContinuousClock.now < deadline { fetched.broke = session.haulError(error, t.url, origin: url) }
                 break
             }
         }
-        return .success((response, kept))
+        return .success(fetched)
     }
 
-    /// The longest a check reads a body for.
-    static let bodySeconds = 10
+    /// The longest a check waits for an answer's head: the session's connect timeout (up to
+    /// five minutes) and ``DiagnosisOptions/requestSeconds``.
+    var headSeconds: Double {
+        let connect = session.configuration.timeout.connect
+        return (connect > 0 ? min(connect, 300) : 0) + options.requestSeconds
+    }
+
+    static func after(_ seconds: Double) -> ContinuousClock.Instant {
+        .now + .milliseconds(Int64(seconds * 1000))
+    }
+
+    /// Starts `t` on `body` and waits for its head; a cancel at `deadline` (``headSeconds``
+    /// from now) fails it as a timeout.
+    func start(
+        _ t: TransportRequest, on body: BodyStream, by deadline: ContinuousClock.Instant
+    ) async -> Result<TransportResponse, HaulError> {
+        switch await body.start(t, on: transport) {
+        case .success(let response): return .success(response)
+        case .failure(let error) where error.kind == .cancelled && ContinuousClock.now >= deadline:
+            return .failure(
+                HaulError(.timeout, "no answer from \(t.url.host ?? "?") within \(Seconds.text(headSeconds)) s"))
+        case .failure(let error): return .failure(session.haulError(error, t.url, origin: url))
+        }
+    }
+
+    /// Cancels `body` at `deadline`, unless the task this returns is cancelled first.
+    static func cancel(_ body: BodyStream, at deadline: ContinuousClock.Instant) -> Task<Void, Never> {
+        Task {
+            guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
+            body.cancel()
+        }
+    }
 
     /// GET `url`, following redirects as a download does; the file's answer with its first bytes.
     func firstAnswer() async throws(HaulError) -> First {
@@ -132,27 +179,30 @@ struct Doctor: Sendable {
             var t = request(chain.current, chain.headers)
             t.reportsConnection = true
             switch await fetch(t, keep: Self.sample) {
-            case .failure(let error):
-                throw session.haulError(error, chain.current, origin: url)
-            case .success(let (response, body)):
-                hops.append(Diagnosis.Hop(status: response.status, url: ResumeRecord.shown(chain.current, origin: url)))
-                if let next = RedirectChain.target(of: response, askedFor: chain.current) {
+            case .failure(let error): throw error
+            case .success(let got):
+                hops.append(
+                    Diagnosis.Hop(status: got.response.status, url: ResumeRecord.shown(chain.current, origin: url)))
+                if let next = RedirectChain.target(of: got.response, askedFor: chain.current) {
                     try chain.follow(to: next)
                     continue
                 }
-                return First(hops: hops, response: response, sample: body, url: chain.current, headers: chain.headers)
+                return First(
+                    hops: hops, response: got.response, sample: got.body, broke: got.broke, url: chain.current,
+                    headers: chain.headers)
             }
         }
     }
 
-    /// The connection report as the diagnosis shows it (expiry as ISO 8601 when it can be read).
-    func connection(_ report: ConnectionReport?) -> Diagnosis.Connection {
+    /// The connection report as the diagnosis shows it at `now` (seconds since 1970): expiry as
+    /// ISO 8601 when it can be read, and the days left rounded down (an hour past it is -1).
+    static func connection(_ report: ConnectionReport?, now: Int64) -> Diagnosis.Connection {
         var c = Diagnosis.Connection(httpVersion: report?.httpVersion, tlsVersion: report?.tlsVersion)
         if let text = report?.certificateExpiry {
-            if let expiry = HTTPDate.parseCookieDate(text) {
+            if let expiry = HTTPDate.parseCertificateDate(text) {
                 c.certificateExpires = HTTPDate.iso8601(expiry)
-                let now = Int64(Date().timeIntervalSince1970)
-                c.certificateDaysLeft = Int((expiry - now) / 86400)
+                let left = expiry - now
+                c.certificateDaysLeft = Int(left >= 0 ? left / 86400 : -((-left + 86399) / 86400))
             } else {
                 c.certificateExpires = text
             }
@@ -162,7 +212,8 @@ struct Doctor: Sendable {
 
     /// A second GET of the file's URL: its validators beside the first's.
     func secondAnswer(_ first: First, into v: inout Diagnosis.Validators) async {
-        guard case .success(let (response, _)) = await fetch(request(first.url, first.headers), keep: 0) else { return }
+        guard case .success(let got) = await fetch(request(first.url, first.headers), keep: 0) else { return }
+        let response = got.response
         v.secondETag = response.headers["ETag"]
         v.secondLastModified = response.headers["Last-Modified"]
         if v.etag != nil || v.lastModified != nil {
@@ -172,12 +223,22 @@ struct Doctor: Sendable {
 
     /// HEAD of the file's URL against the GET's length and type.
     func headCheck(_ first: First, answer: Diagnosis.Answer) async -> Diagnosis.HeadCheck {
-        guard case .success(let (response, _)) = await fetch(request(first.url, first.headers, method: "HEAD"), keep: 0)
+        guard case .success(let got) = await fetch(request(first.url, first.headers, method: "HEAD"), keep: 0)
         else { return Diagnosis.HeadCheck() }
-        let length = response.headers.contentLength
-        let type = response.headers["Content-Type"]
-        return Diagnosis.HeadCheck(
-            status: response.status, length: length, contentType: type,
-            agrees: response.status == answer.status && length == answer.length && type == answer.contentType)
+        var head = Diagnosis.HeadCheck(
+            status: got.response.status, length: got.response.headers.contentLength,
+            contentType: got.response.headers["Content-Type"])
+        head.agrees = Self.agree(head, answer)
+        return head
+    }
+
+    /// Whether HEAD named GET's status, its length when both name one (a HEAD may leave it
+    /// out), and its media type (case and parameters aside).
+    static func agree(_ head: Diagnosis.HeadCheck, _ answer: Diagnosis.Answer) -> Bool {
+        func media(_ type: String?) -> String? {
+            type.map { $0.prefix { $0 != ";" }.trimmingASCIIWhitespace().lowercased() }
+        }
+        let lengths = head.length == nil || answer.length == nil || head.length == answer.length
+        return head.status == answer.status && lengths && media(head.contentType) == media(answer.contentType)
     }
 }

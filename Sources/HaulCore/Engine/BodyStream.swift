@@ -34,7 +34,12 @@ package final class BodyStream: TransportHandler, Sendable {
         TransportResponse, TransportError
     > {
         let task = transport.start(request, handler: self)
-        state.withLock { $0.task = task }
+        // A cancel() that came before the task existed stops it now.
+        let unwanted = state.withLock { s -> Bool in
+            s.task = task
+            return !s.wantsBody
+        }
+        if unwanted { task.cancel() }
         task.onFinish { self.finish($0) }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { c in

@@ -86,6 +86,22 @@ package enum HTTPDate {
         return seconds(year: year, month: month, day: day, time: time)
     }
 
+    /// A certificate's date as libcurl's certificate info gives it: OpenSSL's
+    /// `Mar  1 12:00:00 2027 GMT`, or the `2027-03-01 12:00:00 GMT` of its GnuTLS build (UTC
+    /// both); nil for anything else.
+    package static func parseCertificateDate(_ text: String) -> Int64? {
+        let b = Array(text.utf8.prefix(19))
+        func field(_ range: Range<Int>) -> Int64? {
+            HTTPHeaders.decimal(Substring(decoding: b[range], as: UTF8.self))
+        }
+        guard b.count == 19, b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x20, b[13] == 0x3A, b[16] == 0x3A,
+            let year = field(0..<4), let month = field(5..<7), let day = field(8..<10),
+            let hour = field(11..<13), let minute = field(14..<16), let second = field(17..<19)
+        else { return parseCookieDate(text) }
+        guard (1...12).contains(month), hour < 24, minute < 60, second < 60 else { return nil }
+        return seconds(year: year, month: month, day: day, time: hour * 3600 + minute * 60 + second)
+    }
+
     /// `h:m:s` with one or two digits each, and anything after the seconds' digits.
     private static func cookieTime(_ word: Substring) -> Int64? {
         let parts = word.split(separator: ":", omittingEmptySubsequences: false)

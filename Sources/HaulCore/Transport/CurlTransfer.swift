@@ -130,8 +130,11 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         set(Int32(HAUL_CURLOPT_CONNECTTIMEOUT_MS), Seconds.milliseconds(request.connectTimeout))
         // Stall detection before the answer's first byte (curl averages over its last 5 s, so it
         // fires up to 5 s late); once bytes flow, ``CurlTransport/expireStalled(at:)`` is exact.
-        set(Int32(HAUL_CURLOPT_LOW_SPEED_LIMIT), 1)
-        set(Int32(HAUL_CURLOPT_LOW_SPEED_TIME), Seconds.wholeUp(request.idleTimeout))
+        // An idle timeout of 0 or less (or NaN) is none, before the first byte as after it.
+        if request.idleTimeout > 0 {
+            set(Int32(HAUL_CURLOPT_LOW_SPEED_LIMIT), 1)
+            set(Int32(HAUL_CURLOPT_LOW_SPEED_TIME), Seconds.wholeUp(request.idleTimeout))
+        }
         let connection = request.connection
         set(Int32(HAUL_CURLOPT_SSL_VERIFYPEER), connection.verifiesCertificate ? 1 : 0)
         set(Int32(HAUL_CURLOPT_SSL_VERIFYHOST), connection.verifiesCertificate ? 2 : 0)
@@ -146,7 +149,12 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         case .http1_1: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_1_1))
         case .http2: set(Int32(HAUL_CURLOPT_HTTP_VERSION), Int(HAUL_CURL_HTTP_VERSION_2_0))
         }
-        if request.reportsConnection { set(Int32(HAUL_CURLOPT_CERTINFO), 1) }
+        if request.reportsConnection {
+            // A connection of its own: a reused one has no certificate to tell of (the hop
+            // before it, on the same host, had the handshake).
+            set(Int32(HAUL_CURLOPT_CERTINFO), 1)
+            set(Int32(HAUL_CURLOPT_FRESH_CONNECT), 1)
+        }
         set(Int32(HAUL_CURLOPT_USERAGENT), HaulVersion.userAgent)
         if request.decodeContent {
             set(Int32(HAUL_CURLOPT_ACCEPT_ENCODING), "")

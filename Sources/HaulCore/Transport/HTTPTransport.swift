@@ -26,8 +26,8 @@ package struct TransportRequest: Sendable {
     /// A body to send (uploads), read on demand on the transport's thread.
     package var body: (any RequestBodySource)?
     /// Report what the connection is (``TransportResponse/connection``): HTTP and TLS version,
-    /// certificate expiry. For `haul doctor`; the curl transport asks libcurl for the
-    /// certificate chain then.
+    /// certificate expiry. For `haul doctor`; the curl transport opens a new connection then
+    /// (a reused one had its handshake before) and asks libcurl for the certificate chain.
     package var reportsConnection = false
 
     package init(url: URL) { self.url = url }
