@@ -89,8 +89,10 @@ extension HaulSession {
     /// ```
     /// Any status is returned (check ``HTTPResponse/statusCode``); redirects are followed;
     /// transient failures are retried from the start; gzip/deflate bodies are decoded.
-    /// - Parameter maxBytes: Fails with ``HaulError/Code/responseTooLarge`` past this many bytes
-    ///   (checked against Content-Length before reading).
+    /// - Parameters:
+    ///   - url: The http or https URL to fetch.
+    ///   - maxBytes: Fails with ``HaulError/Code/responseTooLarge`` past this many bytes
+    ///     (checked against Content-Length before reading).
     public func data(
         from url: URL, maxBytes: Int = HaulSession.defaultMaxDataBytes
     ) async throws(HaulError) -> (
@@ -164,7 +166,9 @@ extension HaulSession {
     /// let (response, body) = try await session.bytes(from: url)
     /// for try await chunk in body { consume(chunk) }
     /// ```
-    /// - Parameter window: Bytes buffered ahead of the consumer before the transfer pauses.
+    /// - Parameters:
+    ///   - url: The http or https URL to open.
+    ///   - window: Bytes buffered ahead of the consumer before the transfer pauses.
     public func bytes(from url: URL, window: Int = 1 << 20) async throws(HaulError) -> (HTTPResponse, ByteStream) {
         try await bytes(for: HaulRequest(url: url), window: window)
     }

@@ -17,9 +17,12 @@ extension HaulSession {
     /// `events` receives `.progress` at most ten times a second, and once a second while nothing
     /// arrives.
     /// - Parameters:
+    ///   - request: What to fetch (its URL, headers, and whether to decode the content).
     ///   - fileDescriptor: Where the body goes (written, never closed here; `FileHandle` users
     ///     pass its `fileDescriptor`, or call `HaulFoundation`'s `download(_:to:named:)`).
     ///   - name: How messages name the descriptor ("standard output", a path).
+    ///   - options: Of these, the speed limit and the checksums (above).
+    ///   - events: Progress and retries, as a file download's.
     /// - Returns: The bytes written.
     /// - Throws: ``HaulError``: `.httpStatus` for an answer outside 2xx (nothing is written),
     ///   `.checksumMismatch` after the whole body was written, `.fileSystem` or `.diskFull` for a

@@ -37,6 +37,9 @@ public struct MultipartForm: Sendable {
 
     /// Adds a file from disk; its bytes are read only while sending.
     /// - Parameters:
+    ///   - name: The form field's name.
+    ///   - fileURL: The file (a FIFO or a device is read to its end at send time; a directory
+    ///     is refused).
     ///   - filename: The name the server sees (default: the file's name).
     ///   - contentType: Default: guessed from the extension, else `application/octet-stream`.
     /// - Throws: ``HaulError/Code/fileSystem`` when the file cannot be read.

@@ -3,7 +3,8 @@ import HaulTestSupport
 import HaulTestTraits
 import Testing
 
-/// Every program in Examples/ runs against the test server and does what it says.
+/// Every program in Examples/ runs against the test server and does what it says (but
+/// Examples/Snippets, the articles' code, which is compiled and checked by DocCSnippetTests).
 @Suite("Examples", .serialized, .fewAtOnce)
 struct ExampleTests {
     /// Runs an example with its XDG directories (the HTTP cache, lists) in a directory of its own.
