@@ -120,7 +120,9 @@ extension Dictionary where Key == String, Value == [String] {
 }
 
 /// A `-H 'Name: value'` argument, for `get` and `upload` alike: the name an RFC 9110 token, the
-/// value without line breaks or NUL (which would smuggle another header or request).
+/// value without line breaks or NUL (which would smuggle another header or request). Spaces,
+/// tabs and line breaks around the name and the value are dropped (a header read from a file
+/// with CRLF line ends is taken).
 func parseHeader(_ raw: String) throws(UsageError) -> (name: String, value: String) {
     guard let colon = raw.firstIndex(of: ":") else { throw UsageError("header '\(raw)' is not 'Name: value'") }
     let name = raw[..<colon].trimmingASCIIWhitespace()

@@ -35,7 +35,9 @@ package final class URLSessionTransport: HTTPTransport, Sendable {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method
         // Saturated: Foundation converts it to curl's milliseconds and traps on infinity.
-        urlRequest.timeoutInterval = max(1, Seconds.clamped(request.idleTimeout))
+        // 0 or less is no idle timeout, as in the curl transport.
+        urlRequest.timeoutInterval =
+            request.idleTimeout > 0 ? max(1, Seconds.clamped(request.idleTimeout)) : Seconds.longest
         urlRequest.setValue(HaulVersion.userAgent, forHTTPHeaderField: "User-Agent")
         if !request.decodeContent { urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding") }
         for (name, value) in request.headers {

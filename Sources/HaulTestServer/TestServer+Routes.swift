@@ -116,7 +116,7 @@ extension TestServer {
         if let limit = q.int("busy"), !admission.enter(limit: limit) {
             return send(fd, status: 503, headers: [("Content-Length", "0")], body: [])
         }
-        if let delay = q["delay"].flatMap(Double.init) { sleepFor(delay) }
+        if let delay = q["delay"].flatMap(Double.init), hit >= q.int("delayfrom") ?? 0 { sleepFor(delay) }
         if let answered = answerWithoutBody(fd, r, q, hit: hit) { return answered }
 
         let representation = Representation(q, hit: hit)

@@ -122,7 +122,7 @@ struct DoctorCommandTests {
     }
 
     @Test(.enabled(if: SelfSignedHTTPSServer.available, "needs openssl, timeout and python3"))
-    func theCertificateIsReadAfterARedirectOnTheSameConnectionHost() async throws {
+    func theCertificateIsReadAfterASameHostRedirect() async throws {
         // HTTP/1.1 with keep-alive: /d answers 301 to /d/, whose file would come over the
         // same connection, which has no certificate to tell of; the hop gets one of its own.
         let server = try await SelfSignedHTTPSServer(

@@ -217,7 +217,11 @@ struct DiagnoseTests {
             HTTPDate.parseCertificateDate("Mar  1 12:00:00 2027 GMT").map(HTTPDate.iso8601) == "2027-03-01T12:00:00Z")
         #expect(
             HTTPDate.parseCertificateDate("2027-03-01 12:00:00 GMT").map(HTTPDate.iso8601) == "2027-03-01T12:00:00Z")
-        for bad in ["2027-13-01 12:00:00 GMT", "2027-02-30 12:00:00 GMT", "2027-03-01 24:00:00 GMT", "soon", ""] {
+        for bad in [
+            "2027-13-01 12:00:00 GMT", "2027-02-30 12:00:00 GMT", "2027-03-01 24:00:00 GMT",
+            "2027-03-01 12:00:00 +0100",
+            "2027-03-01 12:00:00junk", "soon", "",
+        ] {
             #expect(HTTPDate.parseCertificateDate(bad) == nil, "\(bad)")
         }
     }
@@ -235,6 +239,8 @@ struct DiagnoseTests {
         var expired = try Self.diagnosis()
         expired.connection.certificateDaysLeft = -1
         #expect(Doctor.findings(expired).contains("the server's certificate expired 1 day ago"))
+        expired.connection.certificateDaysLeft = 0
+        #expect(Doctor.findings(expired).contains("the server's certificate expires within a day"))
     }
 
     /// A diagnosis with nothing wrong, to change one thing in.
@@ -289,9 +295,44 @@ struct DiagnoseTests {
         let server = try TestServer()
         defer { server.shutdown() }
         let d = try await Self.diagnose(server, "/broken?size=100000&drop=1&drops=1")
-        #expect(d.answer.bodyError?.hasPrefix("after 1 bytes: ") == true, "\(String(describing: d.answer.bodyError))")
-        #expect(d.ranges.support == .untested && d.ranges.detail.hasPrefix("the answer broke off after 1 bytes"))
-        #expect(d.findings.contains { $0.hasPrefix("the answer broke off after 1 bytes") }, "\(d.findings)")
+        #expect(d.answer.bodyError?.hasPrefix("after 1 byte: ") == true, "\(String(describing: d.answer.bodyError))")
+        #expect(d.ranges.support == .untested && d.ranges.detail.hasPrefix("the answer broke off after 1 byte ("))
+        #expect(d.findings.contains { $0.hasPrefix("the answer broke off (after 1 byte: ") }, "\(d.findings)")
+    }
+
+    @Test func optionsAreClampedToTheirRangesAndTheSessionsCap() {
+        var o = DiagnosisOptions()
+        o.maxConnections = 1000
+        o.speedConnections = 99
+        o.speedSeconds = .infinity
+        o.requestSeconds = .nan
+        var c = o.clamped(maxConnectionsPerHost: nil)
+        #expect(c.maxConnections == 64 && c.speedConnections == 16 && c.speedSeconds == 600 && c.requestSeconds == 10)
+        c = o.clamped(maxConnectionsPerHost: 3)
+        #expect(c.maxConnections == 3 && c.speedConnections == 3)
+        o.maxConnections = -5
+        o.speedConnections = 0
+        for seconds in [-1, Double.nan, 0] {
+            o.speedSeconds = seconds
+            c = o.clamped(maxConnectionsPerHost: 0)
+            #expect(c.maxConnections == 0 && c.speedConnections == 1 && c.speedSeconds == 0, "\(seconds)")
+        }
+    }
+
+    @Test func aConnectionWhoseHeadIsHeldIsTheRefusal() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var options = Self.quick
+        options.maxConnections = 8
+        options.requestSeconds = 0.5
+        let session = testSession { $0.timeout.connect = 1 }
+        // Requests 0-5 are the checks before the count (two GETs, HEAD, three ranges); the
+        // count's first two are answered (paced, so they stay open), the third is held 6 s.
+        let target = "/heldlater?size=4000000&burst=70000&rate=2000&delay=6&delayfrom=8"
+        let d = try await session.diagnose(server.url(target), options: options)
+        let c = try #require(d.connections)
+        #expect(c.admitted == 2 && c.tried == 3, "\(c)")
+        #expect(c.refusal == "connection 3: no answer from 127.0.0.1 within 1.5 s", "\(c)")
     }
 
     @Test(arguments: [Double.infinity, .nan, -1, 1e300])

@@ -161,4 +161,16 @@ public struct DiagnosisOptions: Sendable, Equatable {
     var requestSeconds: Double = 10
     /// Creates the defaults.
     public init() {}
+
+    /// These within their ranges: held connections past the session's cap (`cap`) would wait
+    /// for a slot none of them gives back; seconds that are NaN or below zero skip the
+    /// measurement, infinity or more than ten minutes is ten minutes.
+    func clamped(maxConnectionsPerHost cap: Int?) -> DiagnosisOptions {
+        var o = self
+        o.maxConnections = min(max(maxConnections, 0), 64, cap ?? 64)
+        o.speedConnections = max(1, min(speedConnections, 16, cap ?? 16))
+        o.speedSeconds = speedSeconds > 0 ? min(speedSeconds, 600) : 0
+        o.requestSeconds = requestSeconds > 0 ? min(requestSeconds, 600) : 10
+        return o
+    }
 }

@@ -12,7 +12,7 @@ extension Doctor {
     func rangeCheck(_ first: First) async -> Diagnosis.Ranges {
         let n = first.sample.count
         guard n >= 2 else {
-            let why = first.broke.map { "the answer broke off after \(n) bytes (\($0.message))" }
+            let why = first.broke.map { "the answer broke off after \(Self.bytes(n)) (\($0.message))" }
             return Diagnosis.Ranges(support: .untested, detail: why ?? "the answer has under 2 bytes")
         }
         let size = min(512, n / 2)
@@ -82,10 +82,9 @@ extension Doctor {
         var refusal: String?
         for index in 1...options.maxConnections {
             let body = BodyStream(window: 16 << 10)
-            let deadline = Self.after(headSeconds)
-            let cut = Self.cancel(body, at: deadline)
-            let result = await start(request(first.url, first.headers), on: body, by: deadline)
-            cut.cancel()
+            let cut = Cut(body, after: headSeconds)
+            let result = await start(request(first.url, first.headers), on: body, cut: cut)
+            cut.stop()
             open.append(body)
             switch result {
             case .failure(let error): refusal = "connection \(index): \(error.message)"
@@ -129,7 +128,7 @@ extension Doctor {
                 var headers = first.headers
                 if let range { headers.replace("Range", "bytes=\(range.lowerBound)-\(range.upperBound)") }
                 let t = request(first.url, headers)
-                group.addTask { await self.count(t, until: began + .milliseconds(Int64(seconds * 1000))) }
+                group.addTask { await self.count(t, until: began + Cut.duration(seconds)) }
             }
             return await group.reduce(0, +)
         }
@@ -143,9 +142,9 @@ extension Doctor {
     /// The body bytes of `t` received before `deadline` (or its end).
     func count(_ t: TransportRequest, until deadline: ContinuousClock.Instant) async -> Int64 {
         let body = BodyStream(window: 1 << 20)
-        let stop = Self.cancel(body, at: deadline)
+        let stop = Cut(body, after: options.speedSeconds, by: deadline)
         defer {
-            stop.cancel()
+            stop.stop()
             body.cancel()
         }
         guard case .success(let response) = await body.start(t, on: transport), (200..<300).contains(response.status)

@@ -19,13 +19,15 @@ extension Doctor {
             out.append(
                 days < 0
                     ? "the server's certificate expired \(Self.days(-days)) ago"
-                    : "the server's certificate expires in \(Self.days(days))")
+                    : days == 0
+                        ? "the server's certificate expires within a day"
+                        : "the server's certificate expires in \(Self.days(days))")
         }
         if let coding = d.answer.contentEncoding, coding.lowercased() != "identity" {
             out.append("the server sends Content-Encoding \(coding) though a download asks for identity")
         }
         if let broke = d.answer.bodyError {
-            out.append("the answer broke off \(broke): a download retries, and resumes only where ranges work")
+            out.append("the answer broke off (\(broke)): a download retries, and resumes only where ranges work")
         }
         out += rangeFindings(d)
         out += validatorFindings(d.validators)
@@ -65,10 +67,7 @@ extension Doctor {
             said.append("status \(head.status.map(String.init) ?? "-") against \(answer.status)")
         }
         if let h = head.length, let g = answer.length, h != g { said.append("length \(h) against \(g)") }
-        var types = head
-        types.length = answer.length
-        types.status = answer.status
-        if !agree(types, answer) {
+        if media(head.contentType) != media(answer.contentType) {
             said.append("type \(head.contentType ?? "none") against \(answer.contentType ?? "none")")
         }
         return "HEAD and GET disagree (\(said.joined(separator: ", "))): a tool that trusts HEAD is misled"

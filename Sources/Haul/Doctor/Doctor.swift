@@ -21,14 +21,7 @@ extension HaulSession {
     ) async throws(HaulError)
         -> Diagnosis
     {
-        var options = options
-        // Held connections past the session's cap would wait for a slot none of them gives back.
-        if let cap = configuration.maxConnectionsPerHost { options.maxConnections = min(options.maxConnections, cap) }
-        options.maxConnections = min(max(options.maxConnections, 0), 64)
-        options.speedConnections = max(1, min(options.speedConnections, 16, configuration.maxConnectionsPerHost ?? 16))
-        // NaN and below zero: no measurement; infinity or more than ten minutes: ten minutes.
-        options.speedSeconds = options.speedSeconds > 0 ? min(options.speedSeconds, 600) : 0
-        options.requestSeconds = options.requestSeconds > 0 ? min(options.requestSeconds, 600) : 10
+        let options = options.clamped(maxConnectionsPerHost: configuration.maxConnectionsPerHost)
         let doctor = Doctor(
             session: self, transport: try readyTransport(), url: url, options: options,
             headers: try headers(adding: options.headers, for: url))
@@ -72,7 +65,7 @@ struct Doctor: Sendable {
         var answer = Diagnosis.Answer(
             status: first.response.status, length: first.response.status == 200 ? h.contentLength : nil,
             contentType: h["Content-Type"], acceptRanges: h["Accept-Ranges"], contentEncoding: h["Content-Encoding"])
-        answer.bodyError = first.broke.map { "after \(first.sample.count) bytes: \($0.message)" }
+        answer.bodyError = first.broke.map { "after \(Self.bytes(first.sample.count)): \($0.message)" }
         var diagnosis = Diagnosis(
             url: ResumeRecord.redacted(url), hops: first.hops,
             connection: Self.connection(first.response.connection, now: Int64(Date().timeIntervalSince1970)),
@@ -105,68 +98,54 @@ struct Doctor: Sendable {
         return t
     }
 
-    /// Sends `t` and keeps at most `keep` bytes of its body, then stops it. The head must come
-    /// within ``headSeconds``, the body within ``DiagnosisOptions/requestSeconds`` of it,
-    /// whatever the session's timeouts (none, or hours): a server that holds its head fails the
-    /// check; a body cut at its deadline (a trickle) or broken off gives what came.
-    func fetch(_ t: TransportRequest, keep: Int) async -> Result<Fetched, HaulError> {
+    /// Sends `t` and keeps at most `keep` bytes of its body (none of a redirect's), then stops
+    /// it. The head must come within ``headSeconds``, the body within
+    /// ``DiagnosisOptions/requestSeconds`` of it, and both by `limit` when given, whatever the
+    /// session's timeouts (none, or hours): a server that holds its head fails the check; a body
+    /// cut at its deadline (a trickle) or broken off gives what came.
+    func fetch(
+        _ t: TransportRequest, keep: Int, by limit: ContinuousClock.Instant? = nil
+    ) async -> Result<Fetched, HaulError> {
         let body = BodyStream(window: max(keep, 16 << 10))
-        var cut = Self.cancel(body, at: Self.after(headSeconds))
-        defer {
-            cut.cancel()
-            body.cancel()
-        }
-        let response: TransportResponse
-        switch await start(t, on: body, by: Self.after(headSeconds)) {
-        case .failure(let error): return .failure(error)
-        case .success(let r): response = r
-        }
-        cut.cancel()
-        let deadline = Self.after(options.requestSeconds)
-        cut = Self.cancel(body, at: deadline)
+        defer { body.cancel() }
+        let head = Cut(body, after: headSeconds, by: limit)
+        let started = await start(t, on: body, cut: head)
+        head.stop()
+        guard case .success(let response) = started else { return started.map { Fetched(response: $0, body: []) } }
+        let keep = (300..<400).contains(response.status) ? 0 : keep
+        let cut = Cut(body, after: options.requestSeconds, by: limit)
+        defer { cut.stop() }
         var fetched = Fetched(response: response, body: [])
         while fetched.body.count < keep {
             do throws(TransportError) {
                 guard let chunk = try await body.next() else { break }
                 fetched.body += chunk.prefix(keep - fetched.body.count)
             } catch {
-                if ContinuousClock.now < deadline { fetched.broke = session.haulError(error, t.url, origin: url) }
+                // Not the deadlines' cut, nor the caller's cancel: the answer broke off.
+                if !head.hasFired && !cut.hasFired && error.kind != .cancelled {
+                    fetched.broke = session.haulError(error, t.url, origin: url)
+                }
                 break
             }
         }
         return .success(fetched)
     }
 
-    /// The longest a check waits for an answer's head: the session's connect timeout (up to
-    /// five minutes) and ``DiagnosisOptions/requestSeconds``.
+    /// The longest a check waits for an answer's head: the session's connect timeout (0 is
+    /// curl's default, 300 s; at most 300 s) and ``DiagnosisOptions/requestSeconds``.
     var headSeconds: Double {
         let connect = session.configuration.timeout.connect
-        return (connect > 0 ? min(connect, 300) : 0) + options.requestSeconds
+        return (connect > 0 ? min(connect, 300) : 300) + options.requestSeconds
     }
 
-    static func after(_ seconds: Double) -> ContinuousClock.Instant {
-        .now + .milliseconds(Int64(seconds * 1000))
-    }
-
-    /// Starts `t` on `body` and waits for its head; a cancel at `deadline` (``headSeconds``
-    /// from now) fails it as a timeout.
-    func start(
-        _ t: TransportRequest, on body: BodyStream, by deadline: ContinuousClock.Instant
-    ) async -> Result<TransportResponse, HaulError> {
+    /// Starts `t` on `body` and waits for its head; a failure after `cut` fired is a timeout.
+    func start(_ t: TransportRequest, on body: BodyStream, cut: Cut) async -> Result<TransportResponse, HaulError> {
         switch await body.start(t, on: transport) {
         case .success(let response): return .success(response)
-        case .failure(let error) where error.kind == .cancelled && ContinuousClock.now >= deadline:
-            return .failure(
-                HaulError(.timeout, "no answer from \(t.url.host ?? "?") within \(Seconds.text(headSeconds)) s"))
+        case .failure where cut.hasFired:
+            let host = t.url.host ?? "?"
+            return .failure(HaulError(.timeout, "no answer from \(host) within \(Seconds.text(cut.seconds)) s"))
         case .failure(let error): return .failure(session.haulError(error, t.url, origin: url))
-        }
-    }
-
-    /// Cancels `body` at `deadline`, unless the task this returns is cancelled first.
-    static func cancel(_ body: BodyStream, at deadline: ContinuousClock.Instant) -> Task<Void, Never> {
-        Task {
-            guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
-            body.cancel()
         }
     }
 
@@ -175,10 +154,12 @@ struct Doctor: Sendable {
         var chain = RedirectChain(
             url: url, headers: headers, maxRedirects: session.configuration.maxRedirects, netrc: session.netrc)
         var hops: [Diagnosis.Hop] = []
+        // All the hops together: a chain of slow redirects cannot hold the diagnosis longer.
+        let limit = ContinuousClock.now + Cut.duration(headSeconds + options.requestSeconds)
         while true {
             var t = request(chain.current, chain.headers)
             t.reportsConnection = true
-            switch await fetch(t, keep: Self.sample) {
+            switch await fetch(t, keep: Self.sample, by: limit) {
             case .failure(let error): throw error
             case .success(let got):
                 hops.append(
@@ -210,6 +191,9 @@ struct Doctor: Sendable {
         return c
     }
 
+    /// "1 byte", "2 bytes".
+    static func bytes(_ n: Int) -> String { n == 1 ? "1 byte" : "\(n) bytes" }
+
     /// A second GET of the file's URL: its validators beside the first's.
     func secondAnswer(_ first: First, into v: inout Diagnosis.Validators) async {
         guard case .success(let got) = await fetch(request(first.url, first.headers), keep: 0) else { return }
@@ -235,10 +219,12 @@ struct Doctor: Sendable {
     /// Whether HEAD named GET's status, its length when both name one (a HEAD may leave it
     /// out), and its media type (case and parameters aside).
     static func agree(_ head: Diagnosis.HeadCheck, _ answer: Diagnosis.Answer) -> Bool {
-        func media(_ type: String?) -> String? {
-            type.map { $0.prefix { $0 != ";" }.trimmingASCIIWhitespace().lowercased() }
-        }
         let lengths = head.length == nil || answer.length == nil || head.length == answer.length
         return head.status == answer.status && lengths && media(head.contentType) == media(answer.contentType)
+    }
+
+    /// A Content-Type's media type, lowercased, without its parameters.
+    static func media(_ type: String?) -> String? {
+        type.map { $0.prefix { $0 != ";" }.trimmingASCIIWhitespace().lowercased() }
     }
 }

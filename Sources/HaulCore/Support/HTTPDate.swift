@@ -86,11 +86,13 @@ package enum HTTPDate {
         return seconds(year: year, month: month, day: day, time: time)
     }
 
-    /// A certificate's date as libcurl's certificate info gives it: OpenSSL's
-    /// `Mar  1 12:00:00 2027 GMT`, or the `2027-03-01 12:00:00 GMT` of its GnuTLS build (UTC
-    /// both); nil for anything else.
+    /// A certificate's date as libcurl's certificate info gives it: the
+    /// `2027-03-01 12:00:00 GMT` of its GnuTLS build (nothing, or ` GMT`, after the seconds),
+    /// else read as a cookie date (RFC 6265's lenient reading), which OpenSSL's
+    /// `Mar  1 12:00:00 2027 GMT` is; nil when neither reads it.
     package static func parseCertificateDate(_ text: String) -> Int64? {
-        let b = Array(text.utf8.prefix(19))
+        let all = Array(text.utf8)
+        let b = Array(all.prefix(19))
         func field(_ range: Range<Int>) -> Int64? {
             HTTPHeaders.decimal(Substring(decoding: b[range], as: UTF8.self))
         }
@@ -98,7 +100,9 @@ package enum HTTPDate {
             let year = field(0..<4), let month = field(5..<7), let day = field(8..<10),
             let hour = field(11..<13), let minute = field(14..<16), let second = field(17..<19)
         else { return parseCookieDate(text) }
-        guard (1...12).contains(month), hour < 24, minute < 60, second < 60 else { return nil }
+        guard all.count == 19 || all[19...].elementsEqual(" GMT".utf8), (1...12).contains(month), hour < 24,
+            minute < 60, second < 60
+        else { return nil }
         return seconds(year: year, month: month, day: day, time: hour * 3600 + minute * 60 + second)
     }
 
