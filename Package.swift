@@ -79,7 +79,7 @@ let package = Package(
         .executableTarget(name: "DownloadFileExample", dependencies: ["Haul"], path: "Examples/DownloadFile"),
         .executableTarget(name: "TaskControlExample", dependencies: ["Haul"], path: "Examples/TaskControl"),
         .executableTarget(name: "ManagerExample", dependencies: ["Haul"], path: "Examples/Manager"),
-        // The code of the DocC articles (Sources/Haul/Haul.docc), compiled; DocsTests checks it is theirs.
+        // The code of the DocC articles (Sources/Haul/Haul.docc), compiled; DocCSnippetTests checks it is theirs.
         .executableTarget(name: "SnippetsExample", dependencies: ["Haul"], path: "Examples/Snippets"),
         .executableTarget(name: "ResumeWalkthrough", dependencies: ["Haul"], path: "Examples/ResumeWalkthrough"),
         .testTarget(

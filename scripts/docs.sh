@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # Builds the library's DocC documentation with the toolchain's own tools (no plugin, nothing
 # fetched): the symbol graph of the Haul module (and what it re-exports from HaulCore), then the
-# Sources/Haul/Haul.docc catalog with warnings as errors (a broken symbol link fails), then a
-# static site.
-#   scripts/docs.sh            -> .build/docs/Haul.doccarchive and .build/docs/site/
-#   scripts/docs.sh --no-build -> the same from the last `swift build`
+# Sources/Haul/Haul.docc catalog with warnings as errors (a broken symbol link fails), a check
+# that every top-level symbol is curated, then a static site.
+#   scripts/docs.sh            -> builds the Haul module, then .build/docs/Haul.doccarchive and
+#                                 .build/docs/site/
+#   scripts/docs.sh --no-build -> the same from the last `swift build` (as .ci/run does)
 # View the site: python3 -m http.server -d .build/docs/site, then /documentation/haul/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[[ "${1:-}" == "--no-build" ]] || swift build --target Haul
+case "${1:-}" in
+"") swift build --target Haul ;;
+--no-build) ;;
+*)
+    echo "usage: scripts/docs.sh [--no-build]" >&2
+    exit 2
+    ;;
+esac
 bin=$(swift build --show-bin-path)
-triple=$(basename "$(dirname "$bin")")
+if [ ! -d "$bin/Modules" ] || [ ! -e "$bin/CHaulCurl.build/module.modulemap" ]; then
+    echo "docs: no build of the Haul module in $bin: run swift build first (or scripts/docs.sh)" >&2
+    exit 1
+fi
+# The target as the compiler names it (with the OS version on macOS, which the module needs).
+triple=$(swiftc -print-target-info | sed -n 's/^ *"triple": "\(.*\)",*$/\1/p' | head -n 1)
 out=.build/docs
 rm -rf "$out" && mkdir -p "$out/symbols"
 swift-symbolgraph-extract -module-name Haul -target "$triple" -I "$bin/Modules" \

@@ -58,12 +58,16 @@ func controllableTasks(_ session: HaulSession, _ url: URL, dest: URL, saved: URL
     print(result.fileURL)
 }
 
-func cancelling(_ task: DownloadTask) {
-    task.cancel()  // removes the partial and its record
+func cancelling(_ session: HaulSession, _ url: URL, dest: URL) {
+    let unwanted = session.downloadTask(with: url, to: .file(dest))
+    unwanted.resume()
+    unwanted.cancel()  // removes the partial and its record
 }
 
 // <doc:TheDownloadManager>
-func theDownloadManager(_ url: URL, downloads: URL, render: ([DownloadManager.Item]) -> Void) async throws {
+func theDownloadManager(
+    _ url: URL, downloads: URL, render: @escaping @Sendable ([DownloadManager.Item]) -> Void
+) async throws {
     var configuration = DownloadManager.Configuration()
     configuration.maxConcurrentDownloads = 3  // default 3
     configuration.maxDownloadsPerHost = 2  // default 2 (scheme, host, port)
@@ -76,10 +80,11 @@ func theDownloadManager(_ url: URL, downloads: URL, render: ([DownloadManager.It
     manager.pause(id)
     manager.resume(id)
     manager.cancel(id)
-    for await list in manager.updates { render(list) }  // the observable list
+    let watching = Task { for await list in manager.updates { render(list) } }  // the observable list
     print(manager.aggregateProgress)  // all items together
     await manager.waitUntilIdle()
     await manager.shutdown()  // stops, keeps the bytes and the list
+    watching.cancel()
 }
 
 func scoped(_ url: URL) async throws {
@@ -120,10 +125,9 @@ func uploadingFromAFunction(_ form: inout MultipartForm, _ fd: Int32) {
 }
 
 // <doc:ResumeAndResumeData>
-func resuming(_ session: HaulSession, _ url: URL, dest: URL) async throws {
+func resuming(_ session: HaulSession, _ url: URL, dest: URL, sha256: String) async throws {
     var options = DownloadOptions()
-    options.checksums = [try Checksum("sha-256=" + String(repeating: "0", count: 64))]
-    options.connections = 4  // ranges over four connections, when the server honours them
+    options.checksums = [try Checksum("sha-256=" + sha256)]  // hashed as it is written
     do {
         try await session.download(from: url, to: .file(dest), options: options)
     } catch {
@@ -142,10 +146,15 @@ func networkAwareness(_ url: URL, downloads: URL) async throws {
     configuration.waitsForConnectivity = true  // false: fail with .networkUnavailable instead
     let manager = try DownloadManager(configuration: configuration)
     manager.add(url, to: .directory(downloads))
-    for await path in monitor.paths {
-        print(path.status, path.primary?.kind ?? .other, path.isExpensive, path.reason ?? "")
+    let banner = Task {
+        for await path in monitor.paths {  // the current path, then every change
+            print(path.status, path.primary?.kind ?? .other, path.isExpensive, path.reason ?? "")
+        }
     }
-    for await transfers in manager.activity.updates { print("\(transfers) on the wire") }
+    let spinner = Task { for await transfers in manager.activity.updates { print("\(transfers) on the wire") } }
+    await manager.waitUntilIdle()
+    banner.cancel()
+    spinner.cancel()
 }
 
 // <doc:Errors>

@@ -88,7 +88,8 @@ extension HaulSession {
     /// let (data, response) = try await session.data(from: url)
     /// ```
     /// Any status is returned (check ``HTTPResponse/statusCode``); redirects are followed;
-    /// transient failures are retried from the start; gzip/deflate bodies are decoded.
+    /// transient failures are retried (a body that drops midway is continued with `Range` and
+    /// `If-Range` when it can be, else fetched again); gzip/deflate bodies are decoded.
     /// - Parameters:
     ///   - url: The http or https URL to fetch.
     ///   - maxBytes: Fails with ``HaulError/Code/responseTooLarge`` past this many bytes

@@ -16,7 +16,7 @@ import HaulCore
 /// place, or copied from elsewhere, is refused as any `.part` haul cannot vouch for.
 ///
 /// ```swift
-/// let data = try await task.cancelProducingResumeData()
+/// let data = await task.cancelProducingResumeData()
 /// try data?.encoded().write(to: saved)
 /// // later, maybe after a restart:
 /// let resumed = session.downloadTask(withResumeData: try ResumeData(data: Data(contentsOf: saved)))

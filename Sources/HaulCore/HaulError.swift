@@ -6,7 +6,7 @@
 /// ```swift
 /// do {
 ///     try await session.download(from: url, to: .directory(downloads))
-/// } catch let error as HaulError where error.code == .httpStatus {
+/// } catch where error.code == .httpStatus {
 ///     print("server said \(error.httpStatus ?? 0)")
 /// }
 /// ```
