@@ -56,6 +56,9 @@ let package = Package(
         .target(name: "CHaulStart", dependencies: ["CHaulCurl"]),
         .target(name: "Haul", dependencies: ["HaulCore"]),
         .target(name: "HaulFoundation", dependencies: ["Haul", "HaulCore"]),
+        // `haul serve`'s parts (issue 21), built up piece by piece: so far the doors' checks
+        // (token, Host and Origin, paths under the download root, a failure throttle).
+        .target(name: "HaulServer", dependencies: ["HaulCore"]),
         // The misbehaving local server of the tests and of `haul demo` (which links it alone).
         .target(name: "HaulTestServer", dependencies: ["HaulCore"]),
         .target(name: "HaulTestSupport", dependencies: ["HaulCore", "HaulTestServer"]),
@@ -84,6 +87,8 @@ let package = Package(
         .executableTarget(name: "ResumeWalkthrough", dependencies: ["Haul"], path: "Examples/ResumeWalkthrough"),
         .testTarget(
             name: "HaulCoreTests", dependencies: ["HaulCore", "HaulFoundation", "HaulTestSupport", "HaulTestTraits"]),
+        .testTarget(
+            name: "HaulServerTests", dependencies: ["HaulServer", "HaulCore", "HaulTestSupport", "HaulTestTraits"]),
         .testTarget(
             name: "HaulTests",
             dependencies: ["Haul", "HaulCore", "HaulFoundation", "HaulTestSupport", "HaulTestTraits"]),

@@ -33,6 +33,9 @@ extension Sys {
         /// chmod or time set, which no program can set back), in nanoseconds since 1970.
         package var modified: Int64 = 0
         package var changed: Int64 = 0
+        /// Owned by this process's user, and neither readable nor writable by anybody else (a
+        /// secret's file: the daemon's token).
+        package var isOwnAndSecret = false
     }
 
     /// The status of what is at `path` itself (a symbolic link is not followed), from one statx
@@ -59,7 +62,8 @@ extension Sys {
             links: s.links,
             birth: s.has_birth != 0 ? s.birth_seconds &* 1_000_000_000 &+ Int64(s.birth_nanoseconds) : nil,
             isOwnAndPrivate: s.uid == geteuid() && (s.mode & 0o022) == 0, mount: s.has_mount != 0 ? s.mount : nil,
-            allocated: s.blocks &* 512, modified: s.modified, changed: s.changed)
+            allocated: s.blocks &* 512, modified: s.modified, changed: s.changed,
+            isOwnAndSecret: s.uid == geteuid() && (s.mode & 0o077) == 0)
     }
 
     /// Sets the modification time of what is at `path` itself (a symbolic link's own, not its

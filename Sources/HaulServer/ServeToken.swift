@@ -1,0 +1,89 @@
+import HaulCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The daemon's secret: 256 random bits as 64 lowercase hex digits, created on first start in a
+/// file only this user can read (0600, in a 0700 directory), and required on every HTTP call.
+package struct ServeToken: Sendable, Equatable {
+    /// The token as the CLI sends it (`Authorization: Bearer …`) and the page gets it
+    /// (`#token=…`).
+    package let text: String
+
+    package init?(text: String) {
+        guard text.utf8.count == 64, text.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
+        else { return nil }
+        self.text = text
+    }
+
+    /// A new token from the system's cryptographic random source (getrandom on Linux).
+    package static func random() -> ServeToken {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return ServeToken(text: Hex.string(bytes))!
+    }
+
+    /// The token in `file`, made there first if there is none. A file that is a link, not a
+    /// regular file, not this user's, readable or writable by others, or not a token is refused
+    /// (it is not the daemon's: another user may know it), never overwritten.
+    package static func loadOrCreate(at file: String) throws(ServeError) -> ServeToken {
+        let directory = Sys.parentDirectory(of: file)
+        guard Sys.privateDirectory(directory) != nil else {
+            throw ServeError(.internalError, "\(directory) is not a directory only this user can enter")
+        }
+        for _ in 0..<2 {
+            if let found = try read(file) { return found }
+            let token = random()
+            do throws(Errno) {
+                let fd = try Sys.open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
+                defer { Sys.close(fd) }
+                let line = Array((token.text + "\n").utf8)
+                let written = line.withUnsafeBytes { b -> Errno? in
+                    do throws(Errno) { try Sys.writeAll(fd, b) } catch { return error }
+                    return nil
+                }
+                if let written { throw written }
+                try Sys.fsync(fd, path: file)
+                return token
+            } catch  where error == .fileExists {
+                continue  // another daemon made it meanwhile: read theirs
+            } catch {
+                throw ServeError(.internalError, "cannot write the token file \(file): \(error)")
+            }
+        }
+        throw ServeError(.internalError, "cannot read or create the token file \(file)")
+    }
+
+    private static func read(_ file: String) throws(ServeError) -> ServeToken? {
+        let found: (bytes: [UInt8], status: Sys.FileStatus)?
+        do { found = try Sys.readSmallFileAndStatus(file, limit: 4096, followingLinks: false) } catch {
+            throw ServeError(.internalError, "cannot read the token file \(file): \(error)")
+        }
+        guard let found else { return nil }
+        guard found.status.isRegular, found.status.isOwnAndSecret, found.status.links == 1 else {
+            throw ServeError(.internalError, "\(file) is not a file only this user can read: not used as the token")
+        }
+        var bytes = found.bytes[...]
+        while let last = bytes.last, last == 0x0A || last == 0x0D { bytes = bytes.dropLast() }
+        guard let token = ServeToken(text: String(decoding: bytes, as: UTF8.self)) else {
+            throw ServeError(.internalError, "\(file) does not hold a token (64 hex digits)")
+        }
+        return token
+    }
+
+    /// Whether `presented` is this token, in time that does not depend on where they differ
+    /// (every byte is compared; a length that differs is compared against the token itself).
+    package func matches<S: Collection<UInt8>>(_ presented: S) -> Bool {
+        let mine = Array(text.utf8)
+        let theirs = Array(presented)
+        var difference = UInt8(truncatingIfNeeded: mine.count ^ theirs.count)
+        if theirs.count != mine.count { difference |= 1 }
+        for i in 0..<mine.count {
+            difference |= mine[i] ^ (i < theirs.count ? theirs[i] : ~mine[i])
+        }
+        return difference == 0
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import HaulTestSupport
+import HaulTestTraits
+import Testing
+
+@testable import HaulCore
+@testable import HaulServer
+
+/// The checks at `haul serve`'s doors, each against what an attacker would send or plant.
+@Suite("haul serve's doors: token, Host and Origin, paths, throttle")
+struct DoorTests {
+    @Test func aTokenIsMadeOnceInAFileOnlyThisUserCanRead() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let file = dir.path + "/state/token"
+        let first = try ServeToken.loadOrCreate(at: file)
+        #expect(first.text.utf8.count == 64)
+        #expect(try ServeToken.loadOrCreate(at: file) == first)
+        var st = stat()
+        #expect(lstat(file, &st) == 0 && st.st_mode & 0o777 == 0o600)
+        #expect(lstat(dir.path + "/state", &st) == 0 && st.st_mode & 0o777 == 0o700)
+        #expect(ServeToken.random() != ServeToken.random())
+    }
+
+    @Test(arguments: ["readable", "link", "garbage", "directory"])
+    func aTokenFileHaulDidNotMakeIsRefusedNotUsed(planted: String) throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let file = dir.path + "/state/token"
+        mkdir(dir.path + "/state", 0o700)
+        let known = String(repeating: "a", count: 64)
+        switch planted {
+        case "readable":  // another user could have read it
+            _ = FileManager.default.createFile(atPath: file, contents: Data(known.utf8))
+            chmod(file, 0o644)
+        case "link":
+            _ = FileManager.default.createFile(atPath: dir.path + "/elsewhere", contents: Data(known.utf8))
+            chmod(dir.path + "/elsewhere", 0o600)
+            symlink(dir.path + "/elsewhere", file)
+        case "garbage":
+            _ = FileManager.default.createFile(atPath: file, contents: Data("not a token".utf8))
+            chmod(file, 0o600)
+        default:
+            mkdir(file, 0o700)
+        }
+        #expect(throws: ServeError.self) { try ServeToken.loadOrCreate(at: file) }
+        // Nothing was overwritten.
+        if planted == "readable" { #expect(FileManager.default.contents(atPath: file) == Data(known.utf8)) }
+    }
+
+    @Test func theTokenIsComparedWholly() throws {
+        let token = try #require(ServeToken(text: String(repeating: "0", count: 63) + "1"))
+        #expect(token.matches(token.text.utf8))
+        #expect(!token.matches(String(repeating: "0", count: 64).utf8))
+        #expect(!token.matches(token.text.dropLast().utf8))
+        #expect(!token.matches((token.text + "0").utf8))
+        #expect(!token.matches("".utf8))
+        #expect(ServeToken(text: String(repeating: "A", count: 64)) == nil)  // lowercase hex only
+        #expect(ServeToken(text: "abc") == nil)
+    }
+
+    @Test(arguments: [
+        ("127.0.0.1:6800", true), ("localhost:6800", true), ("LOCALHOST:6800", true), ("[::1]:6800", true),
+        ("nas.local:6800", true), ("127.0.0.1:6801", false), ("127.0.0.1", false), ("evil.example:6800", false),
+        ("localhost.evil.example:6800", false), ("user@localhost:6800", false), ("localhost:6800/x", false),
+        ("[::1]", false), ("::1:6800", false), ("localhost:06800", true), ("localhost:", false), ("", false),
+        ("localhost:99999", false), ("local host:6800", false),
+    ])
+    func theHostHeaderMustNameThisDaemon(host: String, allowed: Bool) {
+        let policy = HostPolicy(port: 6800, extraNames: ["NAS.local"])
+        let refused: ServeError? = {
+            do throws(ServeError) {
+                try policy.checkHost(host)
+                return nil
+            } catch { return error }
+        }()
+        #expect((refused == nil) == allowed, "\(host)")
+        if let refused { #expect(refused.status == 421) }
+    }
+
+    @Test func aMissingHostIsMisdirected() {
+        #expect(throws: ServeError(.misdirected, "this daemon does not answer to Host (none)")) {
+            try HostPolicy(port: 6800).checkHost(nil)
+        }
+    }
+
+    @Test func aChangeMustComeFromThisDaemonsPageOrCarryTheToken() throws {
+        let policy = HostPolicy(port: 6800)
+        try policy.checkOrigin("http://127.0.0.1:6800", bearer: false)
+        try policy.checkOrigin("http://LOCALHOST:6800", bearer: false)
+        try policy.checkOrigin(nil, bearer: true)
+        for origin in [
+            "http://evil.example", "http://127.0.0.1:6801", "https://127.0.0.1:6800", "null", "http://127.0.0.1",
+        ] {
+            #expect(throws: ServeError.self, "\(origin)") { try policy.checkOrigin(origin, bearer: true) }
+        }
+        #expect(throws: ServeError.self) { try policy.checkOrigin(nil, bearer: false) }
+    }
+
+    @Test(arguments: [
+        "/etc/passwd", "../x", "a/../../x", "a/..", "..", ".", "a/./b", "a//b", "a/", "", "a\u{0}b", "a\nb",
+        "a\u{7F}", String(repeating: "x", count: 256),
+    ])
+    func aNameThatLeavesTheRootOrIsNotANameIsRefused(name: String) throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let root = try DownloadRoot(dir.path + "/root")
+        #expect(throws: ServeError.self, "\(name.debugDescription)") { try root.resolve(name) }
+    }
+
+    @Test func namesUnderTheRootResolveThere() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let root = try DownloadRoot(dir.path + "/root/")
+        #expect(root.path == dir.path + "/root")
+        #expect(try root.resolve("f.iso") == root.path + "/f.iso")
+        #expect(try root.resolve("new/sub/f.iso") == root.path + "/new/sub/f.iso")
+        #expect(try root.resolve("caf\u{E9} ..x/..f") == root.path + "/caf\u{E9} ..x/..f")
+    }
+
+    @Test(arguments: ["link/f", "link", "file/f", "dangling"])
+    func aPlantedLinkOrFileOnTheWayIsRefused(name: String) throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let root = try DownloadRoot(dir.path + "/root")
+        mkdir(dir.path + "/outside", 0o700)
+        symlink(dir.path + "/outside", root.path + "/link")  // ~/.ssh, for one
+        symlink(dir.path + "/nothing", root.path + "/dangling")
+        _ = FileManager.default.createFile(atPath: root.path + "/file", contents: Data())
+        #expect(throws: ServeError.self, "\(name)") { try root.resolve(name) }
+    }
+
+    @Test func failuresBeyondTheFreeOnesWaitLongerEachTime() {
+        var throttle = FailureThrottle()
+        for i in 0..<5 { throttle.failed("peer", now: Double(i)) }
+        #expect(throttle.wait(for: "peer", now: 5) == 0)
+        throttle.failed("peer", now: 5)
+        #expect(throttle.wait(for: "peer", now: 5) == 0.25)
+        throttle.failed("peer", now: 5.25)
+        #expect(throttle.wait(for: "peer", now: 5.25) == 0.5)
+        for _ in 0..<30 { throttle.failed("peer", now: 6) }
+        #expect(throttle.wait(for: "peer", now: 6) == 30)  // the cap
+        #expect(throttle.wait(for: "other", now: 6) == 0)
+        // Outside the window the old failures no longer count; a success clears them at once.
+        throttle.failed("peer", now: 100)
+        #expect(throttle.wait(for: "peer", now: 100) == 0)
+        throttle.succeeded("peer")
+        #expect(throttle.wait(for: "peer", now: 100) == 0)
+    }
+}
