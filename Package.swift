@@ -58,7 +58,9 @@ let package = Package(
         .target(name: "HaulFoundation", dependencies: ["Haul", "HaulCore"]),
         // `haul serve`'s parts (issue 21), built up piece by piece: so far the doors' checks
         // (token, Host and Origin, paths under the download root, a failure throttle).
-        .target(name: "HaulServer", dependencies: ["HaulCore"]),
+        .target(name: "HaulServer", dependencies: ["HaulCore", "CHaulSQLite"]),
+        // SQLite for the daemon's store, dlopen()ed as libcurl is: only `haul serve` loads it.
+        .target(name: "CHaulSQLite", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
         // The misbehaving local server of the tests and of `haul demo` (which links it alone).
         .target(name: "HaulTestServer", dependencies: ["HaulCore"]),
         .target(name: "HaulTestSupport", dependencies: ["HaulCore", "HaulTestServer"]),

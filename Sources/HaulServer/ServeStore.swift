@@ -1,0 +1,206 @@
+import HaulCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A download the daemon keeps: what was asked, where it stands.
+package struct StoredDownload: Equatable, Sendable {
+    package enum State: String, Sendable, CaseIterable {
+        case queued, running, paused, completed, failed, cancelled
+
+        /// Still to do after a restart.
+        package var isUnfinished: Bool { self == .queued || self == .running || self == .paused }
+    }
+
+    package var id: Int64
+    /// The URL, without user name or password (never stored).
+    package var url: String
+    /// The file's name under the root, or nil for the server's suggestion.
+    package var name: String?
+    /// The folder under the root, or nil for the root itself.
+    package var subfolder: String?
+    /// The per-download choices as the API took them (JSON; never headers with credentials).
+    package var options: String
+    package var state: State
+    package var priority: Int64
+    /// Its place in the queue (smaller first, within a priority).
+    package var position: Int64
+    /// When it was added and when it ended, seconds since 1970.
+    package var added: Double
+    package var finished: Double?
+    /// Why it failed, in one line.
+    package var error: String?
+}
+
+/// What the API asks to add.
+package struct NewDownload: Equatable, Sendable {
+    package var url: URL
+    package var name: String?
+    package var subfolder: String?
+    package var options: String = "{}"
+    package var priority: Int64 = 0
+
+    package init(url: URL, name: String? = nil, subfolder: String? = nil) {
+        self.url = url
+        self.name = name
+        self.subfolder = subfolder
+    }
+}
+
+/// The daemon's queue, history, settings and numbered events in SQLite (WAL, synchronous FULL:
+/// a change that returned survives `kill -9` and a power loss). One owner: the daemon's store
+/// actor, or a test.
+package final class ServeStore {
+    package let database: SQLiteDatabase
+    /// The schema this code reads and writes (`PRAGMA user_version`).
+    static let schema: Int64 = 1
+
+    package init(path: String) throws(ServeError) {
+        database = try SQLiteDatabase(path: path)
+        let mode = try database.query("PRAGMA journal_mode=WAL").first?.first?.text
+        guard mode?.lowercased() == "wal" else {
+            throw ServeError(
+                .internalError, "the store \(path) cannot use a write-ahead log (journal mode \(mode ?? "?"))")
+        }
+        try database.execute("PRAGMA synchronous=FULL")
+        let version = try database.query("PRAGMA user_version").first?.first?.integer ?? 0
+        if version > Self.schema {
+            throw ServeError(.internalError, "the store \(path) was made by a newer haul (schema \(version))")
+        }
+        if version < Self.schema { try create() }
+    }
+
+    private func create() throws(ServeError) {
+        try database.transaction { () throws(ServeError) in
+            try database.execute(
+                """
+                CREATE TABLE IF NOT EXISTS downloads (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT, url TEXT NOT NULL, name TEXT, subfolder TEXT,
+                    options TEXT NOT NULL, state TEXT NOT NULL, priority INTEGER NOT NULL,
+                    position INTEGER NOT NULL, added REAL NOT NULL, finished REAL, error TEXT);
+                CREATE INDEX IF NOT EXISTS downloads_order ON downloads (priority DESC, position);
+                CREATE TABLE IF NOT EXISTS events (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT, download INTEGER, kind TEXT NOT NULL, body TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                PRAGMA user_version = \(Self.schema);
+                """)
+        }
+    }
+
+    private static let columns = "id, url, name, subfolder, options, state, priority, position, added, finished, error"
+
+    private static func download(_ row: [SQLiteDatabase.Value]) throws(ServeError) -> StoredDownload {
+        guard row.count == 11, let id = row[0].integer, let url = row[1].text, let options = row[4].text,
+            let state = row[5].text.flatMap(StoredDownload.State.init(rawValue:)), let priority = row[6].integer,
+            let position = row[7].integer, let added = row[8].real
+        else { throw ServeError(.internalError, "the store has a row it cannot read") }
+        return StoredDownload(
+            id: id, url: url, name: row[2].text, subfolder: row[3].text, options: options, state: state,
+            priority: priority, position: position, added: added, finished: row[9].real, error: row[10].text)
+    }
+
+    /// Adds `new` at the end of the queue, all or none; the URLs are stored without credentials.
+    package func add(_ new: [NewDownload], now: Double) throws(ServeError) -> [StoredDownload] {
+        try database.transaction { () throws(ServeError) -> [StoredDownload] in
+            var next =
+                (try database.query("SELECT COALESCE(MAX(position), 0) FROM downloads").first?.first?.integer ?? 0) + 1
+            var added: [StoredDownload] = []
+            for item in new {
+                let url = ResumeRecord.redacted(item.url)
+                try database.query(
+                    "INSERT INTO downloads (url, name, subfolder, options, state, priority, position, added) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)",
+                    [
+                        .text(url), item.name.map { .text($0) } ?? .null, item.subfolder.map { .text($0) } ?? .null,
+                        .text(item.options), .integer(item.priority), .integer(next), .real(now),
+                    ])
+                added.append(
+                    StoredDownload(
+                        id: database.lastInsertID, url: url, name: item.name, subfolder: item.subfolder,
+                        options: item.options, state: .queued, priority: item.priority, position: next, added: now))
+                next += 1
+            }
+            return added
+        }
+    }
+
+    /// One download, or nil.
+    package func download(_ id: Int64) throws(ServeError) -> StoredDownload? {
+        try database.query("SELECT \(Self.columns) FROM downloads WHERE id = ?", [.integer(id)]).first.map(
+            Self.download)
+    }
+
+    /// Downloads in queue order (priority, then position), of `states` when given.
+    package func list(
+        states: Set<StoredDownload.State>? = nil, limit: Int = 1000, offset: Int = 0
+    ) throws(ServeError) -> [StoredDownload] {
+        let wanted = states.map { $0.map(\.rawValue).sorted() } ?? StoredDownload.State.allCases.map(\.rawValue)
+        let marks = Array(repeating: "?", count: wanted.count).joined(separator: ", ")
+        let rows = try database.query(
+            "SELECT \(Self.columns) FROM downloads WHERE state IN (\(marks)) ORDER BY priority DESC, position LIMIT ? OFFSET ?",
+            wanted.map { .text($0) } + [.integer(Int64(max(0, limit))), .integer(Int64(max(0, offset)))])
+        var out: [StoredDownload] = []
+        for row in rows { out.append(try Self.download(row)) }
+        return out
+    }
+
+    /// Sets a download's state (and, for an end, when and why); false when there is no such id.
+    @discardableResult
+    package func setState(
+        _ id: Int64, _ state: StoredDownload.State, error: String? = nil, now: Double
+    ) throws(ServeError) -> Bool {
+        let ended = state.isUnfinished ? SQLiteDatabase.Value.null : .real(now)
+        try database.query(
+            "UPDATE downloads SET state = ?, error = ?, finished = ? WHERE id = ?",
+            [.text(state.rawValue), error.map { .text($0) } ?? .null, ended, .integer(id)])
+        return database.changes > 0
+    }
+
+    /// Removes a download from the list; false when there is no such id.
+    @discardableResult
+    package func remove(_ id: Int64) throws(ServeError) -> Bool {
+        try database.query("DELETE FROM downloads WHERE id = ?", [.integer(id)])
+        return database.changes > 0
+    }
+
+    /// After a restart: what was running is queued again (its partial file resumes it).
+    @discardableResult
+    package func recover() throws(ServeError) -> Int64 {
+        try database.query("UPDATE downloads SET state = 'queued' WHERE state = 'running'")
+        return database.changes
+    }
+
+    /// Appends an event (a change the page and the reattached sessions are told of); its number.
+    package func append(event kind: String, download: Int64?, body: String) throws(ServeError) -> Int64 {
+        try database.query(
+            "INSERT INTO events (download, kind, body) VALUES (?, ?, ?)",
+            [download.map { .integer($0) } ?? .null, .text(kind), .text(body)])
+        return database.lastInsertID
+    }
+
+    /// Events after number `since`, oldest first, at most `limit`.
+    package func events(
+        since: Int64, limit: Int = 1000
+    ) throws(ServeError) -> [(seq: Int64, download: Int64?, kind: String, body: String)] {
+        try database.query(
+            "SELECT seq, download, kind, body FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+            [.integer(since), .integer(Int64(max(0, limit)))]
+        ).compactMap { row in
+            guard let seq = row[0].integer, let kind = row[2].text, let body = row[3].text else { return nil }
+            return (seq, row[1].integer, kind, body)
+        }
+    }
+
+    /// A setting, or nil.
+    package func setting(_ key: String) throws(ServeError) -> String? {
+        try database.query("SELECT value FROM settings WHERE key = ?", [.text(key)]).first?.first?.text
+    }
+
+    package func setSetting(_ key: String, _ value: String) throws(ServeError) {
+        try database.query(
+            "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            [.text(key), .text(value)])
+    }
+}
