@@ -10,15 +10,31 @@ package struct HostPolicy: Sendable, Equatable {
     /// The names allowed, lowercased (IPv6 literals in brackets).
     package var names: Set<String>
 
-    package init(port: Int, extraNames: [String] = []) {
+    /// The policy for `port` (1-65535, not 80: browsers leave `:80` out, and the port is part
+    /// of every check). `extraNames`: host names (ASCII letters, digits, `-` and `.`, as
+    /// punycode spells any name) the daemon is also reached by.
+    package init(port: Int, extraNames: [String] = []) throws(ServeError) {
+        guard (1...65535).contains(port), port != 80 else {
+            throw ServeError(.badRequest, "port \(port) cannot be checked in Host headers: use another")
+        }
+        for name in extraNames {
+            let b = Array(name.utf8)
+            guard !b.isEmpty, b.count <= 253, b.first != UInt8(ascii: "."), b.last != UInt8(ascii: "."),
+                b.allSatisfy({
+                    ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || $0 == 0x2D || $0 == 0x2E
+                })
+            else { throw ServeError(.badRequest, "'\(ServeError.shown(name))' is not a host name") }
+        }
         self.port = port
         names = Set(["localhost", "127.0.0.1", "[::1]"] + extraNames.map { $0.lowercased() })
     }
 
-    /// Refuses a request whose `Host` header is missing or not an allowed name with this port.
+    /// Refuses a request whose `Host` header is missing (400) or not an allowed name with this
+    /// port (421).
     package func checkHost(_ host: String?) throws(ServeError) {
-        guard let host, let (name, port) = Self.split(host), port == self.port, names.contains(name) else {
-            throw ServeError(.misdirected, "this daemon does not answer to Host \(host.map { "'\($0)'" } ?? "(none)")")
+        guard let host else { throw ServeError(.badRequest, "a request without a Host header") }
+        guard let (name, port) = Self.split(host), port == self.port, names.contains(name) else {
+            throw ServeError(.misdirected, "this daemon does not answer to Host '\(ServeError.shown(host))'")
         }
     }
 
@@ -33,7 +49,7 @@ package struct HostPolicy: Sendable, Equatable {
         let lower = origin.lowercased()
         guard lower.hasPrefix("http://"), let (name, port) = Self.split(String(lower.dropFirst(7))),
             port == self.port, names.contains(name)
-        else { throw ServeError(.forbidden, "a change from another origin ('\(origin)') is refused") }
+        else { throw ServeError(.forbidden, "a change from another origin ('\(ServeError.shown(origin))') is refused") }
     }
 
     /// `name:port` split, the name lowercased; nil for anything else (no port, an empty name,

@@ -8,10 +8,14 @@ import HaulCore
 
 /// The daemon's secret: 256 random bits as 64 lowercase hex digits, created on first start in a
 /// file only this user can read (0600, in a 0700 directory), and required on every HTTP call.
-package struct ServeToken: Sendable, Equatable {
+/// Not `Equatable` (a `==` on the text would stop at the first difference: compare with
+/// ``matches(_:)``), and printed as `ServeToken(…)`, never its text.
+package struct ServeToken: Sendable, CustomStringConvertible {
     /// The token as the CLI sends it (`Authorization: Bearer …`) and the page gets it
     /// (`#token=…`).
     package let text: String
+
+    package var description: String { "ServeToken(…)" }
 
     package init?(text: String) {
         guard text.utf8.count == 64, text.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
@@ -27,34 +31,42 @@ package struct ServeToken: Sendable, Equatable {
     }
 
     /// The token in `file`, made there first if there is none. A file that is a link, not a
-    /// regular file, not this user's, readable or writable by others, or not a token is refused
-    /// (it is not the daemon's: another user may know it), never overwritten.
+    /// regular file, not this user's, readable or writable by others, hard-linked, or not a
+    /// token is refused (it is not the daemon's: another user may know it), never overwritten.
+    /// A new token is written whole to a temporary file, synced, then renamed to `file` (never
+    /// replacing one that appeared meanwhile), so the
+    /// name never holds part of a token; a daemon that loses the race reads the winner's.
     package static func loadOrCreate(at file: String) throws(ServeError) -> ServeToken {
         let directory = Sys.parentDirectory(of: file)
+        try? Sys.makeDirectories(Sys.parentDirectory(of: directory))
         guard Sys.privateDirectory(directory) != nil else {
             throw ServeError(.internalError, "\(directory) is not a directory only this user can enter")
         }
-        for _ in 0..<2 {
-            if let found = try read(file) { return found }
-            let token = random()
-            do throws(Errno) {
-                let fd = try Sys.open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
-                defer { Sys.close(fd) }
-                let line = Array((token.text + "\n").utf8)
-                let written = line.withUnsafeBytes { b -> Errno? in
-                    do throws(Errno) { try Sys.writeAll(fd, b) } catch { return error }
-                    return nil
-                }
-                if let written { throw written }
-                try Sys.fsync(fd, path: file)
-                return token
-            } catch  where error == .fileExists {
-                continue  // another daemon made it meanwhile: read theirs
-            } catch {
-                throw ServeError(.internalError, "cannot write the token file \(file): \(error)")
+        if let found = try read(file) { return found }
+        let token = random()
+        let temporary = file + ".tmp." + Hex.string((0..<8).map { _ in UInt8.random(in: 0...255) })
+        defer { try? Sys.unlink(temporary) }
+        do throws(Errno) {
+            let fd = try Sys.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode: 0o600)
+            defer { Sys.close(fd) }
+            let line = Array((token.text + "\n").utf8)
+            let written = line.withUnsafeBytes { b -> Errno? in
+                do throws(Errno) { try Sys.writeAll(fd, b) } catch { return error }
+                return nil
             }
+            if let written { throw written }
+            try Sys.fsync(fd, path: temporary)
+        } catch {
+            throw ServeError(.internalError, "cannot write the token file \(file): \(error)")
         }
-        throw ServeError(.internalError, "cannot read or create the token file \(file)")
+        do throws(Errno) { try Sys.renameNoReplace(temporary, file) } catch {
+            guard error == .fileExists, let theirs = try read(file) else {
+                throw ServeError(.internalError, "cannot make the token file \(file): \(error)")
+            }
+            return theirs
+        }
+        Sys.fsyncDirectory(directory)
+        return token
     }
 
     private static func read(_ file: String) throws(ServeError) -> ServeToken? {
