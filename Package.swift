@@ -58,7 +58,9 @@ let package = Package(
         .target(name: "HaulFoundation", dependencies: ["Haul", "HaulCore"]),
         // `haul serve`'s parts (issue 21), built up piece by piece: so far the doors' checks
         // (token, Host and Origin, paths under the download root, a failure throttle).
-        .target(name: "HaulServer", dependencies: ["HaulCore", "CHaulSQLite"]),
+        .target(name: "HaulServer", dependencies: ["HaulCore", "CHaulSQLite", "CHaulEvent"]),
+        // libevent's evhttp for the daemon's HTTP, dlopen()ed as libcurl is.
+        .target(name: "CHaulEvent", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
         // SQLite for the daemon's store, dlopen()ed as libcurl is: only `haul serve` loads it.
         .target(name: "CHaulSQLite", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
         // The misbehaving local server of the tests and of `haul demo` (which links it alone).
@@ -90,7 +92,8 @@ let package = Package(
         .testTarget(
             name: "HaulCoreTests", dependencies: ["HaulCore", "HaulFoundation", "HaulTestSupport", "HaulTestTraits"]),
         .testTarget(
-            name: "HaulServerTests", dependencies: ["HaulServer", "HaulCore", "HaulTestSupport", "HaulTestTraits"]),
+            name: "HaulServerTests", dependencies: ["HaulServer", "HaulCore", "HaulTestSupport", "HaulTestTraits"]
+        ),
         .testTarget(
             name: "HaulTests",
             dependencies: ["Haul", "HaulCore", "HaulFoundation", "HaulTestSupport", "HaulTestTraits"]),

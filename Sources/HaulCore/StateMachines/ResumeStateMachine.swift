@@ -180,6 +180,11 @@ package enum HTTPStatus {
 
     package static func reason(_ status: Int) -> String {
         switch status {
+        case 200: "OK"
+        case 201: "Created"
+        case 202: "Accepted"
+        case 204: "No Content"
+        case 206: "Partial Content"
         case 300: "Multiple Choices"
         case 304: "Not Modified"
         case 400: "Bad Request"
@@ -191,7 +196,9 @@ package enum HTTPStatus {
         case 408: "Request Timeout"
         case 410: "Gone"
         case 413: "Content Too Large"
+        case 415: "Unsupported Media Type"
         case 416: "Range Not Satisfiable"
+        case 421: "Misdirected Request"
         case 429: "Too Many Requests"
         case 500: "Internal Server Error"
         case 501: "Not Implemented"
