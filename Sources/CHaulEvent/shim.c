@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
 
 // libevent 2.1's own layouts of the two structures read here (event2/keyvalq_struct.h).
 struct haul_evkeyval {
@@ -19,12 +20,16 @@ struct haul_evkeyvalq {
 
 static struct {
     const char *(*get_version)(void);
+    uint32_t (*get_version_number)(void);
     haul_event_base *(*base_new)(void);
     void (*base_free)(haul_event_base *);
     int (*base_dispatch)(haul_event_base *);
     int (*base_loopbreak)(haul_event_base *);
     haul_event *(*event_new)(haul_event_base *, int, short, void (*)(int, short, void *), void *);
     int (*event_add)(haul_event *, const void *);
+    void (*request_free)(haul_evhttp_request *);
+    void *(*connection_get_bufferevent)(haul_evhttp_connection *);
+    haul_evbuffer *(*bufferevent_get_output)(void *);
     void (*event_free)(haul_event *);
     haul_evhttp *(*http_new)(haul_event_base *);
     void (*http_free)(haul_evhttp *);
@@ -69,8 +74,10 @@ static int load_status = -1;
         }                                                                                       \
     } while (0)
 
+static void (*close_handler)(void *);
+
 static void load(void) {
-    static const char *candidates[] = {"libevent-2.1.so.7", "libevent-2.1.7.dylib", "libevent.so", NULL};
+    static const char *candidates[] = {"libevent-2.1.so.7", "libevent-2.1.7.dylib", NULL};
     void *lib = NULL;
     for (int i = 0; candidates[i] && !lib; i++) lib = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
@@ -79,6 +86,15 @@ static void load(void) {
         return;
     }
     RESOLVE(get_version, "event_get_version");
+    RESOLVE(get_version_number, "event_get_version_number");
+    uint32_t version = api.get_version_number();
+    if (version < 0x02010900 || version >= 0x02020000) {
+        snprintf(load_error, sizeof load_error, "libevent %s is not 2.1.9 or a later 2.1", api.get_version());
+        return;
+    }
+    RESOLVE(request_free, "evhttp_request_free");
+    RESOLVE(connection_get_bufferevent, "evhttp_connection_get_bufferevent");
+    RESOLVE(bufferevent_get_output, "bufferevent_get_output");
     RESOLVE(base_new, "event_base_new");
     RESOLVE(base_free, "event_base_free");
     RESOLVE(base_dispatch, "event_base_dispatch");
@@ -117,8 +133,11 @@ static void load(void) {
     load_status = 0;
 }
 
-int haul_event_load(char *err, size_t errlen) {
+int haul_event_load(void (*handler)(void *), char *err, size_t errlen) {
     pthread_once(&load_once, load);
+    void (*none)(void *) = NULL;
+    if (load_status == 0 && handler)
+        __atomic_compare_exchange_n(&close_handler, &none, handler, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     if (load_status != 0 && err && errlen) snprintf(err, errlen, "%s", load_error);
     return load_status;
 }
@@ -132,6 +151,15 @@ int haul_event_base_loopbreak(haul_event_base *base) { return api.base_loopbreak
 haul_event *haul_event_new_reader(haul_event_base *base, int fd, void (*callback)(int, short, void *), void *arg) {
     haul_event *event = api.event_new(base, fd, HAUL_EV_READ | HAUL_EV_PERSIST, callback, arg);
     if (event && api.event_add(event, NULL) != 0) {
+        api.event_free(event);
+        return NULL;
+    }
+    return event;
+}
+haul_event *haul_event_new_timer(haul_event_base *base, int milliseconds, void (*callback)(int, short, void *), void *arg) {
+    haul_event *event = api.event_new(base, -1, HAUL_EV_PERSIST, callback, arg);
+    struct timeval every = {milliseconds / 1000, (milliseconds % 1000) * 1000};
+    if (event && api.event_add(event, &every) != 0) {
         api.event_free(event);
         return NULL;
     }
@@ -203,16 +231,24 @@ void haul_evhttp_send_reply_chunk(haul_evhttp_request *req, const void *bytes, s
 }
 void haul_evhttp_send_reply_end(haul_evhttp_request *req) { api.send_reply_end(req); }
 
-static void (*close_handler)(void *);
-
-void haul_evhttp_set_close_handler(void (*handler)(void *)) { close_handler = handler; }
-
 static void on_close(haul_evhttp_connection *connection, void *arg) {
     (void)connection;
-    if (close_handler && arg) close_handler(arg);
+    void (*handler)(void *) = __atomic_load_n(&close_handler, __ATOMIC_ACQUIRE);
+    if (handler && arg) handler(arg);
 }
 
 void haul_evhttp_request_on_close(haul_evhttp_request *req, void *arg) {
     haul_evhttp_connection *connection = api.request_get_connection(req);
     if (connection) api.connection_set_closecb(connection, arg ? on_close : NULL, arg);
+}
+
+void haul_evhttp_request_free_if_detached(haul_evhttp_request *req) {
+    if (!api.request_get_connection(req)) api.request_free(req);
+}
+
+size_t haul_evhttp_request_unsent(haul_evhttp_request *req) {
+    haul_evhttp_connection *connection = api.request_get_connection(req);
+    void *bev = connection ? api.connection_get_bufferevent(connection) : NULL;
+    haul_evbuffer *out = bev ? api.bufferevent_get_output(bev) : NULL;
+    return out ? api.buffer_get_length(out) : 0;
 }

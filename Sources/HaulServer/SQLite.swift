@@ -19,12 +19,20 @@ package final class SQLiteDatabase {
             let bytes = reason.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
             throw ServeError(.internalError, String(decoding: bytes, as: UTF8.self))
         }
-        // Made 0600 first: SQLite would make it 0644 less the umask, and gives its -wal and
-        // -shm files the database's own mode. (Not umask(2): it is the whole process's.)
+        // Made (or made again) 0600 first: SQLite would make it 0644 less the umask, and gives
+        // its -wal and -shm files the database's own mode. (Not umask(2): it is the whole
+        // process's.) One that is not this user's regular file is refused.
+        let usable: Bool
         do throws(Errno) {
-            Sys.close(try Sys.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode: 0o600))
+            let fd = try Sys.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode: 0o600)
+            defer { Sys.close(fd) }
+            let status = try Sys.status(fd: fd)
+            usable = status.isRegular && status.isOwnAndPrivate && fchmod(fd, 0o600) == 0
         } catch {
             throw ServeError(.internalError, "cannot open \(path): \(error)")
+        }
+        guard usable else {
+            throw ServeError(.internalError, "\(path) is not a file of this user's that only it may write")
         }
         var handle: OpaquePointer?
         let flags =

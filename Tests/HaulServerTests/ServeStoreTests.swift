@@ -72,6 +72,9 @@ struct ServeStoreTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let path = dir.path + "/s.sqlite"
+        // One made 0644 by an earlier run (or by hand) is closed to others first.
+        _ = FileManager.default.createFile(atPath: path, contents: Data())
+        chmod(path, 0o644)
         let store = try ServeStore(path: path)
         _ = try store.add([Self.new("http://h/a")], now: 1)
         #expect(try store.database.query("PRAGMA journal_mode").first?.first?.text == "wal")

@@ -29,8 +29,9 @@ enum {
     HAUL_EV_PERSIST = 0x10,
 };
 
-/// Loads libevent once; 0 on success, else -1 with the reason in `err`.
-int haul_event_load(char *err, size_t errlen);
+/// Loads libevent once (2.1.9 or a later 2.1: earlier ones crash on pipelined requests); 0 on
+/// success, else -1 with the reason in `err`. The close handler is given here, once.
+int haul_event_load(void (*close_handler)(void *), char *err, size_t errlen);
 const char *haul_event_version(void);
 
 haul_event_base *haul_event_base_new(void);
@@ -39,6 +40,8 @@ int haul_event_base_dispatch(haul_event_base *base);
 int haul_event_base_loopbreak(haul_event_base *base);
 /// A persistent read event on `fd` that calls `callback(fd, what, arg)` on the loop's thread.
 haul_event *haul_event_new_reader(haul_event_base *base, int fd, void (*callback)(int, short, void *), void *arg);
+/// A persistent timer calling `callback(-1, what, arg)` every `milliseconds`.
+haul_event *haul_event_new_timer(haul_event_base *base, int milliseconds, void (*callback)(int, short, void *), void *arg);
 void haul_event_free(haul_event *event);
 
 haul_evhttp *haul_evhttp_new(haul_event_base *base);
@@ -65,11 +68,14 @@ void haul_evhttp_send_reply(haul_evhttp_request *req, int status, const char *re
 void haul_evhttp_send_reply_start(haul_evhttp_request *req, int status, const char *reason);
 void haul_evhttp_send_reply_chunk(haul_evhttp_request *req, const void *bytes, size_t length);
 void haul_evhttp_send_reply_end(haul_evhttp_request *req);
-/// The function called with a request's `arg` when its connection closes first (the caller
-/// left before the reply ended); set once.
-void haul_evhttp_set_close_handler(void (*handler)(void *));
-/// Asks for the close handler with `arg` if the request's connection closes; NULL clears it
-/// (before the reply ends, so a later close of a kept-alive connection calls nothing).
+/// Asks for the close handler (given to `haul_event_load`) with `arg` if the request's
+/// connection closes; NULL clears it (before the reply ends, so a later close of a kept-alive
+/// connection calls nothing).
 void haul_evhttp_request_on_close(haul_evhttp_request *req, void *arg);
+/// After the close handler ran: frees the request if libevent detached it from its connection
+/// (a caller that left while the reply was ours to give), as libevent then leaves it to us.
+void haul_evhttp_request_free_if_detached(haul_evhttp_request *req);
+/// Bytes written to the request's connection and not yet sent (a reader that does not read).
+size_t haul_evhttp_request_unsent(haul_evhttp_request *req);
 
 #endif

@@ -6,7 +6,7 @@
     import Darwin
 #endif
 
-/// Listening sockets for `haul serve`: TCP on a loopback (or given) address, and a Unix socket.
+/// Listening sockets for `haul serve`: TCP on a loopback (or given) address.
 extension Sys {
     /// A non-blocking, close-on-exec TCP socket listening on `address` (numeric IPv4 or IPv6)
     /// and `port` (0: one the system picks); the socket and the port it got.
@@ -46,38 +46,5 @@ extension Sys {
                 : p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_port }
         }
         return (fd, Int(UInt16(bigEndian: actual)))
-    }
-
-    /// A non-blocking, close-on-exec Unix socket listening at `path` (mode 0600; a socket left
-    /// there by a daemon that died is replaced, anything else is refused with EEXIST).
-    package static func listenUnix(path: String, backlog: Int32 = 128) throws(Errno) -> Int32 {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard bytes.count < capacity else { throw Errno(ENAMETOOLONG) }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        var st = stat()
-        if lstat(path, &st) == 0 {
-            guard (st.st_mode & S_IFMT) == S_IFSOCK, st.st_uid == geteuid() else { throw Errno(EEXIST) }
-            try? unlink(path)
-        }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Errno.current }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard bound == 0, chmod(path, 0o600) == 0, listen(fd, backlog) == 0 else {
-            let error = Errno.current
-            close(fd)
-            throw error
-        }
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        return fd
     }
 }

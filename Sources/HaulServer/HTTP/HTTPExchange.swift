@@ -82,15 +82,19 @@ package struct HTTPReply: Sendable {
         self.body = body
     }
 
-    /// `text` as `text/plain; charset=utf-8`.
-    package static func text(_ status: Int, _ text: String) -> HTTPReply {
-        HTTPReply(status: status, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Array(text.utf8))
+    /// `text` as `text/plain; charset=utf-8`; `closing`: the connection ends after it.
+    package static func text(_ status: Int, _ text: String, closing: Bool = false) -> HTTPReply {
+        HTTPReply(
+            status: status,
+            headers: [("Content-Type", "text/plain; charset=utf-8")] + (closing ? [("Connection", "close")] : []),
+            body: Array(text.utf8))
     }
 }
 
 /// One request's reply, given once from any thread: whole (``reply(_:)``), or as a stream
-/// (``start(_:)``, ``send(_:)``, ``end()``). Whatever comes after the caller left, or after the
-/// end, is dropped; ``isOpen`` says which.
+/// (``start(_:)``, ``send(_:)``, ``end()``). Whatever comes after the caller left, after the
+/// end, or after the server stopped, is dropped; ``isOpen`` says which. A stream whose reader
+/// lets more than ``HTTPServer/Limits/unsentStreamBytes`` pile up is ended.
 package final class HTTPExchange: @unchecked Sendable {
     private enum Phase { case waiting, streaming, done }
     /// Unchecked: the request pointer is only used on the loop's thread.
@@ -100,15 +104,24 @@ package final class HTTPExchange: @unchecked Sendable {
         var request: OpaquePointer?
         var onClose: [@Sendable () -> Void] = []
     }
-    private unowned let server: HTTPServer
+    private weak var server: HTTPServer?
     private let state: Locked<State>
+    private let isHead: Bool
+    private let unsentLimit: Int
+    /// Exchanges alive in this process (for tests: every path gives its references back).
+    static let alive = Locked(0)
 
-    init(server: HTTPServer, request: OpaquePointer) {
+    init(server: HTTPServer, request: OpaquePointer, method: String, limits: HTTPServer.Limits) {
         self.server = server
+        isHead = method == "HEAD"
+        unsentLimit = limits.unsentStreamBytes
         state = Locked(State(request: request))
+        Self.alive.withLock { $0 += 1 }
         // The close handler holds one reference until the reply ends or the connection closes.
         haul_evhttp_request_on_close(request, Unmanaged.passRetained(self).toOpaque())
     }
+
+    deinit { Self.alive.withLock { $0 -= 1 } }
 
     /// Whether the caller is still there and the reply not ended.
     package var isOpen: Bool { state.withLock { $0.request != nil && $0.phase != .done } }
@@ -118,12 +131,15 @@ package final class HTTPExchange: @unchecked Sendable {
         state.withLock { $0.onClose.append(body) }
     }
 
-    /// Sends the whole reply.
+    /// Sends the whole reply (for HEAD, its head with the body's length).
     package func reply(_ response: HTTPReply) {
-        server.onLoop { [self] in
-            guard let request = take(ending: true, from: .waiting) else { return }
-            Self.addHeaders(response.headers, to: request)
-            response.body.withUnsafeBytes {
+        server?.onLoop { [self] in
+            guard let request = take(from: .waiting) else { return }
+            var headers = response.headers
+            if isHead { headers.append(("Content-Length", String(response.body.count))) }
+            Self.addHeaders(headers, to: request)
+            let body = isHead ? [] : response.body
+            body.withUnsafeBytes {
                 haul_evhttp_send_reply(
                     request, Int32(response.status), HTTPStatus.reason(response.status), $0.baseAddress, $0.count)
             }
@@ -132,13 +148,14 @@ package final class HTTPExchange: @unchecked Sendable {
 
     /// Sends the head of a streamed reply (chunked).
     package func start(_ head: HTTPReply) {
-        server.onLoop { [self] in
+        server?.onLoop { [self] in
             let request = state.withLock { s -> OpaquePointer? in
                 guard s.phase == .waiting, let r = s.request else { return nil }
                 s.phase = .streaming
                 return r
             }
             guard let request else { return }
+            server?.answered(self)
             Self.addHeaders(head.headers, to: request)
             haul_evhttp_send_reply_start(request, Int32(head.status), HTTPStatus.reason(head.status))
         }
@@ -146,24 +163,28 @@ package final class HTTPExchange: @unchecked Sendable {
 
     /// Sends a chunk of a streamed reply.
     package func send(_ bytes: [UInt8]) {
-        server.onLoop { [self] in
-            let request = state.withLock { $0.phase == .streaming ? $0.request : nil }
-            guard let request, !bytes.isEmpty else { return }
+        server?.onLoop { [self] in
+            guard let request = state.withLock({ $0.phase == .streaming ? $0.request : nil }), !bytes.isEmpty
+            else { return }
+            if haul_evhttp_request_unsent(request) + bytes.count > unsentLimit {
+                end()  // a reader that does not read: its stream ends, not the daemon's memory
+                return
+            }
             bytes.withUnsafeBytes { haul_evhttp_send_reply_chunk(request, $0.baseAddress, $0.count) }
         }
     }
 
     /// Ends a streamed reply.
     package func end() {
-        server.onLoop { [self] in
-            guard let request = take(ending: true, from: .streaming) else { return }
+        server?.onLoop { [self] in
+            guard let request = take(from: .streaming) else { return }
             haul_evhttp_send_reply_end(request)
         }
     }
 
     /// The request, if in `phase`, marking the reply ended and giving up the close handler's
     /// reference (the connection may live on for the next request).
-    private func take(ending: Bool, from phase: Phase) -> OpaquePointer? {
+    private func take(from phase: Phase) -> OpaquePointer? {
         let request = state.withLock { s -> OpaquePointer? in
             guard s.phase == phase, let r = s.request else { return nil }
             s.phase = .done
@@ -171,20 +192,25 @@ package final class HTTPExchange: @unchecked Sendable {
             return r
         }
         guard let request else { return nil }
+        server?.answered(self)
         haul_evhttp_request_on_close(request, nil)
         Unmanaged.passUnretained(self).release()
         return request
     }
 
     /// The connection closed before the reply ended (called with the close handler's
-    /// reference, which the caller releases).
+    /// reference, which the caller releases). A request libevent detached is ours to free.
     func connectionClosed() {
-        let callbacks = state.withLock { s -> [@Sendable () -> Void] in
-            s.request = nil
-            s.phase = .done
-            defer { s.onClose = [] }
-            return s.onClose
+        let (request, callbacks) = state.withLock { s -> (OpaquePointer?, [@Sendable () -> Void]) in
+            defer {
+                s.request = nil
+                s.phase = .done
+                s.onClose = []
+            }
+            return (s.request, s.onClose)
         }
+        server?.answered(self)
+        if let request { haul_evhttp_request_free_if_detached(request) }
         for callback in callbacks { callback() }
     }
 
