@@ -1,0 +1,179 @@
+import HaulCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A download as the API shows it.
+struct DownloadJSON: Codable, Equatable {
+    var id: Int64
+    var url: String
+    var name: String?
+    var subfolder: String?
+    var state: String
+    var priority: Int64
+    var position: Int64
+    var added: Double
+    var finished: Double?
+    var error: String?
+
+    init(_ d: StoredDownload) {
+        (id, url, name, subfolder, state) = (d.id, d.url, d.name, d.subfolder, d.state.rawValue)
+        (priority, position, added, finished, error) = (d.priority, d.position, d.added, d.finished, d.error)
+    }
+}
+
+/// What `POST /api/v1/downloads` takes.
+struct AddRequest: Decodable {
+    var urls: [String]
+    var name: String?
+    var subfolder: String?
+    var priority: Int64?
+}
+
+extension ServeAPI {
+    static let maxURLsPerAdd = 1000
+
+    func list(_ query: [String: String]) throws(ServeError) -> HTTPReply {
+        var states: Set<StoredDownload.State>?
+        if let wanted = query["state"] {
+            var set: Set<StoredDownload.State> = []
+            for name in wanted.split(separator: ",") {
+                guard let state = StoredDownload.State(rawValue: String(name)) else {
+                    throw ServeError(.badRequest, "no state '\(ServeError.shown(String(name)))'")
+                }
+                set.insert(state)
+            }
+            states = set
+        }
+        let limit = try Self.number(query["limit"], default: 100, in: 1...1000, "limit")
+        let offset = try Self.number(query["offset"], default: 0, in: 0...Int.max, "offset")
+        let items = try store.list(states: states, limit: limit, offset: offset)
+        return try Self.json(200, ["downloads": items.map { DownloadJSON($0) }])
+    }
+
+    func add(_ body: [UInt8]) throws(ServeError) -> HTTPReply {
+        let asked: AddRequest
+        do { asked = try JSONDecoder().decode(AddRequest.self, from: Data(body)) } catch {
+            throw ServeError(.badRequest, "the body is not {\"urls\": [...], \"name\"?, \"subfolder\"?, \"priority\"?}")
+        }
+        guard !asked.urls.isEmpty, asked.urls.count <= Self.maxURLsPerAdd else {
+            throw ServeError(.badRequest, "give 1 to \(Self.maxURLsPerAdd) URLs")
+        }
+        if asked.name != nil && asked.urls.count > 1 { throw ServeError(.badRequest, "a name is for one URL only") }
+        // Checked now, so a name that would leave the root is refused before it is stored.
+        if let name = asked.name {
+            _ = try root.resolve(folder: asked.subfolder, file: name)
+        } else if let folder = asked.subfolder {
+            _ = try root.resolve(folder)
+        }
+        var new: [NewDownload] = []
+        for text in asked.urls {
+            guard let url = URL(string: text), let scheme = url.scheme?.lowercased(),
+                scheme == "http" || scheme == "https",
+                url.host?.isEmpty == false
+            else { throw ServeError(.badRequest, "'\(ServeError.shown(text))' is not an http or https URL") }
+            var item = NewDownload(url: url, name: asked.name, subfolder: asked.subfolder)
+            item.priority = asked.priority ?? 0
+            new.append(item)
+        }
+        let added = try store.add(new, now: now())
+        for item in added {
+            _ = try store.append(event: "added", download: item.id, body: try Self.text(DownloadJSON(item)))
+        }
+        return try Self.json(201, ["downloads": added.map { DownloadJSON($0) }])
+    }
+
+    func act(_ action: String, on id: Int64) throws(ServeError) -> HTTPReply {
+        guard let item = try store.download(id) else { throw Self.noSuchDownload(String(id)) }
+        switch action {
+        case "pause", "resume", "cancel":
+            let to: StoredDownload.State = action == "pause" ? .paused : action == "resume" ? .queued : .cancelled
+            guard item.state.isUnfinished else {
+                throw ServeError(.badRequest, "download \(id) has ended (\(item.state.rawValue))")
+            }
+            try store.setState(id, to, now: now())
+            _ = try store.append(event: "state", download: id, body: "{\"state\":\"\(to.rawValue)\"}")
+        case "remove":
+            try store.remove(id)
+            _ = try store.append(event: "removed", download: id, body: "{}")
+            return try Self.json(200, ["removed": String(id)])
+        default:
+            throw ServeError(.notFound, "no action '\(ServeError.shown(action))' (pause, resume, cancel, remove)")
+        }
+        guard let changed = try store.download(id) else { throw Self.noSuchDownload(String(id)) }
+        return try Self.json(200, DownloadJSON(changed))
+    }
+
+    func events(_ query: [String: String]) throws(ServeError) -> HTTPReply {
+        let since = try Self.number(query["since"], default: 0, in: 0...Int.max, "since")
+        struct Event: Encodable {
+            var seq: Int64
+            var download: Int64?
+            var kind: String
+            var body: String
+        }
+        let found = try store.events(since: Int64(since), limit: 1000)
+        return try Self.json(
+            200, ["events": found.map { Event(seq: $0.seq, download: $0.download, kind: $0.kind, body: $0.body) }])
+    }
+
+    // MARK: - Helpers
+
+    static func json(_ status: Int, _ value: some Encodable) throws(ServeError) -> HTTPReply {
+        HTTPReply(
+            status: status, headers: [("Content-Type", "application/json")] + common, body: Array(try text(value).utf8))
+    }
+
+    static func text(_ value: some Encodable) throws(ServeError) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        guard let data = try? encoder.encode(value) else {
+            throw ServeError(.internalError, "cannot encode the answer")
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func error(_ error: ServeError) -> HTTPReply {
+        var headers: [(name: String, value: String)] = [("Content-Type", "application/json")] + common
+        if error.code == .unauthorized { headers.append(("WWW-Authenticate", "Bearer")) }
+        let body = (try? text(["error": error.message])) ?? "{}"
+        return HTTPReply(status: error.status, headers: headers, body: Array(body.utf8))
+    }
+
+    static func noSuchDownload(_ id: String) -> ServeError {
+        ServeError(.notFound, "no download \(ServeError.shown(id))")
+    }
+
+    static func id(_ text: String) throws(ServeError) -> Int64 {
+        guard let id = HTTPHeaders.decimal(text), id > 0 else { throw noSuchDownload(text) }
+        return id
+    }
+
+    static func number(
+        _ text: String?, default value: Int, in range: ClosedRange<Int>, _ name: String
+    ) throws(ServeError) -> Int {
+        guard let text else { return value }
+        guard let n = HTTPHeaders.decimal(text), n <= Int64(range.upperBound), range.contains(Int(n)) else {
+            throw ServeError(.badRequest, "\(name) must be a number in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return Int(n)
+    }
+
+    /// `a=1&b=2`, percent-decoded; a key given twice keeps its first value.
+    static func query(_ text: String) -> [String: String] {
+        var out: [String: String] = [:]
+        for pair in text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decoded(_ s: Substring) -> String {
+                String(decoding: HTTPParsing.percentDecodedBytes(String(s.map { $0 == "+" ? " " : $0 })), as: UTF8.self)
+            }
+            let key = decoded(parts[0])
+            let value = parts.count > 1 ? decoded(parts[1]) : ""
+            if out[key] == nil { out[key] = value }
+        }
+        return out
+    }
+}
