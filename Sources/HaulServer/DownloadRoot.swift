@@ -28,6 +28,10 @@ package struct DownloadRoot: Sendable, Equatable {
             throw ServeError(.internalError, "cannot make the download root \(normal): \(error)")
         }
         guard Sys.isDirectory(normal) else { throw ServeError(.internalError, "\(normal) is not a directory") }
+        // Another user who may write in the root could plant links in it between a check and a write.
+        guard (try? Sys.status(normal))??.isOwnAndPrivate == true else {
+            throw ServeError(.internalError, "\(normal) must be this user's and writable by no one else")
+        }
         self.path = normal
     }
 

@@ -126,6 +126,15 @@ package final class ServeStore {
         }
     }
 
+    /// How many downloads the list holds.
+    package func count() throws(ServeError) -> Int {
+        Int(try database.query("SELECT COUNT(*) FROM downloads").first?.first?.integer ?? 0)
+    }
+
+    /// The events kept: older ones are removed as new ones come (a client further behind
+    /// starts again from the list).
+    static let keptEvents: Int64 = 10_000
+
     /// One download, or nil.
     package func download(_ id: Int64) throws(ServeError) -> StoredDownload? {
         try database.query("SELECT \(Self.columns) FROM downloads WHERE id = ?", [.integer(id)]).first.map(
@@ -177,7 +186,11 @@ package final class ServeStore {
         try database.query(
             "INSERT INTO events (download, kind, body) VALUES (?, ?, ?)",
             [download.map { .integer($0) } ?? .null, .text(kind), .text(body)])
-        return database.lastInsertID
+        let seq = database.lastInsertID
+        if seq % 1000 == 0 {
+            try database.query("DELETE FROM events WHERE seq <= ?", [.integer(seq - Self.keptEvents)])
+        }
+        return seq
     }
 
     /// Events after number `since`, oldest first, at most `limit`.

@@ -83,7 +83,7 @@ struct ServeAPITests {
         }
     }
 
-    @Test func aMissingOrWrongTokenIsUnauthorized() throws {
+    @Test func aMissingOrWrongTokenIsUnauthorizedAndNoCookieIsTaken() throws {
         let d = try Daemon()
         defer { d.stop() }
         let none = try d.call("GET", "/api/v1/downloads", bearer: false)
@@ -92,12 +92,55 @@ struct ServeAPITests {
             "GET", "/api/v1/downloads", headers: ["Authorization": "Bearer " + String(repeating: "0", count: 64)],
             bearer: false)
         #expect(wrong.status == 401, "\(wrong)")
+        // A cookie is not a way in: another localhost port's server would have been sent it.
         let cookie = try d.call(
-            "GET", "/api/v1/downloads", headers: ["Cookie": "x=1; haul_\(d.port)=\(d.token.text)"], bearer: false)
-        #expect(cookie.status == 200, "\(cookie)")
-        let otherPort = try d.call(
-            "GET", "/api/v1/downloads", headers: ["Cookie": "haul_1=\(d.token.text)"], bearer: false)
-        #expect(otherPort.status == 401, "\(otherPort)")
+            "GET", "/api/v1/downloads", headers: ["Cookie": "haul_\(d.port)=\(d.token.text)"], bearer: false)
+        #expect(cookie.status == 401, "\(cookie)")
+        let lower = try d.call(
+            "GET", "/api/v1/version", headers: ["Authorization": "bearer \(d.token.text)"], bearer: false)
+        #expect(lower.status == 200, "\(lower)")
+        let query = try d.call("GET", "/api/v1/version?token=\(d.token.text)", bearer: false)
+        #expect(query.status == 401, "\(query)")
+    }
+
+    @Test func wrongTokensPastTheHeldOnesAreTurnedAwayAtOnce() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        d.api.throttle.free = 0
+        d.api.throttle.base = 20  // the first wrong token's answer is held 20 s
+        d.api.maxHeld = 1
+        let first = try RawClient(port: d.port)
+        first.send("GET /api/v1/version HTTP/1.1\r\nHost: 127.0.0.1:\(d.port)\r\nAuthorization: Bearer x\r\n\r\n")
+        // The next can only be answered at once, and is: 429 with a Retry-After.
+        var second = ""
+        for _ in 0..<50 where !second.contains(" 429 ") {  // until the first is held
+            second = try RawClient.exchange(
+                port: d.port,
+                "GET /api/v1/version HTTP/1.1\r\nHost: 127.0.0.1:\(d.port)\r\nAuthorization: Bearer y\r\n\r\n")
+        }
+        #expect(second.hasPrefix("HTTP/1.1 429") && second.contains("Retry-After: "), "\(second)")
+        // A right token is never held back.
+        #expect(try d.call("GET", "/api/v1/version").status == 200)
+    }
+
+    @Test func routesAnswerWithTheRightStatusAndAllow() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        let post = try d.call("POST", "/api/v1/version", body: "{}")
+        #expect(post.status == 405, "\(post)")
+        let raw = try RawClient.exchange(
+            port: d.port,
+            "POST /api/v1/version HTTP/1.1\r\nHost: 127.0.0.1:\(d.port)\r\nAuthorization: Bearer \(d.token.text)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+        #expect(raw.contains("Allow: GET, HEAD\r\n"), "\(raw)")
+        #expect(try d.call("GET", "/api/v1/downloads/1/a/b").status == 404)
+        #expect(try d.call("GET", "/api/v1/nothing").status == 404)
+        #expect(try d.call("HEAD", "/api/v1/events").status == 200)
+        let twoHosts = try RawClient.exchange(
+            port: d.port,
+            "GET /api/v1/version HTTP/1.1\r\nHost: 127.0.0.1:\(d.port)\r\nHost: evil.example\r\n"
+                + "Authorization: Bearer \(d.token.text)\r\nConnection: close\r\n\r\n")
+        #expect(twoHosts.hasPrefix("HTTP/1.1 400"), "\(twoHosts)")
     }
 
     @Test func aCrossSiteOrCrossOriginChangeIsForbidden() throws {
@@ -108,16 +151,13 @@ struct ServeAPITests {
         #expect(
             try d.call("POST", "/api/v1/downloads", body: body, headers: ["Origin": "http://evil.example"]).status
                 == 403)
-        #expect(try d.call("GET", "/api/v1/downloads", headers: ["Sec-Fetch-Site": "cross-site"]).status == 403)
-        // The page's cookie without an Origin is not enough for a change.
-        let cookieOnly = try d.call(
-            "POST", "/api/v1/downloads", body: body, headers: ["Cookie": "haul_\(d.port)=\(d.token.text)"],
-            bearer: false)
-        #expect(cookieOnly.status == 403, "\(cookieOnly)")
+        #expect(try d.call("POST", "/api/v1/downloads", body: body, headers: ["Origin": "null"]).status == 403)
+        for site in ["cross-site", "same-site"] {  // same-site: another port of localhost
+            #expect(try d.call("GET", "/api/v1/downloads", headers: ["Sec-Fetch-Site": site]).status == 403, "\(site)")
+        }
         let ownPage = try d.call(
             "POST", "/api/v1/downloads", body: body,
-            headers: ["Cookie": "haul_\(d.port)=\(d.token.text)", "Origin": "http://127.0.0.1:\(d.port)"], bearer: false
-        )
+            headers: ["Origin": "http://127.0.0.1:\(d.port)", "Sec-Fetch-Site": "same-origin"])
         #expect(ownPage.status == 201, "\(ownPage)")
         // A form post (no JSON): what a cross-site <form> could send.
         #expect(
@@ -134,11 +174,15 @@ struct ServeAPITests {
         #"{"urls":["http://h/a"],"subfolder":"../x"}"#, #"{"urls":["http://h/a"],"subfolder":".ssh","name":"k"}"#,
         #"{"urls":["http://h/a"],"name":"a.iso.part"}"#, #"{"urls":["file:///etc/passwd"]}"#, #"{"urls":[]}"#,
         #"{"urls":["http://h/a","http://h/b"],"name":"one"}"#, #"not json"#, #"{"urls":["javascript:alert(1)"]}"#,
+        #"{"urls":["http://h/a"],"priority":9223372036854775807}"#,
+        #"{"urls":["http://127.0.0.1:PORT/api/v1/downloads"]}"#,
+        #"{"urls":["http://[::1]:PORT/x"]}"#, #"{"urls":["http://LOCALHOST:PORT/x"]}"#,
     ])
     func anEscapeOrABadAddIsRefusedAndNothingIsStored(body: String) throws {
         let d = try Daemon()
         defer { d.stop() }
-        let answer = try d.call("POST", "/api/v1/downloads", body: body)
+        let answer = try d.call(
+            "POST", "/api/v1/downloads", body: body.replacingOccurrences(of: "PORT", with: "\(d.port)"))
         #expect([400, 403].contains(answer.status), "\(answer)")
         #expect(try d.api.store.list().isEmpty)
     }
@@ -167,5 +211,16 @@ struct ServeAPITests {
                 #expect(!answer.lowercased().contains("access-control-"), "\(answer)")
             }
         }
+    }
+
+    @Test func aURLsPasswordIsNeitherStoredNorEchoed() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        let bad = try d.call(
+            "POST", "/api/v1/downloads", body: #"{"urls":["http://u:s3cret@h/a", "ftp://u:s3cret@h/b"]}"#)
+        #expect(bad.status == 400 && !bad.body.contains("s3cret"), "\(bad)")
+        let good = try d.call("POST", "/api/v1/downloads", body: #"{"urls":["http://u:s3cret@h/a"]}"#)
+        #expect(good.status == 201 && !good.body.contains("s3cret"), "\(good)")
+        #expect(try !d.call("GET", "/api/v1/events").body.contains("s3cret"))
     }
 }

@@ -35,6 +35,10 @@ struct AddRequest: Decodable {
 
 extension ServeAPI {
     static let maxURLsPerAdd = 1000
+    /// The longest URL taken, in bytes.
+    static let maxURLBytes = 8192
+    /// The most downloads the list holds (finished ones included: remove them to add more).
+    static let maxDownloads = 100_000
 
     func list(_ query: [String: String]) throws(ServeError) -> HTTPReply {
         var states: Set<StoredDownload.State>?
@@ -63,6 +67,12 @@ extension ServeAPI {
             throw ServeError(.badRequest, "give 1 to \(Self.maxURLsPerAdd) URLs")
         }
         if asked.name != nil && asked.urls.count > 1 { throw ServeError(.badRequest, "a name is for one URL only") }
+        if let priority = asked.priority, !(-1000...1000).contains(priority) {
+            throw ServeError(.badRequest, "priority must be -1000...1000")
+        }
+        guard try store.count() + asked.urls.count <= Self.maxDownloads else {
+            throw ServeError(.badRequest, "the list holds \(Self.maxDownloads) downloads: remove finished ones first")
+        }
         // Checked now, so a name that would leave the root is refused before it is stored.
         if let name = asked.name {
             _ = try root.resolve(folder: asked.subfolder, file: name)
@@ -70,11 +80,17 @@ extension ServeAPI {
             _ = try root.resolve(folder)
         }
         var new: [NewDownload] = []
-        for text in asked.urls {
-            guard let url = URL(string: text), let scheme = url.scheme?.lowercased(),
-                scheme == "http" || scheme == "https",
-                url.host?.isEmpty == false
-            else { throw ServeError(.badRequest, "'\(ServeError.shown(text))' is not an http or https URL") }
+        for (index, text) in asked.urls.enumerated() {
+            // Not echoed: a URL may carry a password.
+            guard text.utf8.count <= Self.maxURLBytes, let url = URL(string: text),
+                let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = url.host,
+                !host.isEmpty
+            else { throw ServeError(.badRequest, "URL \(index + 1) is not an http or https URL of up to 8 KiB") }
+            // The daemon itself: a download of its own API (with whatever it would send) is refused.
+            let shownHost = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+            if (try? hosts.checkHost("\(shownHost):\(url.port ?? (scheme == "https" ? 443 : 80))")) != nil {
+                throw ServeError(.badRequest, "URL \(index + 1) is this daemon's own address")
+            }
             var item = NewDownload(url: url, name: asked.name, subfolder: asked.subfolder)
             item.priority = asked.priority ?? 0
             new.append(item)

@@ -8,20 +8,23 @@ import HaulCore
 #endif
 
 /// The daemon's JSON API under `/api/v1` (docs/api.md), with the doors on every route: the Host
-/// allow-list, then a browser's cross-site marks, then the token (bearer, or the page's
-/// cookie), then for a change: POST, JSON, and an Origin of this daemon's own. Runs on the HTTP
+/// allow-list, then a browser's cross-site marks, then the token as a bearer token, then for a
+/// change: POST with an Origin of this daemon's own (when there is one) and JSON. No cookie
+/// carries the token: browsers do not keep cookies apart by port, so any server on another
+/// localhost port (another user's) would be sent it (docs/serve.md). Runs on the HTTP
 /// server's loop thread, which owns the store.
 package final class ServeAPI: @unchecked Sendable {
     let store: ServeStore
     private let token: ServeToken
-    private let hosts: HostPolicy
+    let hosts: HostPolicy
     let root: DownloadRoot
+    /// Wall-clock seconds since 1970, for the times stored.
     let now: @Sendable () -> Double
-    private var throttle = FailureThrottle()
-
-    /// The cookie the page keeps the token in (named with the port: browsers do not keep
-    /// cookies apart by port).
-    package var cookieName: String { "haul_\(hosts.port)" }
+    var throttle = FailureThrottle()
+    private let started = ContinuousClock.now
+    /// Wrong-token answers being held back now; past ``maxHeld`` the answer is a 429 at once.
+    private let held = Locked(0)
+    var maxHeld = 32
 
     package init(
         store: ServeStore, token: ServeToken, hosts: HostPolicy, root: DownloadRoot,
@@ -32,6 +35,7 @@ package final class ServeAPI: @unchecked Sendable {
         self.hosts = hosts
         self.root = root
         self.now = now
+        throttle.cap = 20  // under the server's 30 s for a reply
     }
 
     /// Headers on every answer: no sniffing, no referrer beyond the daemon, nothing cached, and
@@ -42,85 +46,108 @@ package final class ServeAPI: @unchecked Sendable {
 
     package func handle(_ request: HTTPRequest, _ exchange: HTTPExchange) {
         do throws(ServeError) {
-            let bearer = try admit(request)
-            let reply = try route(request, bearer: bearer)
-            exchange.reply(reply)
+            try admit(request)
+            exchange.reply(try route(request))
         } catch {
+            guard error.code == .unauthorized else { return exchange.reply(Self.error(error)) }
+            let elapsed = (ContinuousClock.now - started).components
+            let wait = throttle.failed(now: Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
+            guard wait > 0 else { return exchange.reply(Self.error(error)) }
+            let room = held.withLock { n -> Bool in
+                guard n < maxHeld else { return false }
+                n += 1
+                return true
+            }
+            guard room else {
+                var busy = Self.error(ServeError(.tooManyRequests, "too many wrong tokens: try again later"))
+                busy.headers += [("Retry-After", String(Int(wait.rounded(.up)))), ("Connection", "close")]
+                return exchange.reply(busy)
+            }
             let reply = Self.error(error)
-            if error.code == .unauthorized, case let wait = throttle.failed(now: now()), wait > 0 {
-                DispatchQueue.global().asyncAfter(deadline: .now() + wait) { exchange.reply(reply) }
-            } else {
+            DispatchQueue.global().asyncAfter(deadline: .now() + wait) { [held] in
+                held.withLock { $0 -= 1 }
                 exchange.reply(reply)
             }
         }
     }
 
-    /// The doors before any route; whether the token came as a bearer token (not a cookie).
-    private func admit(_ request: HTTPRequest) throws(ServeError) -> Bool {
+    /// Headers a request may carry once only: a second one is what a smuggler sends.
+    static let single = ["host", "origin", "authorization", "sec-fetch-site", "content-type"]
+
+    /// The doors before any route.
+    private func admit(_ request: HTTPRequest) throws(ServeError) {
+        for name in Self.single where request.headers.filter({ $0.name.lowercased() == name }).count > 1 {
+            throw ServeError(.badRequest, "two \(name) headers")
+        }
         try hosts.checkHost(request.header("Host"))
-        if let site = request.header("Sec-Fetch-Site")?.lowercased(), site == "cross-site" {
+        if let site = request.header("Sec-Fetch-Site")?.lowercased(), site == "cross-site" || site == "same-site" {
             throw ServeError(.forbidden, "a request from another site is refused")
         }
-        if let auth = request.header("Authorization") {
-            let bytes = Array(auth.utf8)
-            let prefix = Array("Bearer ".utf8)
-            guard bytes.count > prefix.count, Array(bytes[..<prefix.count]) == prefix,
-                token.matches(bytes[prefix.count...])
-            else { throw ServeError(.unauthorized, "a wrong token") }
-            return true
-        }
-        guard let cookie = Self.cookie(cookieName, in: request.header("Cookie")), token.matches(cookie.utf8) else {
+        guard let auth = request.header("Authorization") else {
             throw ServeError(.unauthorized, "no token: send Authorization: Bearer TOKEN")
         }
-        return false
+        let bytes = Array(auth.utf8)
+        let scheme = Array("bearer ".utf8)
+        guard bytes.count > scheme.count,
+            zip(bytes, scheme).allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0) == $1 }),
+            token.matches(bytes[scheme.count...])
+        else { throw ServeError(.unauthorized, "a wrong token") }
     }
 
-    /// The value of cookie `name` in a Cookie header.
-    static func cookie(_ name: String, in header: String?) -> String? {
-        guard let header else { return nil }
-        for pair in header.split(separator: ";") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            if parts.count == 2, parts[0].trimmingASCIIWhitespace() == name {
-                return parts[1].trimmingASCIIWhitespace()
+    /// The routes: path after `/api/v1/` and the methods each takes.
+    private enum Route {
+        case version, downloads
+        case download(String)
+        case action(String, String)
+        case events
+
+        var methods: [String] {
+            switch self {
+            case .version, .download, .events: ["GET", "HEAD"]
+            case .downloads: ["GET", "HEAD", "POST"]
+            case .action: ["POST"]
             }
         }
-        return nil
+
+        init?(_ path: String) {
+            let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count >= 4, parts[0] == "", parts[1] == "api", parts[2] == "v1" else { return nil }
+            switch (parts[3], parts.count) {
+            case ("version", 4): self = .version
+            case ("downloads", 4): self = .downloads
+            case ("downloads", 5): self = .download(parts[4])
+            case ("downloads", 6): self = .action(parts[4], parts[5])
+            case ("events", 4): self = .events
+            default: return nil
+            }
+        }
     }
 
-    private func route(_ request: HTTPRequest, bearer: Bool) throws(ServeError) -> HTTPReply {
-        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count >= 3, parts[0] == "", parts[1] == "api", parts[2] == "v1" else {
+    private func route(_ request: HTTPRequest) throws(ServeError) -> HTTPReply {
+        guard let route = Route(request.path) else {
             throw ServeError(.notFound, "no such route: \(ServeError.shown(request.path))")
         }
-        let rest = Array(parts.dropFirst(3))
-        let change = request.method == "POST"
-        if change {
-            try hosts.checkOrigin(request.header("Origin"), bearer: bearer)
+        guard route.methods.contains(request.method) else {
+            var refusal = Self.error(ServeError(.methodNotAllowed, "\(request.method) is not for this route"))
+            refusal.headers.append(("Allow", route.methods.joined(separator: ", ")))
+            return refusal
+        }
+        if request.method == "POST" {
+            try hosts.checkOrigin(request.header("Origin"), bearer: true)
             let type = request.header("Content-Type")?.prefix { $0 != ";" }.trimmingASCIIWhitespace().lowercased()
             guard type == "application/json" else {
                 throw ServeError(.unsupportedMediaType, "a change takes a JSON body")
             }
         }
-        switch (request.method, rest.first, rest.count) {
-        case ("GET", "version", 1), ("HEAD", "version", 1):
-            return try Self.json(200, ["version": HaulVersion.string, "api": "1"])
-        case ("GET", "downloads", 1), ("HEAD", "downloads", 1):
-            return try list(Self.query(request.query))
-        case ("POST", "downloads", 1):
-            return try add(request.body)
-        case ("GET", "downloads", 2), ("HEAD", "downloads", 2):
-            guard let item = try store.download(try Self.id(rest[1])) else { throw Self.noSuchDownload(rest[1]) }
+        switch route {
+        case .version: return try Self.json(200, ["version": HaulVersion.string, "api": "1"])
+        case .downloads where request.method == "POST": return try add(request.body)
+        case .downloads: return try list(Self.query(request.query))
+        case .download(let id):
+            guard let item = try store.download(try Self.id(id)) else { throw Self.noSuchDownload(id) }
             return try Self.json(200, DownloadJSON(item))
-        case ("POST", "downloads", 3):
-            return try act(rest[2], on: try Self.id(rest[1]))
-        case ("GET", "events", 1):
-            return try events(Self.query(request.query))
-        case (_, "version", _), (_, "downloads", _), (_, "events", _):
-            throw ServeError(
-                change ? .notFound : .methodNotAllowed,
-                "\(request.method) \(ServeError.shown(request.path)) is not a route")
-        default:
-            throw ServeError(.notFound, "no such route: \(ServeError.shown(request.path))")
+        case .action(let id, let action): return try act(action, on: try Self.id(id))
+        case .events: return try events(Self.query(request.query))
         }
     }
 }
