@@ -40,7 +40,7 @@ package struct HostPolicy: Sendable, Equatable {
 
     /// Refuses a state-changing request whose `Origin` is not this daemon's own page
     /// (`http://NAME:PORT`). Without an Origin (the CLI, a script) the request must carry the
-    /// token itself (`bearer`), not the page's cookie.
+    /// token itself (`bearer`).
     package func checkOrigin(_ origin: String?, bearer: Bool) throws(ServeError) {
         guard let origin else {
             if bearer { return }
