@@ -16,8 +16,7 @@ package final class SQLiteDatabase {
     package init(path: String) throws(ServeError) {
         var reason = [CChar](repeating: 0, count: 512)
         guard haul_sqlite_load(&reason, reason.count) == 0 else {
-            let bytes = reason.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
-            throw ServeError(.internalError, String(decoding: bytes, as: UTF8.self))
+            throw ServeError(.internalError, String(nulTerminated: reason))
         }
         // Made (or made again) 0600 first: SQLite would make it 0644 less the umask, and gives
         // its -wal and -shm files the database's own mode. (Not umask(2): it is the whole

@@ -132,8 +132,7 @@ extension Doctor {
             }
             return await group.reduce(0, +)
         }
-        let passed = (clock.now - began).components
-        let elapsed = Double(passed.seconds) + Double(passed.attoseconds) / 1e18
+        let elapsed = Seconds.of(clock.now - began)
         let spent = min(max(elapsed, 0.001), max(seconds, 0.001))
         return Diagnosis.Speed(
             connections: ranges.count, bytes: total, seconds: spent, bytesPerSecond: Double(total) / spent)

@@ -14,8 +14,7 @@ final class Cut: Sendable {
         let now = ContinuousClock.now
         let own = now + Self.duration(seconds)
         let deadline = limit.map { min($0, own) } ?? own
-        let left = now.duration(to: deadline).components
-        self.seconds = max(0, Double(left.seconds) + Double(left.attoseconds) / 1e18)
+        self.seconds = max(0, Seconds.of(now.duration(to: deadline)))
         let fired = self.fired
         task.withLock {
             $0 = Task {

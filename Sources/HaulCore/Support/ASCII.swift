@@ -45,3 +45,11 @@ package enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 }
+
+extension String {
+    /// The text of a C buffer up to its first NUL (all of it without one), invalid UTF-8
+    /// repaired: what a C function wrote into a `[CChar]` given to it.
+    package init(nulTerminated chars: [CChar]) {
+        self = String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -11,6 +11,12 @@ package enum Seconds {
         return min(seconds, longest)
     }
 
+    /// `duration` in seconds.
+    package static func of(_ duration: Duration) -> Double {
+        let c = duration.components
+        return Double(c.seconds) + Double(c.attoseconds) / 1e18
+    }
+
     /// Whole nanoseconds, for `Task.sleep`.
     package static func nanoseconds(_ seconds: Double) -> UInt64 { UInt64(clamped(seconds) * 1e9) }
 

@@ -49,7 +49,7 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
         idlePollMilliseconds = Int32(max(1, min(3_600_000, (idlePoll * 1000).rounded())))
         var err = [CChar](repeating: 0, count: 512)
         guard haul_curl_load(&err, err.count) == 0 else {
-            throw TransportError(.other, err.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+            throw TransportError(.other, String(nulTerminated: err))
         }
         guard let m = haul_multi_init() else { throw TransportError(.other, "curl_multi_init failed") }
         multi = m

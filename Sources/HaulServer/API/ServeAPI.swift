@@ -50,8 +50,7 @@ package final class ServeAPI: @unchecked Sendable {
             exchange.reply(try route(request))
         } catch {
             guard error.code == .unauthorized else { return exchange.reply(Self.error(error)) }
-            let elapsed = (ContinuousClock.now - started).components
-            let wait = throttle.failed(now: Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
+            let wait = throttle.failed(now: Seconds.of(ContinuousClock.now - started))
             guard wait > 0 else { return exchange.reply(Self.error(error)) }
             let room = held.withLock { n -> Bool in
                 guard n < maxHeld else { return false }

@@ -47,7 +47,7 @@ package struct HTTPRequest: Sendable {
         }
         var address = [CChar](repeating: 0, count: 64)
         haul_evhttp_request_peer(raw, &address, address.count)
-        peer = String(decoding: address.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        peer = String(nulTerminated: address)
     }
 
     package init(

@@ -73,8 +73,7 @@ package final class HTTPServer: @unchecked Sendable {
         var reason = [CChar](repeating: 0, count: 512)
         guard haul_event_load(Self.onClose, &reason, reason.count) == 0 else {
             for fd in sockets { Sys.close(fd) }
-            let bytes = reason.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
-            throw ServeError(.internalError, String(decoding: bytes, as: UTF8.self))
+            throw ServeError(.internalError, String(nulTerminated: reason))
         }
         guard let base = haul_event_base_new() else {
             for fd in sockets { Sys.close(fd) }
