@@ -56,9 +56,9 @@ let package = Package(
         .target(name: "CHaulStart", dependencies: ["CHaulCurl"]),
         .target(name: "Haul", dependencies: ["HaulCore"]),
         .target(name: "HaulFoundation", dependencies: ["Haul", "HaulCore"]),
-        // `haul serve`'s parts (issue 21), built up piece by piece: so far the doors' checks
-        // (token, Host and Origin, paths under the download root, a failure throttle).
-        .target(name: "HaulServer", dependencies: ["HaulCore", "CHaulSQLite", "CHaulEvent"]),
+        // `haul serve`: the doors' checks, the store, the HTTP server, the API and the daemon
+        // that runs its downloads on one DownloadManager.
+        .target(name: "HaulServer", dependencies: ["Haul", "HaulCore", "CHaulSQLite", "CHaulEvent"]),
         // libevent's evhttp for the daemon's HTTP, dlopen()ed as libcurl is.
         .target(name: "CHaulEvent", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
         // SQLite for the daemon's store, dlopen()ed as libcurl is: only `haul serve` loads it.

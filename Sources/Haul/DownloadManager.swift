@@ -1,4 +1,5 @@
 import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -122,7 +123,20 @@ public final class DownloadManager: Sendable {
         events: (@Sendable (DownloadEvent) -> Void)? = nil,
         completion: (@Sendable (Result<DownloadResult, HaulError>) -> Void)? = nil
     ) -> UUID {
-        let id = UUID.random()
+        add(
+            url, to: target, priority: priority, options: options, id: UUID.random(), events: events,
+            progress: progress, completion: completion)
+    }
+
+    /// Queues a download under an id the caller chose (`haul serve` books it before the
+    /// manager can report it).
+    @discardableResult
+    package func add(
+        _ url: URL, to target: Target, priority: Int = 0, options: DownloadOptions = DownloadOptions(), id: UUID,
+        events: (@Sendable (DownloadEvent) -> Void)? = nil,
+        progress: (@Sendable (TransferProgress) -> Void)? = nil,
+        completion: (@Sendable (Result<DownloadResult, HaulError>) -> Void)? = nil
+    ) -> UUID {
         let origin = url.originKey
         let needsNetwork = Self.needsNetwork(url, configuration)
         if progress != nil || events != nil {

@@ -9,10 +9,13 @@ import HaulCore
 /// A download the daemon keeps: what was asked, where it stands.
 package struct StoredDownload: Equatable, Sendable {
     package enum State: String, Sendable, CaseIterable {
-        case queued, running, paused, completed, failed, cancelled
+        /// `waiting`: stopped, bytes kept, until the network allows it again.
+        case queued, running, paused, waiting, completed, failed, cancelled
 
         /// Still to do after a restart.
-        package var isUnfinished: Bool { self == .queued || self == .running || self == .paused }
+        package var isUnfinished: Bool { !isEnded }
+        /// Completed, failed or cancelled.
+        package var isEnded: Bool { self == .completed || self == .failed || self == .cancelled }
     }
 
     package var id: Int64
@@ -33,6 +36,11 @@ package struct StoredDownload: Equatable, Sendable {
     package var finished: Double?
     /// Why it failed, in one line.
     package var error: String?
+    /// The file it writes (its partial until it completes), once known: a path under the root.
+    package var file: String?
+    /// Bytes done and the size, as of its last change of state.
+    package var done: Int64 = 0
+    package var total: Int64?
 }
 
 /// What the API asks to add.
@@ -80,7 +88,8 @@ package final class ServeStore {
                 CREATE TABLE IF NOT EXISTS downloads (
                     id INTEGER PRIMARY KEY AUTOINCREMENT, url TEXT NOT NULL, name TEXT, subfolder TEXT,
                     options TEXT NOT NULL, state TEXT NOT NULL, priority INTEGER NOT NULL,
-                    position INTEGER NOT NULL, added REAL NOT NULL, finished REAL, error TEXT);
+                    position INTEGER NOT NULL, added REAL NOT NULL, finished REAL, error TEXT, file TEXT,
+                    done INTEGER NOT NULL DEFAULT 0, total INTEGER);
                 CREATE INDEX IF NOT EXISTS downloads_order ON downloads (priority DESC, position);
                 CREATE TABLE IF NOT EXISTS events (
                     seq INTEGER PRIMARY KEY AUTOINCREMENT, download INTEGER, kind TEXT NOT NULL, body TEXT NOT NULL);
@@ -90,16 +99,18 @@ package final class ServeStore {
         }
     }
 
-    private static let columns = "id, url, name, subfolder, options, state, priority, position, added, finished, error"
+    private static let columns =
+        "id, url, name, subfolder, options, state, priority, position, added, finished, error, file, done, total"
 
     private static func download(_ row: [SQLiteDatabase.Value]) throws(ServeError) -> StoredDownload {
-        guard row.count == 11, let id = row[0].integer, let url = row[1].text, let options = row[4].text,
+        guard row.count == 14, let id = row[0].integer, let url = row[1].text, let options = row[4].text,
             let state = row[5].text.flatMap(StoredDownload.State.init(rawValue:)), let priority = row[6].integer,
             let position = row[7].integer, let added = row[8].real
         else { throw ServeError(.internalError, "the store has a row it cannot read") }
         return StoredDownload(
             id: id, url: url, name: row[2].text, subfolder: row[3].text, options: options, state: state,
-            priority: priority, position: position, added: added, finished: row[9].real, error: row[10].text)
+            priority: priority, position: position, added: added, finished: row[9].real, error: row[10].text,
+            file: row[11].text, done: row[12].integer ?? 0, total: row[13].integer)
     }
 
     /// Adds `new` at the end of the queue, all or none; the URLs are stored without credentials.
@@ -167,6 +178,13 @@ package final class ServeStore {
         return database.changes > 0
     }
 
+    /// Records where a download writes and how far it got (at a change of state, not per byte).
+    package func setProgress(_ id: Int64, file: String?, done: Int64, total: Int64?) throws(ServeError) {
+        try database.query(
+            "UPDATE downloads SET file = COALESCE(?, file), done = ?, total = ? WHERE id = ?",
+            [file.map { .text($0) } ?? .null, .integer(done), total.map { .integer($0) } ?? .null, .integer(id)])
+    }
+
     /// Removes a download from the list; false when there is no such id.
     @discardableResult
     package func remove(_ id: Int64) throws(ServeError) -> Bool {
@@ -177,7 +195,7 @@ package final class ServeStore {
     /// After a restart: what was running is queued again (its partial file resumes it).
     @discardableResult
     package func recover() throws(ServeError) -> Int64 {
-        try database.query("UPDATE downloads SET state = 'queued' WHERE state = 'running'")
+        try database.query("UPDATE downloads SET state = 'queued' WHERE state IN ('running', 'waiting')")
         return database.changes
     }
 

@@ -178,6 +178,9 @@ public final class TestServer: Sendable {
     /// The most connections that were open at the same time.
     public var maxConcurrentConnections: Int { state.withLock { $0.maxActive } }
 
+    /// The connections open now.
+    public var openConnections: Int { state.withLock { $0.active } }
+
     // MARK: - Connections
 
     private func acceptLoop() {

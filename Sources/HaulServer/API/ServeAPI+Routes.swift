@@ -18,10 +18,23 @@ struct DownloadJSON: Codable, Equatable {
     var added: Double
     var finished: Double?
     var error: String?
+    /// The file's path relative to the root, once known.
+    var file: String?
+    /// Bytes done, the size when known, bytes per second and seconds left while it runs.
+    var done: Int64
+    var total: Int64?
+    var speed: Double?
+    var eta: Double?
 
-    init(_ d: StoredDownload) {
+    init(_ d: StoredDownload, root: String? = nil, progress: RunProgress? = nil) {
         (id, url, name, subfolder, state) = (d.id, d.url, d.name, d.subfolder, d.state.rawValue)
         (priority, position, added, finished, error) = (d.priority, d.position, d.added, d.finished, d.error)
+        if let path = d.file, let root, path.hasPrefix(root + "/") { file = String(path.dropFirst(root.count + 1)) }
+        (done, total) = (progress?.done ?? d.done, progress?.total ?? d.total)
+        if d.state == .running, let progress {
+            speed = progress.speed
+            if let total, progress.speed > 0 { eta = (Double(max(0, total - done)) / progress.speed).rounded(.up) }
+        }
     }
 }
 
@@ -31,6 +44,19 @@ struct AddRequest: Decodable {
     var name: String?
     var subfolder: String?
     var priority: Int64?
+    /// Connections per download, 1...16.
+    var connections: Int?
+    /// A cap in bytes per second, at least 1024.
+    var maxBytesPerSecond: Int64?
+    /// `ALGORITHM=HEX` digests the file must have (`sha-256=…`).
+    var checksums: [String]?
+}
+
+/// The per-download choices the store keeps (as JSON in its `options` column).
+struct StoredOptions: Codable, Equatable {
+    var connections: Int?
+    var maxBytesPerSecond: Int64?
+    var checksums: [String]?
 }
 
 extension ServeAPI {
@@ -55,14 +81,16 @@ extension ServeAPI {
         let limit = try Self.number(query["limit"], default: 100, in: 1...1000, "limit")
         let offset = try Self.number(query["offset"], default: 0, in: 0...Int.max, "offset")
         let items = try store.list(states: states, limit: limit, offset: offset)
-        return try Self.json(200, ["downloads": items.map { DownloadJSON($0) }])
+        return try Self.json(200, ["downloads": items.map(shown)])
     }
 
     func add(_ body: [UInt8]) throws(ServeError) -> HTTPReply {
         let asked: AddRequest
         do { asked = try JSONDecoder().decode(AddRequest.self, from: Data(body)) } catch {
-            throw ServeError(.badRequest, "the body is not {\"urls\": [...], \"name\"?, \"subfolder\"?, \"priority\"?}")
+            throw ServeError(
+                .badRequest, "the body is not {\"urls\": [...], \"name\"?, \"subfolder\"?, ...} (docs/api.md)")
         }
+        let options = try Self.text(try Self.options(asked))
         guard !asked.urls.isEmpty, asked.urls.count <= Self.maxURLsPerAdd else {
             throw ServeError(.badRequest, "give 1 to \(Self.maxURLsPerAdd) URLs")
         }
@@ -93,13 +121,32 @@ extension ServeAPI {
             }
             var item = NewDownload(url: url, name: asked.name, subfolder: asked.subfolder)
             item.priority = asked.priority ?? 0
+            item.options = options
             new.append(item)
         }
         let added = try store.add(new, now: now())
         for item in added {
             _ = try store.append(event: "added", download: item.id, body: try Self.text(DownloadJSON(item)))
+            start(item)
         }
-        return try Self.json(201, ["downloads": added.map { DownloadJSON($0) }])
+        return try Self.json(201, ["downloads": added.map(shown)])
+    }
+
+    /// The per-download choices of an add, checked.
+    static func options(_ asked: AddRequest) throws(ServeError) -> StoredOptions {
+        if let n = asked.connections, !(1...16).contains(n) {
+            throw ServeError(.badRequest, "connections must be 1...16")
+        }
+        if let rate = asked.maxBytesPerSecond, rate < 1024 {
+            throw ServeError(.badRequest, "maxBytesPerSecond must be at least 1024")
+        }
+        for text in asked.checksums ?? [] {
+            do throws(HaulError) { _ = try Checksum(text) } catch {
+                throw ServeError(.badRequest, "a checksum is ALGORITHM=HEX (sha-256, sha-512, sha-1, md5)")
+            }
+        }
+        return StoredOptions(
+            connections: asked.connections, maxBytesPerSecond: asked.maxBytesPerSecond, checksums: asked.checksums)
     }
 
     func act(_ action: String, on id: Int64) throws(ServeError) -> HTTPReply {
@@ -107,12 +154,20 @@ extension ServeAPI {
         switch action {
         case "pause", "resume", "cancel":
             let to: StoredDownload.State = action == "pause" ? .paused : action == "resume" ? .queued : .cancelled
-            guard item.state.isUnfinished else {
+            // A failed download may be tried again; a completed or cancelled one has ended.
+            guard item.state.isUnfinished || (action == "resume" && item.state == .failed) else {
                 throw ServeError(.badRequest, "download \(id) has ended (\(item.state.rawValue))")
             }
-            try store.setState(id, to, now: now())
-            _ = try store.append(event: "state", download: id, body: "{\"state\":\"\(to.rawValue)\"}")
+            guard item.state != to || to == .cancelled else { break }
+            try changeState(item, to)
+            switch action {
+            case "pause": runner?.pause(id)
+            case "resume": if let now = try store.download(id) { start(now) }
+            default: cancel(item)
+            }
         case "remove":
+            if item.state.isUnfinished { cancel(item) }
+            runner?.forget(id)
             try store.remove(id)
             _ = try store.append(event: "removed", download: id, body: "{}")
             return try Self.json(200, ["removed": String(id)])
@@ -120,7 +175,7 @@ extension ServeAPI {
             throw ServeError(.notFound, "no action '\(ServeError.shown(action))' (pause, resume, cancel, remove)")
         }
         guard let changed = try store.download(id) else { throw Self.noSuchDownload(String(id)) }
-        return try Self.json(200, DownloadJSON(changed))
+        return try Self.json(200, shown(changed))
     }
 
     func events(_ query: [String: String]) throws(ServeError) -> HTTPReply {

@@ -18,6 +18,8 @@ package final class ServeAPI: @unchecked Sendable {
     private let token: ServeToken
     let hosts: HostPolicy
     let root: DownloadRoot
+    /// What runs the downloads (nil: the API keeps the queue and nothing transfers).
+    let runner: (any ServeRunner)?
     /// Wall-clock seconds since 1970, for the times stored.
     let now: @Sendable () -> Double
     var throttle = FailureThrottle()
@@ -27,13 +29,14 @@ package final class ServeAPI: @unchecked Sendable {
     var maxHeld = 32
 
     package init(
-        store: ServeStore, token: ServeToken, hosts: HostPolicy, root: DownloadRoot,
+        store: ServeStore, token: ServeToken, hosts: HostPolicy, root: DownloadRoot, runner: (any ServeRunner)? = nil,
         now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) {
         self.store = store
         self.token = token
         self.hosts = hosts
         self.root = root
+        self.runner = runner
         self.now = now
         throttle.cap = 20  // under the server's 30 s for a reply
     }
@@ -144,7 +147,7 @@ package final class ServeAPI: @unchecked Sendable {
         case .downloads: return try list(Self.query(request.query))
         case .download(let id):
             guard let item = try store.download(try Self.id(id)) else { throw Self.noSuchDownload(id) }
-            return try Self.json(200, DownloadJSON(item))
+            return try Self.json(200, shown(item))
         case .action(let id, let action): return try act(action, on: try Self.id(id))
         case .events: return try events(Self.query(request.query))
         }

@@ -1,0 +1,90 @@
+import Haul
+import HaulCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Between the store and the runner: what the API starts, and what the runner reports back
+/// (on the HTTP loop's thread, which owns the store).
+extension ServeAPI {
+    /// A download as the API shows it, with its progress while it runs.
+    func shown(_ item: StoredDownload) -> DownloadJSON {
+        DownloadJSON(item, root: root.path, progress: item.state == .running ? runner?.progress(item.id) : nil)
+    }
+
+    /// After a restart: what was running is queued again, and every queued download is handed
+    /// to the runner in queue order (a paused one waits for its resume).
+    package func resumeQueue() throws(ServeError) {
+        try store.recover()
+        for item in try store.list(states: [.queued], limit: Self.maxDownloads) { start(item) }
+    }
+
+    /// Hands `item` to the runner, its names checked again under the root (a link planted since
+    /// it was added fails it here).
+    func start(_ item: StoredDownload) {
+        guard let runner else { return }
+        let target: RunTarget
+        do throws(ServeError) {
+            if let name = item.name {
+                target = .file(try root.resolve(folder: item.subfolder, file: name))
+            } else {
+                let folder = try item.subfolder.map { (f: String) throws(ServeError) -> String in try root.resolve(f) }
+                if let folder {
+                    do { try Sys.makeDirectories(folder) } catch {
+                        throw ServeError(.internalError, "cannot make the folder \(item.subfolder ?? ""): \(error)")
+                    }
+                }
+                target = .directory(folder ?? root.path)
+            }
+        } catch {
+            try? changeState(item, .failed, error: error.message)
+            return
+        }
+        runner.run(item, into: target, options: Self.downloadOptions(item.options))
+    }
+
+    /// The stored choices as the engine takes them.
+    static func downloadOptions(_ json: String) -> DownloadOptions {
+        var options = DownloadOptions()
+        options.createIntermediateDirectories = true
+        guard let stored = try? JSONDecoder().decode(StoredOptions.self, from: Data(json.utf8)) else { return options }
+        options.connections = stored.connections ?? 1
+        options.maxBytesPerSecond = stored.maxBytesPerSecond
+        options.checksums = (stored.checksums ?? []).compactMap { try? Checksum($0) }
+        return options
+    }
+
+    /// Stops `item` and removes its partial: through the runner when it runs there, else (paused
+    /// before a restart) the partial at its recorded file, if haul wrote it for this URL.
+    func cancel(_ item: StoredDownload) {
+        if runner?.cancel(item.id) == true { return }
+        if let file = item.file, let url = URL(string: item.url), file.hasPrefix(root.path + "/") {
+            DownloadStore.discardPartial(of: url, at: file)
+        }
+    }
+
+    /// Sets `item`'s state, with an event carrying the download as it is now.
+    func changeState(_ item: StoredDownload, _ state: StoredDownload.State, error: String? = nil) throws(ServeError) {
+        try store.setState(item.id, state, error: error, now: now())
+        guard let changed = try store.download(item.id) else { return }
+        _ = try store.append(
+            event: "state", download: item.id, body: try Self.text(DownloadJSON(changed, root: root.path)))
+    }
+
+    /// What the runner saw change. An ended download (in the store) stays ended: a stale report
+    /// of it running does not bring it back.
+    package func apply(_ reports: [RunReport]) {
+        for report in reports {
+            if report.state.isEnded { runner?.forget(report.id) }
+            guard let item = try? store.download(report.id), !item.state.isEnded else { continue }
+            // A file outside the root is not recorded (it cannot be, but a record is trusted later).
+            let file = report.file.flatMap { $0.hasPrefix(root.path + "/") ? $0 : nil }
+            try? store.setProgress(item.id, file: file, done: report.done, total: report.total)
+            guard report.state != item.state else { continue }
+            try? changeState(item, report.state, error: report.state == .failed ? report.error : nil)
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import Haul
+import HaulCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `haul serve`: the store, the token, the HTTP doors, the API and one `DownloadManager`,
+/// wired together. One daemon per state directory (a lock says so); the queue it finds there
+/// is continued from the partial files.
+package final class ServeDaemon: Sendable {
+    package struct Configuration: Sendable {
+        /// Where the store, the token and the address file live (0700).
+        package var state: String
+        /// The download root.
+        package var root: String
+        /// The HTTP port (0: one the system picks, for tests).
+        package var port = 6800
+        /// The addresses listened on: loopback unless told otherwise.
+        package var addresses = ["127.0.0.1", "::1"]
+        /// Host names answered to besides `localhost`, `127.0.0.1` and `[::1]`.
+        package var names: [String] = []
+        /// The home directory the root may not be (nil: none, for tests).
+        package var home: String? = XDGDirectory.home()
+        package var manager = DownloadManager.Configuration()
+
+        package init(state: String, root: String) {
+            self.state = state
+            self.root = root
+        }
+    }
+
+    /// The port listened on.
+    package let port: Int
+    package let token: ServeToken
+    let api: ServeAPI
+    let server: HTTPServer
+    let runner: ManagerRunner
+    /// The state directory's lock, held while the daemon runs.
+    private let lock: Int32
+    private let addressFile: String
+
+    /// The address file's name in the state directory: `http://127.0.0.1:PORT`, for the CLI.
+    package static let addressName = "address"
+
+    package init(_ configuration: Configuration) throws(ServeError) {
+        let state = Sys.lexicallyNormalized(configuration.state)
+        token = try ServeToken.loadOrCreate(at: state + "/token")
+        lock = try Self.lock(state)
+        var sockets: [Int32] = []
+        do throws(ServeError) {
+            (sockets, port) = try Self.listen(configuration.addresses, port: configuration.port)
+            let root = try DownloadRoot(configuration.root, home: configuration.home, state: state)
+            let store = try ServeStore(path: state + "/serve.sqlite")
+            do { runner = try ManagerRunner(configuration: configuration.manager) } catch {
+                throw ServeError(.internalError, error.message)
+            }
+            let api = ServeAPI(
+                store: store, token: token, hosts: try HostPolicy(port: port, extraNames: configuration.names),
+                root: root, runner: runner)
+            self.api = api
+            server = try HTTPServer(sockets: sockets) { request, exchange in api.handle(request, exchange) }
+        } catch {
+            for fd in sockets { Sys.close(fd) }
+            Sys.close(lock)
+            throw error
+        }
+        runner.onReport { [server, api] reports in server.onLoop { api.apply(reports) } }
+        server.onLoop { [api] in try? api.resumeQueue() }
+        addressFile = state + "/" + Self.addressName
+        do throws(Errno) {
+            try Sys.writeFileAtomically(addressFile, Array("http://127.0.0.1:\(port)\n".utf8))
+        } catch {
+            throw ServeError(.internalError, "cannot write \(addressFile): \(error)")
+        }
+    }
+
+    /// The page's address, with the token in its fragment (which browsers never send).
+    package var pageURL: String { "http://127.0.0.1:\(port)/#token=\(token.text)" }
+
+    /// Stops the transfers (keeping their bytes and their place: the next daemon continues
+    /// them), then the doors.
+    package func stop() async {
+        runner.onReport { _ in }
+        await runner.shutdown()
+        server.stop()
+        try? Sys.unlink(addressFile)
+        Sys.close(lock)
+    }
+
+    /// The state directory's lock: a second daemon on it is refused (two writers of one queue
+    /// would run each download twice).
+    private static func lock(_ state: String) throws(ServeError) -> Int32 {
+        let path = state + "/serve.lock"
+        let fd: Int32
+        do { fd = try Sys.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode: 0o600) } catch {
+            throw ServeError(.internalError, "cannot open \(path): \(error)")
+        }
+        guard (try? Sys.lockByteOrThrow(fd, at: 0)) == true else {
+            Sys.close(fd)
+            throw ServeError(.internalError, "another haul serve is running on \(state)")
+        }
+        return fd
+    }
+
+    /// Listening sockets on `addresses`, all on one port (the first one's, when 0 is asked). An
+    /// address this machine does not have (no IPv6) is skipped; the first must be there.
+    private static func listen(_ addresses: [String], port: Int) throws(ServeError) -> ([Int32], Int) {
+        var sockets: [Int32] = []
+        var port = port
+        for (index, address) in addresses.enumerated() {
+            do throws(Errno) {
+                let (fd, got) = try Sys.listenTCP(address: address, port: port)
+                sockets.append(fd)
+                port = got
+            } catch {
+                let absent = error == Errno(EADDRNOTAVAIL) || error == Errno(EAFNOSUPPORT)
+                if index > 0 && absent { continue }
+                for fd in sockets { Sys.close(fd) }
+                throw ServeError(.internalError, "cannot listen on \(address) port \(port): \(error)")
+            }
+        }
+        return (sockets, port)
+    }
+}

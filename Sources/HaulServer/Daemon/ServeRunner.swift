@@ -1,0 +1,181 @@
+import Haul
+import HaulCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Where a download stands, as the runner saw it last.
+package struct RunReport: Sendable, Equatable {
+    package var id: Int64
+    package var state: StoredDownload.State
+    package var error: String?
+    /// The file it writes (its final name; the partial is beside it), once known.
+    package var file: String?
+    package var done: Int64 = 0
+    package var total: Int64?
+}
+
+/// How far a running download is.
+package struct RunProgress: Sendable, Equatable {
+    package var done: Int64
+    package var total: Int64?
+    /// Bytes per second, smoothed.
+    package var speed: Double
+}
+
+/// Where a download goes: a file, or a directory for the server's suggested name.
+package enum RunTarget: Sendable, Equatable {
+    case file(String)
+    case directory(String)
+}
+
+/// What the daemon asks of whatever runs its downloads: the daemon's `DownloadManager`
+/// (``ManagerRunner``), or nothing in tests of the API alone. Calls come from the HTTP loop's
+/// thread; reports go back through the closure given to ``onReport(_:)``, from any thread.
+package protocol ServeRunner: AnyObject, Sendable {
+    /// Starts `download` (queued behind the others), or continues it when it was paused or failed.
+    func run(_ download: StoredDownload, into target: RunTarget, options: DownloadOptions)
+    /// Stops it, keeping its bytes.
+    func pause(_ id: Int64)
+    /// Stops it and removes its partial file; false when it does not run here.
+    func cancel(_ id: Int64) -> Bool
+    /// Lets go of an ended download.
+    func forget(_ id: Int64)
+    /// How far it is, while it is known.
+    func progress(_ id: Int64) -> RunProgress?
+    /// Where reports of changes go.
+    func onReport(_ body: @escaping @Sendable ([RunReport]) -> Void)
+    /// Stops every transfer, keeping its bytes; returns once they have ended.
+    func shutdown() async
+}
+
+/// The daemon's one `DownloadManager`, keyed by the store's ids. The store is the list that
+/// survives (the manager keeps none of its own: `.ephemeral` persistence); the partial files and
+/// their records are what a restarted daemon continues from. The manager's observable list is
+/// read once per change (at most ten times a second) and turned into reports of what changed.
+package final class ManagerRunner: ServeRunner {
+    let manager: DownloadManager
+    private struct Books {
+        var uuid: [Int64: UUID] = [:]
+        var id: [UUID: Int64] = [:]
+        /// What was last reported of each, to report changes only.
+        var reported: [Int64: RunReport] = [:]
+        var progress: [Int64: RunProgress] = [:]
+        /// The file each transfer writes, from its `started` event.
+        var files: [Int64: String] = [:]
+        var report: (@Sendable ([RunReport]) -> Void)?
+    }
+    private let books = Locked(Books())
+    private let watcher = Locked<Task<Void, Never>?>(nil)
+
+    package init(configuration: DownloadManager.Configuration) throws(HaulError) {
+        var configuration = configuration
+        configuration.persistence = .ephemeral
+        manager = try DownloadManager(configuration: configuration)
+        let updates = manager.updates
+        watcher.set(
+            Task { [weak self] in
+                for await items in updates {
+                    guard let self else { return }
+                    self.saw(items)
+                }
+            })
+    }
+
+    deinit { watcher.withLock { $0?.cancel() } }
+
+    package func onReport(_ body: @escaping @Sendable ([RunReport]) -> Void) { books.withLock { $0.report = body } }
+
+    package func run(_ download: StoredDownload, into target: RunTarget, options: DownloadOptions) {
+        if let uuid = books.withLock({ $0.uuid[download.id] }), manager.item(uuid) != nil {
+            manager.resume(uuid)
+            return
+        }
+        guard let url = URL(string: download.url) else { return }
+        let id = download.id
+        let destination: DownloadManager.Target =
+            switch target {
+            case .file(let path): .file(URL(fileURLWithPath: path))
+            case .directory(let path): .directory(URL(fileURLWithPath: path))
+            }
+        // The uuid is booked before the manager can report the item.
+        let uuid = UUID()
+        books.withLock { b in
+            b.uuid[id] = uuid
+            b.id[uuid] = id
+        }
+        manager.add(
+            url, to: destination, priority: Int(download.priority), options: options, id: uuid,
+            events: { [weak self] event in
+                if case .started(let start) = event {
+                    self?.books.withLock { $0.files[id] = start.destination.path }
+                }
+            })
+    }
+
+    package func pause(_ id: Int64) { if let uuid = books.withLock({ $0.uuid[id] }) { manager.pause(uuid) } }
+
+    package func cancel(_ id: Int64) -> Bool {
+        guard let uuid = books.withLock({ $0.uuid[id] }) else { return false }
+        manager.cancel(uuid)
+        return true
+    }
+
+    package func forget(_ id: Int64) {
+        guard let uuid = books.withLock({ b in b.uuid.removeValue(forKey: id) }) else { return }
+        books.withLock { b in
+            b.id[uuid] = nil
+            b.reported[id] = nil
+            b.progress[id] = nil
+            b.files[id] = nil
+        }
+        manager.remove(uuid)
+    }
+
+    package func progress(_ id: Int64) -> RunProgress? { books.withLock { $0.progress[id] } }
+
+    package func shutdown() async {
+        watcher.withLock { $0?.cancel() }
+        await manager.shutdown()
+    }
+
+    /// One list from the manager: the progress of each, and a report of each that changed.
+    private func saw(_ items: [DownloadManager.Item]) {
+        let (changes, report) = books.withLock { b -> ([RunReport], (@Sendable ([RunReport]) -> Void)?) in
+            var changes: [RunReport] = []
+            for item in items {
+                guard let id = b.id[item.id] else { continue }
+                let p = item.progress
+                if let p {
+                    b.progress[id] = RunProgress(
+                        done: p.completedBytes, total: p.totalBytes, speed: p.smoothedBytesPerSecond)
+                }
+                let now = RunReport(
+                    id: id, state: Self.state(item), error: item.error?.message,
+                    file: item.fileURL?.path ?? b.files[id], done: p?.completedBytes ?? 0, total: p?.totalBytes)
+                let last = b.reported[id]
+                // Bytes alone are not a change worth a write: they go with the next change of state.
+                if last?.state != now.state || last?.file != now.file || last?.error != now.error {
+                    b.reported[id] = now
+                    changes.append(now)
+                }
+            }
+            return (changes, b.report)
+        }
+        if !changes.isEmpty { report?(changes) }
+    }
+
+    static func state(_ item: DownloadManager.Item) -> StoredDownload.State {
+        switch item.state {
+        case .queued: .queued
+        case .running: .running
+        case .paused: .paused
+        case .waitingForNetwork: .waiting
+        case .completed: .completed
+        case .failed: item.error?.code == .cancelled ? .cancelled : .failed
+        }
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import HaulTestSupport
+import HaulTestTraits
+import Testing
+
+@testable import HaulCore
+@testable import HaulServer
+
+/// The daemon running real transfers against the test server: the states the API shows come
+/// from the transfers, and what the server saw says a pause stopped one.
+@Suite("haul serve's daemon: downloads that run, pause, resume, cancel and outlive a restart", .serialized, .fewAtOnce)
+struct ServeDaemonTests {
+    final class Running: @unchecked Sendable {
+        let state: String
+        let root: String
+        let daemon: ServeDaemon
+
+        init(state: String, root: String) throws {
+            self.state = state
+            self.root = root
+            var configuration = ServeDaemon.Configuration(state: state, root: root)
+            configuration.port = 0
+            configuration.addresses = ["127.0.0.1"]
+            configuration.home = nil
+            daemon = try ServeDaemon(configuration)
+        }
+
+        /// Sends a request with the token; the status and the body as JSON.
+        func call(_ method: String, _ path: String, body: String? = nil) throws -> (status: Int, json: [String: Any]) {
+            var lines = [
+                "\(method) \(path) HTTP/1.1", "Host: 127.0.0.1:\(daemon.port)", "Connection: close",
+                "Authorization: Bearer \(daemon.token.text)",
+            ]
+            if let body { lines += ["Content-Type: application/json", "Content-Length: \(body.utf8.count)"] }
+            let answer = try RawClient.exchange(
+                port: daemon.port, lines.joined(separator: "\r\n") + "\r\n\r\n" + (body ?? ""))
+            let status = Int(answer.split(separator: " ").dropFirst().first ?? "") ?? 0
+            let payload = answer.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+            let json = (try? JSONSerialization.jsonObject(with: Data(payload.utf8))) as? [String: Any] ?? [:]
+            return (status, json)
+        }
+
+        /// Download `id` as the API shows it.
+        func download(_ id: Int) -> [String: Any] { (try? call("GET", "/api/v1/downloads/\(id)").json) ?? [:] }
+
+        func state(_ id: Int) -> String? { download(id)["state"] as? String }
+
+        func add(_ url: URL, extra: String = "") throws -> Int {
+            let added = try call("POST", "/api/v1/downloads", body: #"{"urls":["\#(url.absoluteString)"]\#(extra)}"#)
+            let first = (added.json["downloads"] as? [[String: Any]])?.first
+            return try #require(first?["id"] as? Int, "\(added)")
+        }
+
+        /// The kinds and states of download `id`'s events, in order.
+        func states(_ id: Int) throws -> [String] {
+            let events = try call("GET", "/api/v1/events?since=0").json["events"] as? [[String: Any]] ?? []
+            return events.filter { $0["download"] as? Int == id }.compactMap { event in
+                guard let body = event["body"] as? String,
+                    let json = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+                else { return nil }
+                return json["state"] as? String
+            }
+        }
+    }
+
+    static func directories() throws -> (TemporaryDirectory, String, String) {
+        let dir = try TemporaryDirectory()
+        return (dir, dir.path + "/state", dir.path + "/root")
+    }
+
+    @Test func aDownloadRunsToTheExactFileAndItsStatesAreTheTransfers() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try Self.directories()
+        let d = try Running(state: state, root: root)
+        defer {
+            cleanUp(server, dir)
+        }
+        // Paced over a second: the list the states come from is read ten times a second.
+        let id = try d.add(server.url("/files/a.bin?size=300000&seed=4&rate=300000"))
+        #expect(await eventually { d.state(id) == "completed" }, "\(d.download(id))")
+        #expect(
+            TestContent.difference(file: root + "/a.bin", expected: TestContent.bytes(seed: 4, count: 300_000)) == nil)
+        let shown = d.download(id)
+        #expect(shown["file"] as? String == "a.bin" && shown["done"] as? Int == 300_000, "\(shown)")
+        #expect(shown["total"] as? Int == 300_000 && shown["finished"] != nil, "\(shown)")
+        #expect(try d.states(id) == ["queued", "running", "completed"])
+        await d.daemon.stop()
+        #expect(!FileManager.default.fileExists(atPath: state + "/address"))
+    }
+
+    @Test func aPauseStopsTheServersTransferAndAResumeFinishesFromItsBytes() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try Self.directories()
+        let d = try Running(state: state, root: root)
+        defer { cleanUp(server, dir) }
+        let path = "/files/slow.bin"
+        let id = try d.add(server.url("\(path)?size=400000&rate=100000&seed=5"))
+        #expect(await eventually { server.bytesSent(path: path) > 50_000 })
+        #expect(try d.call("POST", "/api/v1/downloads/\(id)/pause", body: "{}").json["state"] as? String == "paused")
+        // The server's answer ends: its connection was closed, not left to drip.
+        #expect(await eventually { server.openConnections == 0 })
+        let sent = server.bytesSent(path: path)
+        #expect(sent < 400_000 && d.state(id) == "paused")
+        #expect(server.requests(path: path).count == 1)
+        #expect(try d.call("POST", "/api/v1/downloads/\(id)/resume", body: "{}").status == 200)
+        #expect(await eventually { d.state(id) == "completed" }, "\(d.download(id))")
+        let second = try #require(server.requests(path: path).last)
+        #expect(server.requests(path: path).count == 2 && (second.rangeStart ?? 0) > 0, "\(second.headers)")
+        #expect(
+            TestContent.difference(file: root + "/slow.bin", expected: TestContent.bytes(seed: 5, count: 400_000))
+                == nil)
+        await d.daemon.stop()
+    }
+
+    @Test func aCancelEndsTheTransferAndRemovesThePartial() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try Self.directories()
+        let d = try Running(state: state, root: root)
+        defer { cleanUp(server, dir) }
+        let path = "/files/gone.bin"
+        let id = try d.add(server.url("\(path)?size=400000&rate=100000"))
+        #expect(await eventually { server.bytesSent(path: path) > 20_000 })
+        #expect(
+            try d.call("POST", "/api/v1/downloads/\(id)/cancel", body: "{}").json["state"] as? String == "cancelled")
+        #expect(await eventually { (try? FileManager.default.contentsOfDirectory(atPath: root)) == [] })
+        // Ended: it stays cancelled, and cannot be resumed.
+        #expect(try d.call("POST", "/api/v1/downloads/\(id)/resume", body: "{}").status == 400)
+        #expect(d.state(id) == "cancelled")
+        await d.daemon.stop()
+    }
+
+    @Test func aRestartedDaemonContinuesWhatWasRunningFromItsBytes() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try Self.directories()
+        defer { cleanUp(server, dir) }
+        let path = "/files/long.bin"
+        let first = try Running(state: state, root: root)
+        let id = try first.add(server.url("\(path)?size=600000&rate=150000&seed=6"))
+        #expect(await eventually { server.bytesSent(path: path) > 100_000 })
+        #expect(throws: ServeError.self) { try Running(state: state, root: root) }
+        await first.daemon.stop()
+        #expect(server.requests(path: path).count == 1)
+        let second = try Running(state: state, root: root)
+        #expect(await eventually { second.state(id) == "completed" }, "\(second.download(id))")
+        let resumed = try #require(server.requests(path: path).last)
+        #expect(server.requests(path: path).count == 2 && (resumed.rangeStart ?? 0) > 0, "\(resumed.headers)")
+        #expect(
+            TestContent.difference(file: root + "/long.bin", expected: TestContent.bytes(seed: 6, count: 600_000))
+                == nil)
+        await second.daemon.stop()
+    }
+
+    @Test func aDownloadNamedIntoASubfolderLandsThereAndOptionsAreChecked() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try Self.directories()
+        let d = try Running(state: state, root: root)
+        defer { cleanUp(server, dir) }
+        let id = try d.add(server.url("/x?size=5000"), extra: #","name":"b.dat","subfolder":"iso/new","connections":2"#)
+        #expect(await eventually { d.state(id) == "completed" }, "\(d.download(id))")
+        #expect(FileManager.default.fileExists(atPath: root + "/iso/new/b.dat"))
+        #expect(d.download(id)["file"] as? String == "iso/new/b.dat")
+        for bad in [#","connections":99"#, #","maxBytesPerSecond":10"#, #","checksums":["sha-256=zz"]"#] {
+            let refused = try d.call(
+                "POST", "/api/v1/downloads", body: #"{"urls":["\#(server.url("/y").absoluteString)"]\#(bad)}"#)
+            #expect(refused.status == 400, "\(bad): \(refused)")
+        }
+        await d.daemon.stop()
+    }
+}
