@@ -73,7 +73,7 @@ let package = Package(
         // -static-stdlib): a start then maps six libraries instead of nineteen (docs/startup.md).
         // Debug builds (the tests) link them as shared libraries, as the test runner does.
         .executableTarget(
-            name: "HaulCLI", dependencies: ["Haul", "HaulCore", "HaulTestServer", "CHaulStart"],
+            name: "HaulCLI", dependencies: ["Haul", "HaulCore", "HaulServer", "HaulTestServer", "CHaulStart"],
             exclude: ["Link"],
             linkerSettings: [
                 .unsafeFlags(releaseLinkFlags, .when(platforms: [.linux], configuration: .release))

@@ -221,6 +221,15 @@ extension HaulSession {
         return try await send(SegmentedBody([segment]), to: url, method: method.rawValue, headers: all, events: events)
     }
 
+    /// POSTs `body` as it is (the CLI's calls to `haul serve`'s JSON API).
+    package func post(
+        _ body: [UInt8], to url: URL, contentType: String, headers: [String: String] = [:]
+    ) async throws(HaulError) -> UploadResponse {
+        var all = headers
+        all["Content-Type"] = contentType
+        return try await send(SegmentedBody([.bytes(body)]), to: url, method: "POST", headers: all, events: nil)
+    }
+
     /// The delegate form of ``upload(_:to:headers:events:)``.
     public func upload(
         _ form: MultipartForm, to url: URL, delegate: any UploadDelegate

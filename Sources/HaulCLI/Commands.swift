@@ -13,6 +13,12 @@ enum Commands {
         Command(name: "net", help: NetCommand.help, options: NetCommand.options),
         Command(name: "doctor", help: DoctorCommand.help, options: DoctorCommand.options),
         Command(name: "demo", help: DemoCommand.help, options: DemoCommand.options),
+        Command(name: "serve", help: ServeCommand.help, options: ServeCommand.options),
+        Command(name: "ls", help: DaemonCommands.lsHelp, options: DaemonCommands.lsOptions),
+        Command(name: "pause", help: DaemonCommands.controlHelp, options: []),
+        Command(name: "resume", help: DaemonCommands.controlHelp, options: []),
+        Command(name: "cancel", help: DaemonCommands.controlHelp, options: []),
+        Command(name: "rm", help: DaemonCommands.rmHelp, options: DaemonCommands.rmOptions),
     ]
 
     /// The commands without options of their own.

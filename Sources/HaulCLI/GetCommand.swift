@@ -39,6 +39,7 @@ struct GetCommand {
             .init("--check-host"),
             .init("-q", "--quiet"),
             .init("--json"),
+            .init("--background"),
         ] + ConnectionFlags.options + AuthFlags.options + CookieFlags.options
 
     static let help = """
@@ -106,6 +107,10 @@ struct GetCommand {
                                   an unreachable host fails at once (exit 3)
           -q, --quiet             print nothing but errors
               --json              print one JSON event per line on stdout
+              --background        hand the URLs to haul serve and print their ids at once
+                                  (haul ls shows them); -o and -d then name a file and a
+                                  folder under its download root; only -x, --limit-rate and
+                                  --checksum go with it
 
         Short options take their value attached or apart (-x16, -x 16) and run together
         (-qx16); long ones take it after a space or '=' (--connections=16).

@@ -29,6 +29,10 @@ struct HaulCLI {
           demo                            a 256 MiB download from a built-in local server, with
                                           injected connection drops, a pause and resume, and a
                                           SHA-256 check
+          serve [--port N] [-d DIR]       the download daemon: a queue that outlives haul, a JSON API
+          get --background URL...         hand downloads to haul serve; their ids are printed
+          ls [--json]                     haul serve's downloads, with progress
+          pause|resume|cancel ID...       control them; rm [--files] ID... removes them
           help [command | --man]          this text, a command's options, or the man page haul(1)
           completions bash|zsh|fish       a completion script for that shell
           version                         print haul's and libcurl's versions (--version or
@@ -71,6 +75,10 @@ struct HaulCLI {
                     Output.emit(GetCommand.help + "\n", to: 1)
                     return .success
                 }
+                if rest.contains("--background") {
+                    let (values, urls) = try Arguments.parse(rest, options: GetCommand.options)
+                    return try await DaemonCommands.background(values, urls: urls)
+                }
                 let get = try GetCommand(rest)
                 return await get.run(interrupts: Interrupts())
             case "upload":
@@ -88,6 +96,18 @@ struct HaulCLI {
                     return .success
                 }
                 return try await DoctorCommand(rest).run()
+            case "serve", "ls", "pause", "resume", "cancel", "rm":
+                if rest.contains("--help") || rest.contains("-h") {
+                    Output.emit((Commands.named(command)?.help ?? help) + "\n", to: 1)
+                    return .success
+                }
+                switch command {
+                case "serve":
+                    let serve = try ServeCommand(rest)
+                    return await serve.run(interrupts: Interrupts())
+                case "ls": return try await DaemonCommands.ls(rest)
+                default: return try await DaemonCommands.control(command, rest)
+                }
             case "demo":
                 let demo = try DemoCommand(rest)
                 return await demo.run(interrupts: Interrupts())

@@ -69,7 +69,8 @@ package struct ServeToken: Sendable, CustomStringConvertible {
         return token
     }
 
-    private static func read(_ file: String) throws(ServeError) -> ServeToken? {
+    /// The token in `file` (nil when there is none), with the checks of ``loadOrCreate(at:)``.
+    package static func read(_ file: String) throws(ServeError) -> ServeToken? {
         let found: (bytes: [UInt8], status: Sys.FileStatus)?
         do { found = try Sys.readSmallFileAndStatus(file, limit: 4096, followingLinks: false) } catch {
             throw ServeError(.internalError, "cannot read the token file \(file): \(error)")

@@ -11,3 +11,14 @@ public func eventually(timeout: Double = 20, _ condition: () -> Bool) async -> B
     }
     return condition()
 }
+
+/// ``eventually(timeout:_:)`` for a condition that awaits (a command run to see a state), polled
+/// every 100 ms.
+public func eventually(timeout: Double = 20, _ condition: () async -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(nanoseconds: 100_000_000)
+    }
+    return await condition()
+}

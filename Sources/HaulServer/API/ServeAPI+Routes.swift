@@ -6,25 +6,25 @@ import HaulCore
     import Foundation
 #endif
 
-/// A download as the API shows it.
-struct DownloadJSON: Codable, Equatable {
-    var id: Int64
-    var url: String
-    var name: String?
-    var subfolder: String?
-    var state: String
-    var priority: Int64
-    var position: Int64
-    var added: Double
-    var finished: Double?
-    var error: String?
+/// A download as the API shows it (and as `haul ls` reads it).
+package struct DownloadJSON: Codable, Equatable, Sendable {
+    package var id: Int64
+    package var url: String
+    package var name: String?
+    package var subfolder: String?
+    package var state: String
+    package var priority: Int64
+    package var position: Int64
+    package var added: Double
+    package var finished: Double?
+    package var error: String?
     /// The file's path relative to the root, once known.
-    var file: String?
+    package var file: String?
     /// Bytes done, the size when known, bytes per second and seconds left while it runs.
-    var done: Int64
-    var total: Int64?
-    var speed: Double?
-    var eta: Double?
+    package var done: Int64
+    package var total: Int64?
+    package var speed: Double?
+    package var eta: Double?
 
     init(_ d: StoredDownload, root: String? = nil, progress: RunProgress? = nil) {
         (id, url, name, subfolder, state) = (d.id, d.url, d.name, d.subfolder, d.state.rawValue)
@@ -149,7 +149,7 @@ extension ServeAPI {
             connections: asked.connections, maxBytesPerSecond: asked.maxBytesPerSecond, checksums: asked.checksums)
     }
 
-    func act(_ action: String, on id: Int64) throws(ServeError) -> HTTPReply {
+    func act(_ action: String, on id: Int64, body: [UInt8] = []) throws(ServeError) -> HTTPReply {
         guard let item = try store.download(id) else { throw Self.noSuchDownload(String(id)) }
         switch action {
         case "pause", "resume", "cancel":
@@ -166,7 +166,10 @@ extension ServeAPI {
             default: cancel(item)
             }
         case "remove":
+            struct Remove: Decodable { var files: Bool? }
+            let files = (try? JSONDecoder().decode(Remove.self, from: Data(body)))?.files ?? false
             if item.state.isUnfinished { cancel(item) }
+            if files { try removeFile(of: item) }
             runner?.forget(id)
             try store.remove(id)
             _ = try store.append(event: "removed", download: id, body: "{}")

@@ -66,6 +66,17 @@ extension ServeAPI {
         }
     }
 
+    /// Deletes `item`'s finished file: only under the root, only a regular file, and not
+    /// through a link on the way (the name is checked again as a name the API would take).
+    func removeFile(of item: StoredDownload) throws(ServeError) {
+        guard let path = item.file, path.hasPrefix(root.path + "/") else { return }
+        let checked = try root.resolve(String(path.dropFirst(root.path.count + 1)))
+        guard let status = try? Sys.status(checked), status.isRegular else { return }
+        do { try Sys.unlink(checked) } catch {
+            throw ServeError(.internalError, "cannot remove \(ServeError.shown(item.file ?? "")): \(error)")
+        }
+    }
+
     /// Sets `item`'s state, with an event carrying the download as it is now.
     func changeState(_ item: StoredDownload, _ state: StoredDownload.State, error: String? = nil) throws(ServeError) {
         try store.setState(item.id, state, error: error, now: now())

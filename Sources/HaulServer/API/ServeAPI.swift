@@ -148,7 +148,7 @@ package final class ServeAPI: @unchecked Sendable {
         case .download(let id):
             guard let item = try store.download(try Self.id(id)) else { throw Self.noSuchDownload(id) }
             return try Self.json(200, shown(item))
-        case .action(let id, let action): return try act(action, on: try Self.id(id))
+        case .action(let id, let action): return try act(action, on: try Self.id(id), body: request.body)
         case .events: return try events(Self.query(request.query))
         }
     }

@@ -1,0 +1,131 @@
+import Foundation
+import HaulTestSupport
+import HaulTestTraits
+import Testing
+
+@testable import HaulCore
+
+/// `haul serve` as a process, driven by `haul get --background`, `ls`, `pause`, `resume`,
+/// `cancel` and `rm`; and killed with SIGKILL mid-download.
+@Suite("haul serve and the commands that talk to it", .serialized, .fewAtOnce)
+struct ServeCommandTests {
+    /// A state directory (XDG_STATE_HOME) and a download root of a test's own.
+    struct Place {
+        let dir: TemporaryDirectory
+        var environment: [String: String] { ["XDG_STATE_HOME": dir.path + "/state", "HOME": dir.path + "/home"] }
+        var root: String { dir.path + "/root" }
+        var address: String { dir.path + "/state/haul/serve/address" }
+
+        init() throws { dir = try TemporaryDirectory() }
+
+        /// `haul serve --port 0`, once it has written its address.
+        func serve() async throws -> ChildProcess {
+            let daemon = try CLI.start(["serve", "--port", "0", "-d", root], environment: environment)
+            let up = await eventually { FileManager.default.fileExists(atPath: address) || !daemon.isRunning }
+            try #require(up && daemon.isRunning, "\(String(decoding: daemon.stderr, as: UTF8.self))")
+            return daemon
+        }
+
+        func haul(_ args: [String]) async throws -> CLIRun { try await CLI.run(args, environment: environment) }
+
+        /// `haul ls`'s line for download `id`.
+        func line(_ id: Int) async -> String {
+            let listed = try? await haul(["ls"])
+            return listed?.stdout.split(separator: "\n").first { $0.hasPrefix("\(id) ") }.map(String.init) ?? ""
+        }
+    }
+
+    @Test func backgroundDownloadsAreListedControlledAndRemoved() async throws {
+        let server = try TestServer()
+        let place = try Place()
+        defer { cleanUp(server, place.dir) }
+        let daemon = try await place.serve()
+        defer { daemon.killGroup() }
+        let url = server.url("/files/one.bin?size=200000&seed=3").absoluteString
+        let added = try await place.haul(["get", "--background", url])
+        #expect(added.status == 0 && added.stdout == "1 queued \(url)\n", "\(added)")
+        let completed = await eventually { await place.line(1).contains("completed") }
+        let line = await place.line(1)
+        #expect(completed, "\(line)")
+        #expect(line.contains("100% 195.3 KiB/195.3 KiB") && line.hasSuffix("one.bin"), "\(line)")
+        expectFile(place.root + "/one.bin", equals: TestContent.bytes(seed: 3, count: 200_000))
+        let json = try await place.haul(["ls", "--json", "--state", "completed"])
+        #expect(json.stdout.contains(#""file":"one.bin""#) && json.stdout.contains(#""state":"completed""#), "\(json)")
+        // An id that is not there, one that is not an id, and an ended download.
+        let missing = try await place.haul(["pause", "7"])
+        #expect(missing.status == 2 && missing.stderr == "haul: error: download 7: no download 7\n", "\(missing)")
+        #expect(try await place.haul(["pause", "x"]).status == 2)
+        let ended = try await place.haul(["cancel", "1"])
+        #expect(ended.status == 2 && ended.stderr.contains("has ended (completed)"), "\(ended)")
+        let removed = try await place.haul(["rm", "--files", "1"])
+        #expect(removed.status == 0 && removed.stdout == "1 removed\n", "\(removed)")
+        #expect(!FileManager.default.fileExists(atPath: place.root + "/one.bin"))
+        #expect(try await place.haul(["ls"]).stdout == "no downloads\n")
+        daemon.signal(SIGTERM)
+        let stopped = await CLI.finish(daemon, timeout: 30)
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: place.address))
+    }
+
+    @Test func theQueueSurvivesAKillOfTheDaemonAndEndsWithTheExactFile() async throws {
+        let server = try TestServer()
+        let place = try Place()
+        defer { cleanUp(server, place.dir) }
+        let path = "/files/big.bin"
+        let url = server.url("\(path)?size=800000&rate=200000&seed=8").absoluteString
+        let first = try await place.serve()
+        #expect(try await place.haul(["get", "--background", url]).status == 0)
+        // Killed once a checkpoint (one a second) has recorded bytes: those are what resume.
+        #expect(await eventually { server.bytesSent(path: path) > 200_000 })
+        #expect(await eventually { FileManager.default.fileExists(atPath: place.root + "/big.bin.haul") })
+        #expect(await eventually { server.bytesSent(path: path) > 450_000 })
+        first.killGroup()
+        _ = await CLI.finish(first, timeout: 30)
+        let sent = server.bytesSent(path: path)
+        #expect(sent < 800_000)
+        // Not running: the commands say so.
+        let down = try await place.haul(["ls"])
+        #expect(down.status == 3 && down.stderr.contains("haul serve is not running"), "\(down)")
+        let second = try await place.serve()
+        defer { second.killGroup() }
+        let completed = await eventually { await place.line(1).contains("completed") }
+        let line = await place.line(1)
+        #expect(completed, "\(line)")
+        expectFile(place.root + "/big.bin", equals: TestContent.bytes(seed: 8, count: 800_000))
+        let resumed = try #require(server.requests(path: path).last)
+        #expect(server.requests(path: path).count == 2 && (resumed.rangeStart ?? 0) > 0, "\(resumed.headers)")
+        // A second daemon on the same state is refused.
+        let twice = try await place.haul(["serve", "--port", "0", "-d", place.root])
+        #expect(twice.status == 1 && twice.stderr.contains("another haul serve is running"), "\(twice)")
+    }
+
+    @Test func pauseResumeAndCancelReachTheTransfer() async throws {
+        let server = try TestServer()
+        let place = try Place()
+        defer { cleanUp(server, place.dir) }
+        let daemon = try await place.serve()
+        defer { daemon.killGroup() }
+        let path = "/files/slow.bin"
+        let url = server.url("\(path)?size=600000&rate=150000").absoluteString
+        let other = server.url("/files/gone.bin?size=600000&rate=150000").absoluteString
+        #expect(try await place.haul(["get", "--background", "-d", "sub", url, other]).status == 0)
+        #expect(await eventually { server.bytesSent(path: path) > 50_000 })
+        let paused = try await place.haul(["pause", "1"])
+        #expect(paused.stdout == "1 paused\n", "\(paused)")
+        #expect(try await place.haul(["cancel", "2"]).stdout == "2 cancelled\n")
+        #expect(await eventually { server.openConnections == 0 })
+        let (first, second) = (await place.line(1), await place.line(2))
+        #expect(first.contains("paused") && second.contains("cancelled"), "\(first)\n\(second)")
+        #expect(try await place.haul(["resume", "1"]).stdout == "1 resumed\n")
+        let completed = await eventually { await place.line(1).contains("completed") }
+        let line = await place.line(1)
+        #expect(completed, "\(line)")
+        expectFile(place.root + "/sub/slow.bin", equals: TestContent.bytes(seed: 1, count: 600_000))
+        #expect(!FileManager.default.fileExists(atPath: place.root + "/sub/gone.bin.part"))
+        // What --background does not take, and names the daemon refuses.
+        let refused = try await place.haul(["get", "--background", "-N", url])
+        #expect(refused.status == 2 && refused.stderr.contains("not --timestamping"), "\(refused)")
+        let escape = try await place.haul(["get", "--background", "-d", "../up", url])
+        #expect(escape.status == 2 && escape.stderr.hasPrefix("haul: error: "), "\(escape)")
+    }
+}
