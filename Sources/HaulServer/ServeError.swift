@@ -22,6 +22,8 @@ package struct ServeError: Error, Equatable, Sendable, CustomStringConvertible {
         case tooManyRequests = 429
         /// The daemon could not do its own part (its token file, its store).
         case internalError = 500
+        /// Busy: too many of something at once (event streams).
+        case serviceUnavailable = 503
     }
 
     package var code: Code

@@ -211,6 +211,18 @@ package final class ServeStore {
         return seq
     }
 
+    /// The number of the latest event (0 before the first).
+    package func latestEvent() throws(ServeError) -> Int64 {
+        try database.query("SELECT COALESCE(MAX(seq), 0) FROM events").first?.first?.integer ?? 0
+    }
+
+    /// The number of the oldest event kept (the next one's, when none is kept).
+    package func oldestEvent() throws(ServeError) -> Int64 {
+        let oldest = try database.query("SELECT MIN(seq) FROM events").first?.first?.integer
+        if let oldest { return oldest }
+        return try latestEvent() + 1
+    }
+
     /// Events after number `since`, oldest first, at most `limit`.
     package func events(
         since: Int64, limit: Int = 1000

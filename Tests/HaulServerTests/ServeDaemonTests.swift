@@ -150,6 +150,38 @@ struct ServeDaemonTests {
         await second.daemon.stop()
     }
 
+    @Test func theEventStreamSendsASnapshotThenNumberedChangesAndProgressAndResumesFromAnID() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try Self.directories()
+        let d = try Running(state: state, root: root)
+        defer { cleanUp(server, dir) }
+        func open(_ extra: String = "") throws -> RawClient {
+            let client = try RawClient(port: d.daemon.port)
+            client.send(
+                "GET /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1:\(d.daemon.port)\r\n"
+                    + "Authorization: Bearer \(d.daemon.token.text)\r\nAccept: text/event-stream\r\n\(extra)\r\n")
+            return client
+        }
+        let stream = try open()
+        let head = stream.read(until: "event: snapshot")
+        #expect(head.hasPrefix("HTTP/1.1 200") && head.contains("text/event-stream"), "\(head)")
+        #expect(head.contains("nosniff") && head.contains(#""downloads":[]"#), "\(head)")
+        let id = try d.add(server.url("/files/seen.bin?size=300000&rate=150000"))
+        let seen = stream.read(until: #""state":"completed""#)
+        #expect(seen.contains("event: added") && seen.contains(#""state":"running""#), "\(seen)")
+        #expect(seen.contains("event: progress\ndata: {\"done\":"), "\(seen)")
+        // Resumed from the number of the "added" event: no snapshot, only what came after it.
+        let added = try #require(seen.firstMatch(of: #/id: (\d+)\nevent: added/#)?.output.1)
+        let again = try open("Last-Event-ID: \(added)\r\n")
+        let rest = again.read(until: #""state":"completed""#)
+        #expect(!rest.contains("event: snapshot") && !rest.contains("event: added"), "\(rest)")
+        #expect(rest.contains("event: state") && rest.contains(#""state":"completed""#), "\(rest)")
+        // An id the daemon never gave: a snapshot, with the download in it.
+        let unknown = try open("Last-Event-ID: 999999\r\n").read(until: "event: snapshot")
+        #expect(unknown.contains(#""id":\#(id)"#), "\(unknown)")
+        await d.daemon.stop()
+    }
+
     @Test func aDownloadNamedIntoASubfolderLandsThereAndOptionsAreChecked() async throws {
         let server = try TestServer()
         let (dir, state, root) = try Self.directories()

@@ -27,6 +27,8 @@ package final class ServeAPI: @unchecked Sendable {
     /// Wrong-token answers being held back now; past ``maxHeld`` the answer is a 429 at once.
     private let held = Locked(0)
     var maxHeld = 32
+    /// The open event streams (the loop's thread only).
+    var streams = EventStreams()
 
     package init(
         store: ServeStore, token: ServeToken, hosts: HostPolicy, root: DownloadRoot, runner: (any ServeRunner)? = nil,
@@ -50,6 +52,7 @@ package final class ServeAPI: @unchecked Sendable {
     package func handle(_ request: HTTPRequest, _ exchange: HTTPExchange) {
         do throws(ServeError) {
             try admit(request)
+            if Self.wantsStream(request) { return try openStream(request, exchange) }
             exchange.reply(try route(request))
         } catch {
             guard error.code == .unauthorized else { return exchange.reply(Self.error(error)) }

@@ -67,6 +67,7 @@ package final class ServeDaemon: Sendable {
         }
         runner.onReport { [server, api] reports in server.onLoop { api.apply(reports) } }
         server.onLoop { [api] in try? api.resumeQueue() }
+        server.onTick { [api] in api.tick() }
         addressFile = state + "/" + Self.addressName
         do throws(Errno) {
             try Sys.writeFileAtomically(addressFile, Array("http://127.0.0.1:\(port)\n".utf8))

@@ -56,6 +56,7 @@ package final class HTTPServer: @unchecked Sendable {
     private let loopThread = Locked<pthread_t?>(nil)
     /// Exchanges waiting for their reply, checked once a second against ``Limits/replySeconds``.
     private let waiting = Locked<[ObjectIdentifier: WaitingExchange]>([:])
+    private let ticks = Locked<[@Sendable () -> Void]>([])
     private struct WaitingExchange: @unchecked Sendable {
         weak var exchange: HTTPExchange?
         let since: ContinuousClock.Instant
@@ -116,10 +117,10 @@ package final class HTTPServer: @unchecked Sendable {
                 Unmanaged<HTTPServer>.fromOpaque(arg).takeUnretainedValue().drain()
             }, me)
         let timer = haul_event_new_timer(
-            loop.base, 1000,
+            loop.base, Int32(Self.tickMilliseconds),
             { _, _, arg in
                 guard let arg else { return }
-                Unmanaged<HTTPServer>.fromOpaque(arg).takeUnretainedValue().expireLateReplies()
+                Unmanaged<HTTPServer>.fromOpaque(arg).takeUnretainedValue().tick()
             }, me)
         loop.events = [reader, timer].compactMap { $0 }
         var failed: Int32?
@@ -200,6 +201,18 @@ package final class HTTPServer: @unchecked Sendable {
     func answered(_ exchange: HTTPExchange) {
         _ = waiting.withLock { $0.removeValue(forKey: ObjectIdentifier(exchange)) }
     }
+
+    /// The loop's timer: late replies, then whatever ``onTick(_:)`` asked for.
+    static let tickMilliseconds = 250
+
+    private func tick() {
+        expireLateReplies()
+        for body in ticks.withLock({ $0 }) { body() }
+        drain()
+    }
+
+    /// Calls `body` on the loop's thread four times a second (the event streams' pace).
+    package func onTick(_ body: @escaping @Sendable () -> Void) { ticks.withLock { $0.append(body) } }
 
     private func expireLateReplies() {
         let now = ContinuousClock.now

@@ -1,0 +1,125 @@
+import HaulCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The event stream (`GET /api/v1/events` with `Accept: text/event-stream`): Server-Sent
+/// Events. A snapshot of the list first when the caller has no place to resume from (no
+/// `Last-Event-ID`, or one older than the events kept), then the stored events in order, each
+/// with its number as `id:`; progress of running downloads at most twice a second, without an
+/// id (it is not a change to catch up on); a comment line when nothing was sent for 15 s.
+/// Everything runs on the HTTP loop's thread, which owns the store.
+struct EventStreams {
+    struct Stream {
+        let exchange: HTTPExchange
+        /// The last event number sent.
+        var last: Int64
+        /// What was last sent of each running download's progress.
+        var progress: [Int64: RunProgress] = [:]
+        var lastProgress: ContinuousClock.Instant
+        var lastSent: ContinuousClock.Instant
+    }
+    var open: [ObjectIdentifier: Stream] = [:]
+    /// The most streams at once (a page per tab; more is a 503).
+    static let maxOpen = 32
+    /// The most downloads a snapshot carries (the list API pages through the rest).
+    static let snapshotLimit = 1000
+}
+
+extension ServeAPI {
+    /// Whether `request` asks for the stream rather than the polling form.
+    static func wantsStream(_ request: HTTPRequest) -> Bool {
+        request.method == "GET" && request.path == "/api/v1/events"
+            && (request.header("Accept")?.lowercased().contains("text/event-stream") ?? false)
+    }
+
+    func openStream(_ request: HTTPRequest, _ exchange: HTTPExchange) throws(ServeError) {
+        guard streams.open.count < EventStreams.maxOpen else {
+            throw ServeError(.serviceUnavailable, "too many event streams open")
+        }
+        let query = Self.query(request.query)
+        let asked = request.header("Last-Event-ID").flatMap { HTTPHeaders.decimal($0) }
+            ?? query["since"].flatMap { HTTPHeaders.decimal($0) }
+        let latest = try store.latestEvent()
+        let oldest = try store.oldestEvent()
+        var text = "retry: 2000\n\n"
+        let from: Int64
+        if let asked, asked <= latest, asked >= oldest - 1 {
+            from = asked
+        } else {
+            struct Snapshot: Encodable {
+                var downloads: [DownloadJSON]
+                var count: Int
+            }
+            let items = try store.list(limit: EventStreams.snapshotLimit).map(shown)
+            let snapshot = Snapshot(downloads: items, count: try store.count())
+            text += "id: \(latest)\nevent: snapshot\ndata: \(try Self.text(snapshot))\n\n"
+            from = latest
+        }
+        exchange.start(
+            HTTPReply(
+                status: 200, headers: [("Content-Type", "text/event-stream; charset=utf-8")] + Self.common))
+        exchange.send(Array(text.utf8))
+        let key = ObjectIdentifier(exchange)
+        let now = ContinuousClock.now
+        streams.open[key] = EventStreams.Stream(exchange: exchange, last: from, lastProgress: now, lastSent: now)
+        exchange.onClose { [weak self] in self?.streams.open[key] = nil }
+        tick()
+    }
+
+    /// Four times a second: new events to every stream, progress twice a second, a comment
+    /// line after 15 s of nothing.
+    package func tick() {
+        guard !streams.open.isEmpty else { return }
+        let now = ContinuousClock.now
+        let running = (try? store.list(states: [.running], limit: Self.maxDownloads)) ?? []
+        for (key, var stream) in streams.open {
+            guard stream.exchange.isOpen else {
+                streams.open[key] = nil
+                continue
+            }
+            var text = ""
+            for event in (try? store.events(since: stream.last, limit: 1000)) ?? [] {
+                text += "id: \(event.seq)\nevent: \(event.kind)\ndata: \(event.body)\n\n"
+                stream.last = event.seq
+            }
+            if now - stream.lastProgress >= .milliseconds(500) {
+                stream.lastProgress = now
+                text += progressEvents(running, &stream)
+            }
+            if text.isEmpty && now - stream.lastSent >= .seconds(15) { text = ": still here\n\n" }
+            if !text.isEmpty {
+                stream.lastSent = now
+                stream.exchange.send(Array(text.utf8))
+            }
+            streams.open[key] = stream
+        }
+    }
+
+    /// `progress` events of the running downloads whose bytes moved since this stream's last.
+    private func progressEvents(_ running: [StoredDownload], _ stream: inout EventStreams.Stream) -> String {
+        struct Progress: Encodable {
+            var id: Int64
+            var done: Int64
+            var total: Int64?
+            var speed: Double?
+            var eta: Double?
+        }
+        var text = ""
+        var seen: [Int64: RunProgress] = [:]
+        for item in running {
+            guard let progress = runner?.progress(item.id) else { continue }
+            seen[item.id] = progress
+            guard stream.progress[item.id] != progress else { continue }
+            let shown = DownloadJSON(item, root: root.path, progress: progress)
+            let event = Progress(id: item.id, done: shown.done, total: shown.total, speed: shown.speed, eta: shown.eta)
+            guard let body = try? Self.text(event) else { continue }
+            text += "event: progress\ndata: \(body)\n\n"
+        }
+        stream.progress = seen
+        return text
+    }
+}
