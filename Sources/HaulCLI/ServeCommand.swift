@@ -58,6 +58,8 @@ struct ServeCommand {
         if let address = v.last("--listen") { configuration.addresses.append(address) }
         configuration.names = v["--host"] ?? []
         configuration.manager.maxDownloadsPerHost = max(2, configuration.manager.maxConcurrentDownloads)
+        // Downloads wait (bytes kept) while there is no network, and the page shows it.
+        configuration.manager.network = NetworkMonitor()
     }
 
     static func absolute(_ path: String) -> String {

@@ -74,6 +74,25 @@ struct ServeAPITests {
         #expect(version.status == 200 && version.body.contains(#""api":"1""#), "\(version)")
     }
 
+    @Test func thePageLoadsWithoutTheTokenUnderItsPolicyAndTakesNoChange() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        for path in ["/", "/haul.js", "/haul.css", "/icon.svg"] {
+            let page = try RawClient.exchange(
+                port: d.port, "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(d.port)\r\nConnection: close\r\n\r\n")
+            #expect(page.hasPrefix("HTTP/1.1 200"), "\(path): \(page.prefix(200))")
+            #expect(page.contains("Content-Security-Policy: default-src 'self'; frame-ancestors 'none'"), "\(path)")
+            #expect(
+                page.contains("X-Content-Type-Options: nosniff") && page.contains("X-Frame-Options: DENY"), "\(path)")
+            #expect(!page.lowercased().contains("access-control-"), "\(path)")
+        }
+        // No inline script or style for the policy to allow, and no token in the page.
+        let html = try d.call("GET", "/", bearer: false).body
+        #expect(!html.contains("<script>") && !html.contains("style=") && !html.contains(d.token.text))
+        #expect(try d.call("POST", "/", body: "{}", bearer: false).status == 405)
+        #expect(try d.call("GET", "/", bearer: false, host: "rebound.example:\(d.port)").status == 421)
+    }
+
     @Test func aWrongHostIsMisdirectedOnEveryRoute() throws {
         let d = try Daemon()
         defer { d.stop() }

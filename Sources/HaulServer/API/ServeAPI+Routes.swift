@@ -25,12 +25,15 @@ package struct DownloadJSON: Codable, Equatable, Sendable {
     package var total: Int64?
     package var speed: Double?
     package var eta: Double?
+    /// Connections asked for (1 unless more were).
+    package var connections: Int
 
     init(_ d: StoredDownload, root: String? = nil, progress: RunProgress? = nil) {
         (id, url, name, subfolder, state) = (d.id, d.url, d.name, d.subfolder, d.state.rawValue)
         (priority, position, added, finished, error) = (d.priority, d.position, d.added, d.finished, d.error)
         if let path = d.file, let root, path.hasPrefix(root + "/") { file = String(path.dropFirst(root.count + 1)) }
         (done, total) = (progress?.done ?? d.done, progress?.total ?? d.total)
+        connections = (try? JSONDecoder().decode(StoredOptions.self, from: Data(d.options.utf8)))?.connections ?? 1
         if d.state == .running, let progress {
             speed = progress.speed
             if let total, progress.speed > 0 { eta = (Double(max(0, total - done)) / progress.speed).rounded(.up) }
@@ -172,7 +175,7 @@ extension ServeAPI {
             if files { try removeFile(of: item) }
             runner?.forget(id)
             try store.remove(id)
-            _ = try store.append(event: "removed", download: id, body: "{}")
+            _ = try store.append(event: "removed", download: id, body: "{\"id\":\(id)}")
             return try Self.json(200, ["removed": String(id)])
         default:
             throw ServeError(.notFound, "no action '\(ServeError.shown(action))' (pause, resume, cancel, remove)")

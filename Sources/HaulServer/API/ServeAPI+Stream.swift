@@ -41,7 +41,8 @@ extension ServeAPI {
             throw ServeError(.serviceUnavailable, "too many event streams open")
         }
         let query = Self.query(request.query)
-        let asked = request.header("Last-Event-ID").flatMap { HTTPHeaders.decimal($0) }
+        let asked =
+            request.header("Last-Event-ID").flatMap { HTTPHeaders.decimal($0) }
             ?? query["since"].flatMap { HTTPHeaders.decimal($0) }
         let latest = try store.latestEvent()
         let oldest = try store.oldestEvent()

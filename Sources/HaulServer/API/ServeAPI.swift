@@ -51,6 +51,7 @@ package final class ServeAPI: @unchecked Sendable {
 
     package func handle(_ request: HTTPRequest, _ exchange: HTTPExchange) {
         do throws(ServeError) {
+            if let asset = PageAssets.named(request.path) { return exchange.reply(try page(asset, request)) }
             try admit(request)
             if Self.wantsStream(request) { return try openStream(request, exchange) }
             exchange.reply(try route(request))
@@ -79,12 +80,30 @@ package final class ServeAPI: @unchecked Sendable {
     /// Headers a request may carry once only: a second one is what a smuggler sends.
     static let single = ["host", "origin", "authorization", "sec-fetch-site", "content-type"]
 
-    /// The doors before any route.
-    private func admit(_ request: HTTPRequest) throws(ServeError) {
+    /// The page's files: the Host door, GET or HEAD, no token (the page has none until its
+    /// script reads the fragment, and holds no data). A link from another site may open it.
+    private func page(_ asset: (type: String, text: String), _ request: HTTPRequest) throws(ServeError) -> HTTPReply {
+        try checkHost(request)
+        guard request.method == "GET" || request.method == "HEAD" else {
+            var refusal = Self.error(ServeError(.methodNotAllowed, "\(request.method) is not for this route"))
+            refusal.headers.append(("Allow", "GET, HEAD"))
+            return refusal
+        }
+        return HTTPReply(
+            status: 200, headers: [("Content-Type", asset.type)] + Self.common + PageAssets.headers,
+            body: Array(asset.text.utf8))
+    }
+
+    private func checkHost(_ request: HTTPRequest) throws(ServeError) {
         for name in Self.single where request.headers.filter({ $0.name.lowercased() == name }).count > 1 {
             throw ServeError(.badRequest, "two \(name) headers")
         }
         try hosts.checkHost(request.header("Host"))
+    }
+
+    /// The doors before any route.
+    private func admit(_ request: HTTPRequest) throws(ServeError) {
+        try checkHost(request)
         if let site = request.header("Sec-Fetch-Site")?.lowercased(), site == "cross-site" || site == "same-site" {
             throw ServeError(.forbidden, "a request from another site is refused")
         }
@@ -101,14 +120,14 @@ package final class ServeAPI: @unchecked Sendable {
 
     /// The routes: path after `/api/v1/` and the methods each takes.
     private enum Route {
-        case version, downloads
+        case version, downloads, network
         case download(String)
         case action(String, String)
         case events
 
         var methods: [String] {
             switch self {
-            case .version, .download, .events: ["GET", "HEAD"]
+            case .version, .download, .events, .network: ["GET", "HEAD"]
             case .downloads: ["GET", "HEAD", "POST"]
             case .action: ["POST"]
             }
@@ -123,6 +142,7 @@ package final class ServeAPI: @unchecked Sendable {
             case ("downloads", 5): self = .download(parts[4])
             case ("downloads", 6): self = .action(parts[4], parts[5])
             case ("events", 4): self = .events
+            case ("network", 4): self = .network
             default: return nil
             }
         }
@@ -153,6 +173,9 @@ package final class ServeAPI: @unchecked Sendable {
             return try Self.json(200, shown(item))
         case .action(let id, let action): return try act(action, on: try Self.id(id), body: request.body)
         case .events: return try events(Self.query(request.query))
+        case .network:
+            guard let state = runner?.network else { return try Self.json(200, ["status": "unknown"]) }
+            return try Self.json(200, state)
         }
     }
 }

@@ -68,6 +68,9 @@ package final class ServeDaemon: Sendable {
         runner.onReport { [server, api] reports in server.onLoop { api.apply(reports) } }
         server.onLoop { [api] in try? api.resumeQueue() }
         server.onTick { [api] in api.tick() }
+        runner.onNetwork { [server, api] state in
+            server.onLoop { _ = try? api.store.append(event: "network", download: nil, body: ServeAPI.text(state)) }
+        }
         addressFile = state + "/" + Self.addressName
         do throws(Errno) {
             try Sys.writeFileAtomically(addressFile, Array("http://127.0.0.1:\(port)\n".utf8))
@@ -83,6 +86,7 @@ package final class ServeDaemon: Sendable {
     /// them), then the doors.
     package func stop() async {
         runner.onReport { _ in }
+        runner.onNetwork { _ in }
         await runner.shutdown()
         server.stop()
         try? Sys.unlink(addressFile)

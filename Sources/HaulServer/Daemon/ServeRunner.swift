@@ -26,6 +26,25 @@ package struct RunProgress: Sendable, Equatable {
     package var speed: Double
 }
 
+/// The network as the daemon's downloads see it (the page's banner).
+package struct NetworkState: Codable, Sendable, Equatable {
+    /// `satisfied` or `unsatisfied`.
+    package var status: String
+    /// The primary interface's kind: `wifi`, `wired`, `cellular` or `other`.
+    package var kind: String?
+    package var interface: String?
+    package var expensive: Bool
+    package var reason: String?
+
+    package init(_ path: NetworkPath) {
+        status = path.status.rawValue
+        kind = path.primary?.kind.rawValue
+        interface = path.primary?.name
+        expensive = path.isExpensive
+        reason = path.reason
+    }
+}
+
 /// Where a download goes: a file, or a directory for the server's suggested name.
 package enum RunTarget: Sendable, Equatable {
     case file(String)
@@ -48,6 +67,10 @@ package protocol ServeRunner: AnyObject, Sendable {
     func progress(_ id: Int64) -> RunProgress?
     /// Where reports of changes go.
     func onReport(_ body: @escaping @Sendable ([RunReport]) -> Void)
+    /// The network now, when watched.
+    var network: NetworkState? { get }
+    /// Where changes of the network go.
+    func onNetwork(_ body: @escaping @Sendable (NetworkState) -> Void)
     /// Stops every transfer, keeping its bytes; returns once they have ended.
     func shutdown() async
 }
@@ -67,9 +90,12 @@ package final class ManagerRunner: ServeRunner {
         /// The file each transfer writes, from its `started` event.
         var files: [Int64: String] = [:]
         var report: (@Sendable ([RunReport]) -> Void)?
+        var network: NetworkState?
+        var onNetwork: (@Sendable (NetworkState) -> Void)?
     }
     private let books = Locked(Books())
     private let watcher = Locked<Task<Void, Never>?>(nil)
+    private let networkWatcher = Locked<Task<Void, Never>?>(nil)
 
     package init(configuration: DownloadManager.Configuration) throws(HaulError) {
         var configuration = configuration
@@ -83,9 +109,31 @@ package final class ManagerRunner: ServeRunner {
                     self.saw(items)
                 }
             })
+        guard let source = configuration.network else { return }
+        networkWatcher.set(
+            Task { [weak self] in
+                for await path in source.paths {
+                    guard let self else { return }
+                    let state = NetworkState(path)
+                    let tell = self.books.withLock { b -> (@Sendable (NetworkState) -> Void)? in
+                        defer { b.network = state }
+                        return b.network == state ? nil : b.onNetwork
+                    }
+                    tell?(state)
+                }
+            })
     }
 
-    deinit { watcher.withLock { $0?.cancel() } }
+    deinit {
+        watcher.withLock { $0?.cancel() }
+        networkWatcher.withLock { $0?.cancel() }
+    }
+
+    package var network: NetworkState? { books.withLock { $0.network } }
+
+    package func onNetwork(_ body: @escaping @Sendable (NetworkState) -> Void) {
+        books.withLock { $0.onNetwork = body }
+    }
 
     package func onReport(_ body: @escaping @Sendable ([RunReport]) -> Void) { books.withLock { $0.report = body } }
 
@@ -139,6 +187,7 @@ package final class ManagerRunner: ServeRunner {
 
     package func shutdown() async {
         watcher.withLock { $0?.cancel() }
+        networkWatcher.withLock { $0?.cancel() }
         await manager.shutdown()
     }
 
