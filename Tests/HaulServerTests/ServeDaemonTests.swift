@@ -182,6 +182,25 @@ struct ServeDaemonTests {
         await d.daemon.stop()
     }
 
+    @Test func aDownloadPausedBeforeARestartIsCancelledWithItsPartial() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try Self.directories()
+        defer { cleanUp(server, dir) }
+        let path = "/files/kept.bin"
+        let first = try Running(state: state, root: root)
+        let id = try first.add(server.url("\(path)?size=600000&rate=150000"))
+        #expect(await eventually { FileManager.default.fileExists(atPath: root + "/kept.bin.haul") })
+        #expect(try first.call("POST", "/api/v1/downloads/\(id)/pause", body: "{}").status == 200)
+        #expect(await eventually { first.download(id)["file"] as? String == "kept.bin" })
+        await first.daemon.stop()
+        let second = try Running(state: state, root: root)
+        #expect(second.state(id) == "paused" && FileManager.default.fileExists(atPath: root + "/kept.bin.part"))
+        #expect(try second.call("POST", "/api/v1/downloads/\(id)/cancel", body: "{}").status == 200)
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: root)) == [])
+        #expect(server.requests(path: path).count == 1)
+        await second.daemon.stop()
+    }
+
     @Test func aDownloadNamedIntoASubfolderLandsThereAndOptionsAreChecked() async throws {
         let server = try TestServer()
         let (dir, state, root) = try Self.directories()
