@@ -205,6 +205,10 @@ public final class DownloadManager: Sendable {
     /// already had every byte completes instead, once its file is in place.
     public func pause(_ id: UUID) { act { $0.pause(id) } }
 
+    /// Changes ``Configuration/maxConcurrentDownloads`` while the manager runs (`haul serve`'s
+    /// setting): running downloads are not stopped when it shrinks.
+    package func setMaxConcurrentDownloads(_ n: Int) { act { $0.setMaxRunning(n) } }
+
     /// Puts a paused or failed item back in the queue.
     public func resume(_ id: UUID) { act { $0.resume(id) } }
 

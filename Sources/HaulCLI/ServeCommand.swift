@@ -29,7 +29,8 @@ struct ServeCommand {
                             the token for the other commands)
           -d, --dir DIR     the download root, the only directory it writes in (default
                             $XDG_DOWNLOAD_DIR, else ~/Downloads); not / nor the home directory
-          -j, --max-concurrent N  downloads at once (default 3)
+          -j, --max-concurrent N  downloads at once, 1-64 (default 3, or what the page set last;
+                                  -j is kept as that setting)
               --listen ADDRESS  also listen on this numeric address (the token is still needed)
               --host NAME   also answer to this Host name (repeatable; letters, digits, - and .)
         """
@@ -54,10 +55,15 @@ struct ServeCommand {
             guard port <= 65535 else { throw UsageError("--port expects 1-65535, got \(port)") }
             configuration.port = port
         }
-        if let n = try v.integer("--max-concurrent", min: 1) { configuration.manager.maxConcurrentDownloads = n }
+        if let n = try v.integer("--max-concurrent", min: 1) {
+            guard n <= 64 else { throw UsageError("--max-concurrent expects 1-64, got \(n)") }
+            configuration.maxConcurrentDownloads = n
+        }
         if let address = v.last("--listen") { configuration.addresses.append(address) }
         configuration.names = v["--host"] ?? []
-        configuration.manager.maxDownloadsPerHost = max(2, configuration.manager.maxConcurrentDownloads)
+        // The page's concurrency is the cap, for one host too (a mirror list is often one host);
+        // connections to a host stay capped by the session (16).
+        configuration.manager.maxDownloadsPerHost = 64
         // Downloads wait (bytes kept) while there is no network, and the page shows it.
         configuration.manager.network = NetworkMonitor()
     }

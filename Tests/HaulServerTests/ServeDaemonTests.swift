@@ -201,6 +201,29 @@ struct ServeDaemonTests {
         await second.daemon.stop()
     }
 
+    @Test func theConcurrencySettingHoldsDownloadsBackAndLetsThemGoAndOutlivesARestart() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try Self.directories()
+        defer { cleanUp(server, dir) }
+        let d = try Running(state: state, root: root)
+        #expect(try d.call("GET", "/api/v1/settings").json["maxConcurrentDownloads"] as? Int == 3)
+        for bad in [0, 65] {
+            #expect(try d.call("POST", "/api/v1/settings", body: #"{"maxConcurrentDownloads":\#(bad)}"#).status == 400)
+        }
+        #expect(try d.call("POST", "/api/v1/settings", body: #"{"maxConcurrentDownloads":1}"#).status == 200)
+        let first = try d.add(server.url("/files/one.bin?size=300000&rate=150000"))
+        let second = try d.add(server.url("/files/two.bin?size=300000&rate=150000"))
+        #expect(await eventually { d.state(first) == "running" })
+        #expect(d.state(second) == "queued" && server.requests(path: "/files/two.bin").isEmpty)
+        #expect(try d.call("POST", "/api/v1/settings", body: #"{"maxConcurrentDownloads":2}"#).status == 200)
+        #expect(await eventually { server.requests(path: "/files/two.bin").count == 1 })
+        #expect(server.maxConcurrentRequests() == 2)
+        await d.daemon.stop()
+        let again = try Running(state: state, root: root)
+        #expect(try again.call("GET", "/api/v1/settings").json["maxConcurrentDownloads"] as? Int == 2)
+        await again.daemon.stop()
+    }
+
     @Test func aDownloadNamedIntoASubfolderLandsThereAndOptionsAreChecked() async throws {
         let server = try TestServer()
         let (dir, state, root) = try Self.directories()

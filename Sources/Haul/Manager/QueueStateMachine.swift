@@ -1,4 +1,5 @@
 import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -70,7 +71,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
         }
     }
 
-    let policy: Policy
+    private(set) var policy: Policy
     private(set) var items: [UUID: Item] = [:]
     private var running: [UUID: Slot] = [:]
     private var stopped: [UUID: Stopped] = [:]
@@ -125,6 +126,13 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
     mutating func nextSequence() -> Int {
         sequence += 1
         return sequence
+    }
+
+    /// A new cap on downloads at once: more start now when it grew; when it shrank, the running
+    /// ones finish and no new one starts until they are under it.
+    mutating func setMaxRunning(_ n: Int) -> [Action] {
+        policy.maxRunning = max(1, n)
+        return schedule()
     }
 
     mutating func pause(_ id: UUID) -> [Action] {

@@ -66,6 +66,34 @@ extension ServeAPI {
         }
     }
 
+    /// The settings the page may change: downloads at once (1-64). Kept in the store; no path,
+    /// hook or log can be set through the API.
+    struct Settings: Codable, Equatable {
+        var maxConcurrentDownloads: Int
+    }
+
+    static let concurrencyKey = "maxConcurrentDownloads"
+
+    func settings() throws(ServeError) -> Settings {
+        Settings(
+            maxConcurrentDownloads: try store.setting(Self.concurrencyKey).flatMap { Int($0) } ?? defaultConcurrency)
+    }
+
+    func changeSettings(_ body: [UInt8]) throws(ServeError) -> HTTPReply {
+        struct Change: Decodable { var maxConcurrentDownloads: Int? }
+        guard let change = try? JSONDecoder().decode(Change.self, from: Data(body)) else {
+            throw ServeError(.badRequest, "the body is not {\"maxConcurrentDownloads\": N}")
+        }
+        if let n = change.maxConcurrentDownloads {
+            guard (1...64).contains(n) else { throw ServeError(.badRequest, "maxConcurrentDownloads must be 1...64") }
+            try store.setSetting(Self.concurrencyKey, String(n))
+            runner?.setMaxConcurrent(n)
+        }
+        let now = try settings()
+        _ = try store.append(event: "settings", download: nil, body: try Self.text(now))
+        return try Self.json(200, now)
+    }
+
     /// Deletes `item`'s finished file: only under the root, only a regular file, and not
     /// through a link on the way (the name is checked again as a name the API would take).
     func removeFile(of item: StoredDownload) throws(ServeError) {

@@ -29,6 +29,8 @@ package final class ServeAPI: @unchecked Sendable {
     var maxHeld = 32
     /// The open event streams (the loop's thread only).
     var streams = EventStreams()
+    /// Downloads at once until a setting says otherwise (the daemon's `-j`).
+    package var defaultConcurrency = 3
 
     package init(
         store: ServeStore, token: ServeToken, hosts: HostPolicy, root: DownloadRoot, runner: (any ServeRunner)? = nil,
@@ -120,7 +122,7 @@ package final class ServeAPI: @unchecked Sendable {
 
     /// The routes: path after `/api/v1/` and the methods each takes.
     private enum Route {
-        case version, downloads, network
+        case version, downloads, network, settings
         case download(String)
         case action(String, String)
         case events
@@ -128,7 +130,7 @@ package final class ServeAPI: @unchecked Sendable {
         var methods: [String] {
             switch self {
             case .version, .download, .events, .network: ["GET", "HEAD"]
-            case .downloads: ["GET", "HEAD", "POST"]
+            case .downloads, .settings: ["GET", "HEAD", "POST"]
             case .action: ["POST"]
             }
         }
@@ -143,6 +145,7 @@ package final class ServeAPI: @unchecked Sendable {
             case ("downloads", 6): self = .action(parts[4], parts[5])
             case ("events", 4): self = .events
             case ("network", 4): self = .network
+            case ("settings", 4): self = .settings
             default: return nil
             }
         }
@@ -173,6 +176,8 @@ package final class ServeAPI: @unchecked Sendable {
             return try Self.json(200, shown(item))
         case .action(let id, let action): return try act(action, on: try Self.id(id), body: request.body)
         case .events: return try events(Self.query(request.query))
+        case .settings where request.method == "POST": return try changeSettings(request.body)
+        case .settings: return try Self.json(200, try settings())
         case .network:
             guard let state = runner?.network else { return try Self.json(200, ["status": "unknown"]) }
             return try Self.json(200, state)

@@ -23,6 +23,8 @@ package final class ServeDaemon: Sendable {
         /// The home directory the root may not be (nil: none, for tests).
         package var home: String? = XDGDirectory.home()
         package var manager = DownloadManager.Configuration()
+        /// `-j`: downloads at once, over the page's stored setting; nil: the setting, else 3.
+        package var maxConcurrentDownloads: Int?
 
         package init(state: String, root: String) {
             self.state = state
@@ -52,7 +54,12 @@ package final class ServeDaemon: Sendable {
             (sockets, port) = try Self.listen(configuration.addresses, port: configuration.port)
             let root = try DownloadRoot(configuration.root, home: configuration.home, state: state)
             let store = try ServeStore(path: state + "/serve.sqlite")
-            do { runner = try ManagerRunner(configuration: configuration.manager) } catch {
+            var manager = configuration.manager
+            if let n = configuration.maxConcurrentDownloads {
+                try store.setSetting(ServeAPI.concurrencyKey, String(n))
+            }
+            manager.maxConcurrentDownloads = try store.setting(ServeAPI.concurrencyKey).flatMap { Int($0) } ?? 3
+            do { runner = try ManagerRunner(configuration: manager) } catch {
                 throw ServeError(.internalError, error.message)
             }
             let api = ServeAPI(

@@ -73,6 +73,8 @@ package protocol ServeRunner: AnyObject, Sendable {
     func onNetwork(_ body: @escaping @Sendable (NetworkState) -> Void)
     /// Stops every transfer, keeping its bytes; returns once they have ended.
     func shutdown() async
+    /// Downloads at once, from now on.
+    func setMaxConcurrent(_ n: Int)
 }
 
 /// The daemon's one `DownloadManager`, keyed by the store's ids. The store is the list that
@@ -184,6 +186,8 @@ package final class ManagerRunner: ServeRunner {
     }
 
     package func progress(_ id: Int64) -> RunProgress? { books.withLock { $0.progress[id] } }
+
+    package func setMaxConcurrent(_ n: Int) { manager.setMaxConcurrentDownloads(n) }
 
     package func shutdown() async {
         watcher.withLock { $0?.cancel() }

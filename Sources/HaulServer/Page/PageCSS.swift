@@ -25,6 +25,8 @@ enum PageCSS {
         .options { display: grid; grid-template-columns: repeat(auto-fill, minmax(14rem, 1fr)); gap: 0 1rem; }
         .filters { display: grid; grid-template-columns: 2fr 1fr; gap: 1rem; margin-bottom: .5rem; }
         .activity { color: var(--muted); font-size: .9rem; }
+        label.inline { display: flex; align-items: center; gap: .4rem; margin: 0; }
+        label.inline input { width: 4.5rem; }
         .activity.busy::before { content: ""; display: inline-block; width: .7rem; height: .7rem; margin-right: .4rem;
           border: 2px solid var(--accent); border-right-color: transparent; border-radius: 50%; animation: spin 1s linear infinite; }
         @keyframes spin { to { transform: rotate(360deg); } }

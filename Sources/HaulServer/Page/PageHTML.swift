@@ -18,6 +18,9 @@ enum PageHTML {
         <header>
           <h1><img src="/icon.svg" alt="" width="24" height="24"> Haul</h1>
           <span id="activity" class="activity" role="status" aria-live="polite">idle</span>
+          <label class="inline">Downloads at once
+            <input id="concurrency" type="number" min="1" max="64" inputmode="numeric">
+          </label>
           <button id="notify" type="button" hidden>Notify me when downloads end</button>
         </header>
         <div id="network" class="banner" role="status" aria-live="polite" hidden></div>

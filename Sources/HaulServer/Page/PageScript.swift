@@ -181,6 +181,7 @@ enum PageScript {
               break;
             }
             case 'network': showNetwork(body); return;
+            case 'settings': $('concurrency').value = body.maxConcurrentDownloads; return;
             default: return;
           }
           render();
@@ -267,6 +268,12 @@ enum PageScript {
             return;
           }
           call('GET', '/network').then(showNetwork).catch(() => {});
+          call('GET', '/settings').then((s) => { $('concurrency').value = s.maxConcurrentDownloads; }).catch(() => {});
+          $('concurrency').addEventListener('change', () => {
+            const n = Number($('concurrency').value);
+            call('POST', '/settings', { maxConcurrentDownloads: n }).then(() => problem(null))
+              .catch((error) => problem(error.message));
+          });
           follow();
         }
 
