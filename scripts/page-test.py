@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """Drives haul serve's page in headless Chromium (selenium + chromium-driver), as a user would.
 
-usage: page-test.py PAGE_URL DOWNLOAD_URL SCREENSHOT_DIR [--second URL]
+usage: HAUL_PAGE_URL=... page-test.py DOWNLOAD_URL SCREENSHOT_DIR [--second URL]
 
-PAGE_URL is what haul serve prints (http://127.0.0.1:PORT/#token=...). The script adds
+HAUL_PAGE_URL is what haul serve prints (http://127.0.0.1:PORT/#token=...; in the environment,
+not the arguments, which any local user can read in ps). The script adds
 DOWNLOAD_URL through the form, waits until its bar moves, pauses it, waits, resumes it and
-waits until it completes; with --second it adds another download and leaves it running for the
+waits until it completes; opens the page with a wrong #token= (the stored one must stay); with --second it adds another download and leaves it running for the
 screenshots. It writes page-light.png and page-dark.png (prefers-color-scheme emulated) and
 fails (exit 1, one line on stderr) on any step that does not happen in time, on a console
 error (a Content-Security-Policy violation among them) or when the token is left in the
 address bar. What the server saw is for the caller to check.
 """
+import os
 import sys
 import time
 
@@ -44,7 +46,8 @@ def main():
         i = args.index("--second")
         second = args[i + 1]
         args = args[:i] + args[i + 2:]
-    page, url, shots = args
+    url, shots = args
+    page = os.environ["HAUL_PAGE_URL"]
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=900,1000",
@@ -90,6 +93,9 @@ def run(driver, page, url, shots, second):
     time.sleep(1.5)
     row(driver).find_element(By.CSS_SELECTOR, "button[data-act=resume]").click()
     until("the download to complete", lambda: badge(driver) == "completed", timeout=60)
+    # A link with another token does not replace the one this daemon proved it has.
+    driver.get(page.split("#")[0] + "#token=" + "0" * 64)
+    until("the list after a link with a wrong token", lambda: badge(driver) == "completed")
     if second:
         add(driver, second)
         until("the second download to run", lambda: badge(driver, 0) == "running" or badge(driver, 1) == "running")

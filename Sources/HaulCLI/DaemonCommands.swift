@@ -79,7 +79,7 @@ enum DaemonCommands {
         var extra = ""
         if let speed = d.speed { extra += "  \(Output.bytes(Int64(speed)))/s" }
         if let eta = d.eta { extra += "  ETA \(Output.duration(eta))" }
-        if let error = d.error, d.state == "failed" { extra += "  \(error)" }
+        if let error = d.error, d.state == "failed" { extra += "  " + Output.printable(error) }
         let name = d.file ?? d.url
         return Format.leftAligned(String(d.id), 5) + " " + Format.leftAligned(d.state, 10) + " "
             + Format.leftAligned(progress, 24) + " " + Output.printable(name) + extra
@@ -93,7 +93,7 @@ enum DaemonCommands {
             throw UsageError("'\(Output.printable(id))' is not a download id (see haul ls)")
         }
         let door: DaemonDoor
-        do throws(DaemonDoor.Failure) { door = try DaemonDoor.open() } catch { return failed(error) }
+        do throws(DaemonDoor.Failure) { door = try await DaemonDoor.open() } catch { return failed(error) }
         var code = ExitCode.success
         let route = action == "rm" ? "remove" : action
         let body = action == "rm" && v.flag("--files") ? #"{"files":true}"# : "{}"

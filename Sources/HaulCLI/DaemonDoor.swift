@@ -9,9 +9,11 @@ import HaulServer
 #endif
 
 /// The CLI's door to `haul serve`: the loopback address the daemon wrote and its token, both in
-/// the daemon's 0700 state directory (the same trust as a 0600 Unix socket: only this user can
-/// read them). Calls go straight there: no proxy (it would be sent the token), no cookies, no
-/// cache, no retries.
+/// the daemon's 0700 state directory (only this user can read them). The port is not this
+/// user's alone: after the daemon stopped, any local process may hold it, so before the token
+/// is sent the daemon must prove it knows it (`/api/v1/proof`, an HMAC of a fresh nonce).
+/// Calls go straight there: no proxy (it would be sent the token), no cookies, no cache, no
+/// retries.
 struct DaemonDoor {
     let base: String
     let token: ServeToken
@@ -28,7 +30,7 @@ struct DaemonDoor {
         var code: ExitCode
     }
 
-    static func open() throws(Failure) -> DaemonDoor {
+    static func open() async throws(Failure) -> DaemonDoor {
         guard let state = stateDirectory() else {
             throw Failure(message: "no home directory: set HOME or XDG_STATE_HOME", code: .usage)
         }
@@ -54,8 +56,30 @@ struct DaemonDoor {
         configuration.retry.maxRetries = 0
         configuration.timeout.connect = 5
         configuration.timeout.resource = 60
-        return DaemonDoor(
+        let door = DaemonDoor(
             base: "http://127.0.0.1:\(port)", token: token, session: HaulSession(configuration: configuration))
+        try await door.checkProof()
+        return door
+    }
+
+    /// Asks the daemon to prove it knows the token, without sending it.
+    private func checkProof() async throws(Failure) {
+        let nonce = Hex.string((0..<16).map { _ in UInt8.random(in: 0...255) })
+        let impostor = Failure(
+            message: "something other than haul serve answers on \(base) (it cannot prove it has the token): "
+                + "not sending the token", code: .network)
+        guard let url = URL(string: base + "/api/v1/proof?nonce=" + nonce) else { throw impostor }
+        struct Proof: Decodable { var proof: String }
+        let answer: Data
+        do throws(HaulError) { answer = try await session.data(for: HaulRequest(url: url)).0 } catch {
+            if error.code == .network || error.code == .timeout {
+                throw Failure(message: "haul serve is not running (start it with 'haul serve')", code: .network)
+            }
+            throw impostor
+        }
+        guard let proof = try? JSONDecoder().decode(Proof.self, from: answer),
+            token.matchesProof(proof.proof, nonce: nonce)
+        else { throw impostor }
     }
 
     /// A call to the API; the body of a 2xx answer, else the API's error as a failure.

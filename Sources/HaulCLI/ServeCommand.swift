@@ -52,7 +52,7 @@ struct ServeCommand {
         if let dir = v.last("--dir") { root = Self.absolute(dir) } else { root = try Self.defaultRoot() }
         configuration = ServeDaemon.Configuration(state: state, root: root)
         if let port = try v.integer("--port", min: 0) {
-            guard port <= 65535 else { throw UsageError("--port expects 1-65535, got \(port)") }
+            guard port <= 65535 else { throw UsageError("--port expects 0-65535, got \(port)") }
             configuration.port = port
         }
         if let n = try v.integer("--max-concurrent", min: 1) {
@@ -62,8 +62,9 @@ struct ServeCommand {
         if let address = v.last("--listen") { configuration.addresses.append(address) }
         configuration.names = v["--host"] ?? []
         // The page's concurrency is the cap, for one host too (a mirror list is often one host);
-        // connections to a host stay capped by the session (16).
+        // connections to one host, for all its downloads and ranges together, are capped here.
         configuration.manager.maxDownloadsPerHost = 64
+        configuration.manager.session.maxConnectionsPerHost = 16
         // Downloads wait (bytes kept) while there is no network, and the page shows it.
         configuration.manager.network = NetworkMonitor()
     }

@@ -41,6 +41,9 @@ package struct StoredDownload: Equatable, Sendable {
     /// Bytes done and the size, as of its last change of state.
     package var done: Int64 = 0
     package var total: Int64?
+    /// Which file haul finished writing there (device, inode, birth, size), for "remove with
+    /// files": nil for a file found already complete (not haul's to delete).
+    package var owned: String?
 }
 
 /// What the API asks to add.
@@ -89,7 +92,7 @@ package final class ServeStore {
                     id INTEGER PRIMARY KEY AUTOINCREMENT, url TEXT NOT NULL, name TEXT, subfolder TEXT,
                     options TEXT NOT NULL, state TEXT NOT NULL, priority INTEGER NOT NULL,
                     position INTEGER NOT NULL, added REAL NOT NULL, finished REAL, error TEXT, file TEXT,
-                    done INTEGER NOT NULL DEFAULT 0, total INTEGER);
+                    done INTEGER NOT NULL DEFAULT 0, total INTEGER, owned TEXT);
                 CREATE INDEX IF NOT EXISTS downloads_order ON downloads (priority DESC, position);
                 CREATE TABLE IF NOT EXISTS events (
                     seq INTEGER PRIMARY KEY AUTOINCREMENT, download INTEGER, kind TEXT NOT NULL, body TEXT NOT NULL);
@@ -100,17 +103,17 @@ package final class ServeStore {
     }
 
     private static let columns =
-        "id, url, name, subfolder, options, state, priority, position, added, finished, error, file, done, total"
+        "id, url, name, subfolder, options, state, priority, position, added, finished, error, file, done, total, owned"
 
     private static func download(_ row: [SQLiteDatabase.Value]) throws(ServeError) -> StoredDownload {
-        guard row.count == 14, let id = row[0].integer, let url = row[1].text, let options = row[4].text,
+        guard row.count == 15, let id = row[0].integer, let url = row[1].text, let options = row[4].text,
             let state = row[5].text.flatMap(StoredDownload.State.init(rawValue:)), let priority = row[6].integer,
             let position = row[7].integer, let added = row[8].real
         else { throw ServeError(.internalError, "the store has a row it cannot read") }
         return StoredDownload(
             id: id, url: url, name: row[2].text, subfolder: row[3].text, options: options, state: state,
             priority: priority, position: position, added: added, finished: row[9].real, error: row[10].text,
-            file: row[11].text, done: row[12].integer ?? 0, total: row[13].integer)
+            file: row[11].text, done: row[12].integer ?? 0, total: row[13].integer, owned: row[14].text)
     }
 
     /// Adds `new` at the end of the queue, all or none; the URLs are stored without credentials.
@@ -183,6 +186,12 @@ package final class ServeStore {
         try database.query(
             "UPDATE downloads SET file = COALESCE(?, file), done = ?, total = ? WHERE id = ?",
             [file.map { .text($0) } ?? .null, .integer(done), total.map { .integer($0) } ?? .null, .integer(id)])
+    }
+
+    /// Records which file haul finished writing for `id` (nil: none of its own).
+    package func setOwned(_ id: Int64, _ identity: String?) throws(ServeError) {
+        try database.query(
+            "UPDATE downloads SET owned = ? WHERE id = ?", [identity.map { .text($0) } ?? .null, .integer(id)])
     }
 
     /// Removes a download from the list; false when there is no such id.

@@ -87,6 +87,40 @@ package struct ServeToken: Sendable, CustomStringConvertible {
         return token
     }
 
+    /// The daemon's proof that it knows the token, for a caller's `nonce` (hex): the hex
+    /// HMAC-SHA256, keyed by the token's text, of `haul-serve-proof:` and the nonce. A caller
+    /// (the CLI, the page) asks for it before it sends the token, so that whatever else holds
+    /// the port after the daemon stopped (another user's process) is never sent it.
+    package func proof(nonce: String) -> String {
+        Hex.string(Self.hmacSHA256(key: Array(text.utf8), Array("haul-serve-proof:\(nonce)".utf8)))
+    }
+
+    /// Whether `presented` is this token's proof for `nonce` (every byte compared).
+    package func matchesProof(_ presented: String, nonce: String) -> Bool {
+        let mine = Array(proof(nonce: nonce).utf8)
+        let theirs = Array(presented.lowercased().utf8)
+        guard mine.count == theirs.count else { return false }
+        return zip(mine, theirs).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    /// HMAC-SHA256 (RFC 2104).
+    static func hmacSHA256(key: [UInt8], _ message: [UInt8]) -> [UInt8] {
+        var block = key
+        if key.count > 64 {
+            var hasher = SHA256()
+            hasher.update(key)
+            block = hasher.finalize()
+        }
+        block += [UInt8](repeating: 0, count: 64 - block.count)
+        var inner = SHA256()
+        inner.update(block.map { $0 ^ 0x36 })
+        inner.update(message)
+        var outer = SHA256()
+        outer.update(block.map { $0 ^ 0x5C })
+        outer.update(inner.finalize())
+        return outer.finalize()
+    }
+
     /// Whether `presented` is this token, in time that does not depend on where they differ
     /// (every byte is compared; a length that differs is compared against the token itself).
     package func matches<S: Collection<UInt8>>(_ presented: S) -> Bool {

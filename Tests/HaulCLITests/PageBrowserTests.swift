@@ -50,7 +50,8 @@ struct PageBrowserTests {
         // HAUL_PAGE_SHOTS=docs/images keeps the screenshots (the README shows them).
         let shots = ProcessInfo.processInfo.environment["HAUL_PAGE_SHOTS"] ?? dir.path
         let browser = try ChildProcess(
-            "/usr/bin/python3", [Self.script, "\(address)/#token=\(token)", url, shots, "--second", second])
+            "/usr/bin/python3", [Self.script, url, shots, "--second", second],
+            environment: ["HAUL_PAGE_URL": "\(address)/#token=\(token)"])
         let status = await browser.finish(timeout: 180)
         let said = String(decoding: browser.stderr, as: UTF8.self) + String(decoding: browser.stdout, as: UTF8.self)
         #expect(status == 0, "\(said)")

@@ -60,6 +60,27 @@ struct DoorTests {
         if planted == "readable" { #expect(FileManager.default.contents(atPath: file) == Data(known.utf8)) }
     }
 
+    @Test func theProofIsHMACSHA256AndOnlyTheTokensOwnMatches() throws {
+        // RFC 4231, test case 2.
+        let mac = ServeToken.hmacSHA256(key: Array("Jefe".utf8), Array("what do ya want for nothing?".utf8))
+        #expect(Hex.string(mac) == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+        let token = ServeToken.random()
+        let nonce = String(repeating: "ab", count: 16)
+        let proof = token.proof(nonce: nonce)
+        #expect(token.matchesProof(proof, nonce: nonce) && token.matchesProof(proof.uppercased(), nonce: nonce))
+        #expect(!token.matchesProof(proof, nonce: String(repeating: "cd", count: 16)))
+        #expect(!ServeToken.random().matchesProof(proof, nonce: nonce) && !token.matchesProof("", nonce: nonce))
+    }
+
+    @Test(arguments: [
+        ("127.0.0.1", true), ("127.1", true), ("0x7f.0.0.1", true), ("0.0.0.0", true), ("[::1]", true), ("[::]", true),
+        ("[::ffff:127.0.0.1]", true), ("localhost.", true), ("LOCALHOST", true), ("a.localhost", true),
+        ("10.0.0.1", false), ("[::2]", false), ("example.com", false), ("127.example", false),
+    ])
+    func everySpellingOfLoopbackIsTheDaemonsOwn(host: String, own: Bool) {
+        #expect(ServeAPI.isLoopback(host) == own)
+    }
+
     @Test func theTokenIsComparedWholly() throws {
         let token = try #require(ServeToken(text: String(repeating: "0", count: 63) + "1"))
         #expect(token.matches(token.text.utf8))

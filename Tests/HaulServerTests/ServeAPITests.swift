@@ -238,8 +238,10 @@ struct ServeAPITests {
         let bad = try d.call(
             "POST", "/api/v1/downloads", body: #"{"urls":["http://u:s3cret@h/a", "ftp://u:s3cret@h/b"]}"#)
         #expect(bad.status == 400 && !bad.body.contains("s3cret"), "\(bad)")
-        let good = try d.call("POST", "/api/v1/downloads", body: #"{"urls":["http://u:s3cret@h/a"]}"#)
-        #expect(good.status == 201 && !good.body.contains("s3cret"), "\(good)")
+        // Refused, not stored without them (the download would run without its credentials).
+        let alone = try d.call("POST", "/api/v1/downloads", body: #"{"urls":["http://u:s3cret@h/a"]}"#)
+        #expect(alone.status == 400 && !alone.body.contains("s3cret") && alone.body.contains("password"), "\(alone)")
+        #expect(try d.api.store.count() == 0)
         #expect(try !d.call("GET", "/api/v1/events").body.contains("s3cret"))
     }
 }

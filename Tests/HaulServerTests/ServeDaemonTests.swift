@@ -224,6 +224,65 @@ struct ServeDaemonTests {
         await again.daemon.stop()
     }
 
+    @Test func removeWithFilesDeletesOnlyAFileTheDownloadWrote() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try Self.directories()
+        let d = try Running(state: state, root: root)
+        defer { cleanUp(server, dir) }
+        // The user's own file, of the size a server then offers under its name: found complete.
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try Data(TestContent.bytes(seed: 7, count: 5000)).write(to: URL(fileURLWithPath: root + "/notes.txt"))
+        let found = try d.add(server.url("/n?size=5000&seed=7"), extra: #","name":"notes.txt""#)
+        #expect(await eventually { d.state(found) == "completed" }, "\(d.download(found))")
+        let refused = try d.call("POST", "/api/v1/downloads/\(found)/remove", body: #"{"files":true}"#)
+        #expect(refused.status == 400 && FileManager.default.fileExists(atPath: root + "/notes.txt"), "\(refused)")
+        // Another download named like a completed one (it fails: the name is taken) removes its
+        // own partial, not the completed one's file.
+        let written = try d.add(server.url("/w?size=3000"), extra: #","name":"w.bin""#)
+        #expect(await eventually { d.state(written) == "completed" })
+        let other = try d.add(server.url("/w2?size=900000&rate=100000"), extra: #","name":"w.bin""#)
+        #expect(await eventually { d.state(other) == "failed" }, "\(d.download(other))")
+        #expect(try d.call("POST", "/api/v1/downloads/\(other)/remove", body: #"{"files":true}"#).status == 200)
+        #expect(FileManager.default.fileExists(atPath: root + "/w.bin"))
+        // Its own file goes; a resume of a running download is refused and changes nothing.
+        #expect(try d.call("POST", "/api/v1/downloads/\(written)/remove", body: #"{"files":true}"#).status == 200)
+        #expect(!FileManager.default.fileExists(atPath: root + "/w.bin"))
+        let running = try d.add(server.url("/r?size=600000&rate=150000"))
+        #expect(await eventually { d.state(running) == "running" })
+        #expect(try d.call("POST", "/api/v1/downloads/\(running)/resume", body: "{}").status == 400)
+        #expect(d.state(running) == "running")
+        // Credentials in a URL are refused, not dropped.
+        #expect(try d.call("POST", "/api/v1/downloads", body: #"{"urls":["http://u:p@h/x"]}"#).status == 400)
+        await d.daemon.stop()
+    }
+
+    @Test func anEventStreamOfLongURLsIsWrittenAsItsReaderReads() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try Self.directories()
+        let d = try Running(state: state, root: root)
+        defer { cleanUp(server, dir) }
+        _ = try d.call("POST", "/api/v1/settings", body: #"{"maxConcurrentDownloads":1}"#)
+        let long = String(repeating: "q", count: 7000)
+        let urls = (1...300).map { n in
+            "\"" + server.url("/slow\(n)?size=9000000&rate=1000&pad=\(long)").absoluteString + "\""
+        }
+        // In four adds: one body is at most 1 MiB.
+        for part in stride(from: 0, to: 300, by: 75) {
+            let body = #"{"urls":["# + urls[part..<part + 75].joined(separator: ",") + "]}"
+            #expect(try d.call("POST", "/api/v1/downloads", body: body).status == 201)
+        }
+        let client = try RawClient(port: d.daemon.port)
+        client.send(
+            "GET /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1:\(d.daemon.port)\r\n"
+                + "Authorization: Bearer \(d.daemon.token.text)\r\nAccept: text/event-stream\r\n\r\n")
+        // 2 MiB of snapshot, then the stream stays open for what comes next.
+        let snapshot = client.read(until: #""id":300,"#)
+        #expect(snapshot.contains(#""id":300,"#) && snapshot.contains(#""count":300"#), "\(snapshot.suffix(300))")
+        _ = try d.add(server.url("/after?size=10"))
+        #expect(client.read(until: "event: added").contains("event: added"))
+        await d.daemon.stop()
+    }
+
     @Test func aDownloadNamedIntoASubfolderLandsThereAndOptionsAreChecked() async throws {
         let server = try TestServer()
         let (dir, state, root) = try Self.directories()

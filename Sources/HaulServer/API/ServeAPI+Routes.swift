@@ -1,5 +1,9 @@
 import HaulCore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -117,9 +121,15 @@ extension ServeAPI {
                 let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = url.host,
                 !host.isEmpty
             else { throw ServeError(.badRequest, "URL \(index + 1) is not an http or https URL of up to 8 KiB") }
-            // The daemon itself: a download of its own API (with whatever it would send) is refused.
-            let shownHost = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
-            if (try? hosts.checkHost("\(shownHost):\(url.port ?? (scheme == "https" ? 443 : 80))")) != nil {
+            // Credentials would be dropped by the store and the download would run without them.
+            if url.user != nil || url.password != nil {
+                throw ServeError(
+                    .badRequest, "URL \(index + 1) has a user name or password: haul serve keeps no credentials")
+            }
+            // The daemon itself (its page, its API), in any spelling of a loopback address.
+            if Self.isLoopback(host) || hosts.names.contains(host.lowercased()),
+                url.port ?? (scheme == "https" ? 443 : 80) == hosts.port
+            {
                 throw ServeError(.badRequest, "URL \(index + 1) is this daemon's own address")
             }
             var item = NewDownload(url: url, name: asked.name, subfolder: asked.subfolder)
@@ -157,9 +167,13 @@ extension ServeAPI {
         switch action {
         case "pause", "resume", "cancel":
             let to: StoredDownload.State = action == "pause" ? .paused : action == "resume" ? .queued : .cancelled
-            // A failed download may be tried again; a completed or cancelled one has ended.
+            // A failed download may be tried again; a completed or cancelled one has ended. Only
+            // a paused or failed one is resumed (a running one is left running, and shown so).
             guard item.state.isUnfinished || (action == "resume" && item.state == .failed) else {
                 throw ServeError(.badRequest, "download \(id) has ended (\(item.state.rawValue))")
+            }
+            if action == "resume" && item.state != .paused && item.state != .failed {
+                throw ServeError(.badRequest, "download \(id) is not paused (\(item.state.rawValue))")
             }
             guard item.state != to || to == .cancelled else { break }
             try changeState(item, to)
@@ -171,8 +185,13 @@ extension ServeAPI {
         case "remove":
             struct Remove: Decodable { var files: Bool? }
             let files = (try? JSONDecoder().decode(Remove.self, from: Data(body)))?.files ?? false
-            if item.state.isUnfinished { cancel(item) }
-            if files { try removeFile(of: item) }
+            // The file first: a refusal leaves the download as it was.
+            if files && item.state == .completed { try removeFile(of: item) }
+            if item.state.isUnfinished {
+                cancel(item)
+            } else if files && item.state == .failed {
+                discardPartial(of: item)
+            }
             runner?.forget(id)
             try store.remove(id)
             _ = try store.append(event: "removed", download: id, body: "{\"id\":\(id)}")
@@ -198,6 +217,28 @@ extension ServeAPI {
     }
 
     // MARK: - Helpers
+
+    /// Whether `host` (a URL's) names this machine's loopback or any address: `localhost` and
+    /// its subdomains, with or without a final dot, and every numeric form (`127.1`,
+    /// `0x7f.0.0.1`, `0.0.0.0`, `[::1]`, `[::ffff:127.0.0.1]`). A name that resolves there is
+    /// not looked up.
+    static func isLoopback(_ host: String) -> Bool {
+        var name = host.lowercased()
+        if name.hasPrefix("[") && name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        while name.hasSuffix(".") { name.removeLast() }
+        if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        var v4 = in_addr()
+        if inet_aton(name, &v4) != 0 {
+            let first = UInt32(bigEndian: v4.s_addr) >> 24
+            return first == 127 || v4.s_addr == 0
+        }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, name, &v6) == 1 else { return false }
+        let bytes = withUnsafeBytes(of: &v6) { Array($0) }
+        if bytes[0..<15].allSatisfy({ $0 == 0 }) { return bytes[15] <= 1 }  // :: and ::1
+        let mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
+        return mapped && (bytes[12] == 127 || bytes[12...].allSatisfy { $0 == 0 })
+    }
 
     static func json(_ status: Int, _ value: some Encodable) throws(ServeError) -> HTTPReply {
         HTTPReply(

@@ -61,6 +61,11 @@ extension ServeAPI {
     /// before a restart) the partial at its recorded file, if haul wrote it for this URL.
     func cancel(_ item: StoredDownload) {
         if runner?.cancel(item.id) == true { return }
+        discardPartial(of: item)
+    }
+
+    /// Removes the partial haul wrote for `item`'s URL at its recorded file, and nothing else.
+    func discardPartial(of item: StoredDownload) {
         if let file = item.file, let url = URL(string: item.url), file.hasPrefix(root.path + "/") {
             DownloadStore.discardPartial(of: url, at: file)
         }
@@ -76,7 +81,7 @@ extension ServeAPI {
 
     func settings() throws(ServeError) -> Settings {
         Settings(
-            maxConcurrentDownloads: try store.setting(Self.concurrencyKey).flatMap { Int($0) } ?? defaultConcurrency)
+            maxConcurrentDownloads: try store.setting(Self.concurrencyKey).flatMap { Int($0) } ?? 3)
     }
 
     func changeSettings(_ body: [UInt8]) throws(ServeError) -> HTTPReply {
@@ -84,22 +89,34 @@ extension ServeAPI {
         guard let change = try? JSONDecoder().decode(Change.self, from: Data(body)) else {
             throw ServeError(.badRequest, "the body is not {\"maxConcurrentDownloads\": N}")
         }
+        let before = try settings()
         if let n = change.maxConcurrentDownloads {
             guard (1...64).contains(n) else { throw ServeError(.badRequest, "maxConcurrentDownloads must be 1...64") }
             try store.setSetting(Self.concurrencyKey, String(n))
             runner?.setMaxConcurrent(n)
         }
         let now = try settings()
-        _ = try store.append(event: "settings", download: nil, body: try Self.text(now))
+        if now != before { _ = try store.append(event: "settings", download: nil, body: try Self.text(now)) }
         return try Self.json(200, now)
     }
 
-    /// Deletes `item`'s finished file: only under the root, only a regular file, and not
-    /// through a link on the way (the name is checked again as a name the API would take).
+    /// Which file is at `path` (device, inode, birth, size): what "remove with files" binds to.
+    static func identity(of path: String) -> String? {
+        guard let s = try? Sys.status(path), s.isRegular else { return nil }
+        return "\(s.device):\(s.inode):\(s.birth ?? 0):\(s.size)"
+    }
+
+    /// Deletes `item`'s file: only a completed download's, only the very file haul finished
+    /// writing for it (not one found complete, not one put there since, not another download's
+    /// at the same name), only under the root, and not through a link on the way (the name is
+    /// checked again as a name the API would take). Anything else is left, with a 400.
     func removeFile(of item: StoredDownload) throws(ServeError) {
-        guard let path = item.file, path.hasPrefix(root.path + "/") else { return }
+        guard item.state == .completed, let path = item.file, path.hasPrefix(root.path + "/"), let owned = item.owned
+        else { throw ServeError(.badRequest, "download \(item.id) has no file of its own to delete") }
         let checked = try root.resolve(String(path.dropFirst(root.path.count + 1)))
-        guard let status = try? Sys.status(checked), status.isRegular else { return }
+        guard Self.identity(of: checked) == owned else {
+            throw ServeError(.badRequest, "the file of download \(item.id) is not the one it wrote: left in place")
+        }
         do { try Sys.unlink(checked) } catch {
             throw ServeError(.internalError, "cannot remove \(ServeError.shown(item.file ?? "")): \(error)")
         }
@@ -114,14 +131,26 @@ extension ServeAPI {
     }
 
     /// What the runner saw change. An ended download (in the store) stays ended: a stale report
-    /// of it running does not bring it back.
+    /// of it running does not bring it back; but one cancelled as it completed is completed
+    /// (its file is there).
     package func apply(_ reports: [RunReport]) {
         for report in reports {
-            if report.state.isEnded { runner?.forget(report.id) }
-            guard let item = try? store.download(report.id), !item.state.isEnded else { continue }
+            guard let item = try? store.download(report.id) else {
+                runner?.forget(report.id)  // removed from the list
+                continue
+            }
+            let late = item.state == .cancelled && report.state == .completed
+            if item.state.isEnded && !late {
+                if report.state.isEnded { runner?.forget(report.id) }
+                continue
+            }
             // A file outside the root is not recorded (it cannot be, but a record is trusted later).
             let file = report.file.flatMap { $0.hasPrefix(root.path + "/") ? $0 : nil }
             try? store.setProgress(item.id, file: file, done: report.done, total: report.total)
+            if report.state == .completed, let file, !report.foundComplete {
+                try? store.setOwned(item.id, Self.identity(of: file))
+            }
+            if report.state.isEnded { runner?.forget(report.id) }
             guard report.state != item.state else { continue }
             try? changeState(item, report.state, error: report.state == .failed ? report.error : nil)
         }

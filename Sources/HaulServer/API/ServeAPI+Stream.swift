@@ -21,12 +21,22 @@ struct EventStreams {
         var progress: [Int64: RunProgress] = [:]
         var lastProgress: ContinuousClock.Instant
         var lastSent: ContinuousClock.Instant
+        /// Text not yet handed to the connection: written as the reader takes it, so that
+        /// what waits in memory stays bounded whatever the list holds.
+        var pending: [UInt8] = []
     }
     var open: [ObjectIdentifier: Stream] = [:]
     /// The most streams at once (a page per tab; more is a 503).
     static let maxOpen = 32
-    /// The most downloads a snapshot carries (the list API pages through the rest).
+    /// The most downloads a snapshot carries (the list API pages through the rest), and the
+    /// most bytes: a snapshot of long URLs stops short of the count (its `count` says so).
     static let snapshotLimit = 1000
+    static let snapshotBytes = 4 << 20
+    /// What the connection may hold unwritten before the stream waits for its reader; and the
+    /// pending text under which more events are read from the store.
+    static let unsentHigh = 512 << 10
+    static let pendingLow = 256 << 10
+    static let piece = 64 << 10
 }
 
 extension ServeAPI {
@@ -51,22 +61,16 @@ extension ServeAPI {
         if let asked, asked <= latest, asked >= oldest - 1 {
             from = asked
         } else {
-            struct Snapshot: Encodable {
-                var downloads: [DownloadJSON]
-                var count: Int
-            }
-            let items = try store.list(limit: EventStreams.snapshotLimit).map(shown)
-            let snapshot = Snapshot(downloads: items, count: try store.count())
-            text += "id: \(latest)\nevent: snapshot\ndata: \(try Self.text(snapshot))\n\n"
+            text += "id: \(latest)\nevent: snapshot\ndata: \(try snapshot())\n\n"
             from = latest
         }
         exchange.start(
             HTTPReply(
                 status: 200, headers: [("Content-Type", "text/event-stream; charset=utf-8")] + Self.common))
-        exchange.send(Array(text.utf8))
         let key = ObjectIdentifier(exchange)
         let now = ContinuousClock.now
-        streams.open[key] = EventStreams.Stream(exchange: exchange, last: from, lastProgress: now, lastSent: now)
+        streams.open[key] = EventStreams.Stream(
+            exchange: exchange, last: from, lastProgress: now, lastSent: now, pending: Array(text.utf8))
         exchange.onClose { [weak self] in self?.streams.open[key] = nil }
         tick()
     }
@@ -83,21 +87,53 @@ extension ServeAPI {
                 continue
             }
             var text = ""
-            for event in (try? store.events(since: stream.last, limit: 1000)) ?? [] {
-                text += "id: \(event.seq)\nevent: \(event.kind)\ndata: \(event.body)\n\n"
-                stream.last = event.seq
+            if stream.pending.count < EventStreams.pendingLow {
+                for event in (try? store.events(since: stream.last, limit: 200)) ?? [] {
+                    text += "id: \(event.seq)\nevent: \(event.kind)\ndata: \(event.body)\n\n"
+                    stream.last = event.seq
+                }
+                // Progress only to a reader that keeps up: it is replaced by the next anyway.
+                if stream.pending.isEmpty && now - stream.lastProgress >= .milliseconds(500) {
+                    stream.lastProgress = now
+                    text += progressEvents(running, &stream)
+                }
             }
-            if now - stream.lastProgress >= .milliseconds(500) {
-                stream.lastProgress = now
-                text += progressEvents(running, &stream)
+            if text.isEmpty && stream.pending.isEmpty && now - stream.lastSent >= .seconds(15) {
+                text = ": still here\n\n"
             }
-            if text.isEmpty && now - stream.lastSent >= .seconds(15) { text = ": still here\n\n" }
-            if !text.isEmpty {
-                stream.lastSent = now
-                stream.exchange.send(Array(text.utf8))
-            }
+            stream.pending += Array(text.utf8)
+            Self.write(&stream, now: now)
             streams.open[key] = stream
         }
+    }
+
+    /// Hands pending text to the connection in pieces while it holds less than
+    /// ``EventStreams/unsentHigh`` unwritten.
+    private static func write(_ stream: inout EventStreams.Stream, now: ContinuousClock.Instant) {
+        while !stream.pending.isEmpty, let unsent = stream.exchange.unsentOnLoop(), unsent < EventStreams.unsentHigh {
+            let n = min(EventStreams.piece, stream.pending.count)
+            stream.exchange.sendOnLoop(stream.pending[..<n])
+            stream.pending.removeFirst(n)
+            stream.lastSent = now
+        }
+    }
+
+    /// The snapshot: the first downloads in queue order, up to ``EventStreams/snapshotLimit``
+    /// and about ``EventStreams/snapshotBytes``, and how many the list holds.
+    private func snapshot() throws(ServeError) -> String {
+        struct Snapshot: Encodable {
+            var downloads: [DownloadJSON]
+            var count: Int
+        }
+        var items: [DownloadJSON] = []
+        var bytes = 0
+        for item in try store.list(limit: EventStreams.snapshotLimit) {
+            let shown = shown(item)
+            bytes += item.url.utf8.count + (item.name?.utf8.count ?? 0) + (item.error?.utf8.count ?? 0) + 400
+            if bytes > EventStreams.snapshotBytes { break }
+            items.append(shown)
+        }
+        return try Self.text(Snapshot(downloads: items, count: try store.count()))
     }
 
     /// `progress` events of the running downloads whose bytes moved since this stream's last.

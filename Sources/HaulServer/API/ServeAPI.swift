@@ -29,8 +29,6 @@ package final class ServeAPI: @unchecked Sendable {
     var maxHeld = 32
     /// The open event streams (the loop's thread only).
     var streams = EventStreams()
-    /// Downloads at once until a setting says otherwise (the daemon's `-j`).
-    package var defaultConcurrency = 3
 
     package init(
         store: ServeStore, token: ServeToken, hosts: HostPolicy, root: DownloadRoot, runner: (any ServeRunner)? = nil,
@@ -54,6 +52,7 @@ package final class ServeAPI: @unchecked Sendable {
     package func handle(_ request: HTTPRequest, _ exchange: HTTPExchange) {
         do throws(ServeError) {
             if let asset = PageAssets.named(request.path) { return exchange.reply(try page(asset, request)) }
+            if request.path == "/api/v1/proof" { return exchange.reply(try proof(request)) }
             try admit(request)
             if Self.wantsStream(request) { return try openStream(request, exchange) }
             exchange.reply(try route(request))
@@ -94,6 +93,22 @@ package final class ServeAPI: @unchecked Sendable {
         return HTTPReply(
             status: 200, headers: [("Content-Type", asset.type)] + Self.common + PageAssets.headers,
             body: Array(asset.text.utf8))
+    }
+
+    /// `GET /api/v1/proof?nonce=HEX`: the token's proof for the caller's nonce (16 to 64
+    /// bytes, hex), asked for without the token, before sending it (docs/serve.md).
+    private func proof(_ request: HTTPRequest) throws(ServeError) -> HTTPReply {
+        try checkHost(request)
+        guard request.method == "GET" else {
+            throw ServeError(.methodNotAllowed, "\(request.method) is not for this route")
+        }
+        let nonce = Self.query(request.query)["nonce"] ?? ""
+        guard (32...128).contains(nonce.utf8.count),
+            nonce.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0 | 0x20) })
+        else {
+            throw ServeError(.badRequest, "nonce must be 32 to 128 hex digits")
+        }
+        return try Self.json(200, ["proof": token.proof(nonce: nonce.lowercased())])
     }
 
     private func checkHost(_ request: HTTPRequest) throws(ServeError) {

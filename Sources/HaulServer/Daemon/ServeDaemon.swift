@@ -49,6 +49,9 @@ package final class ServeDaemon: Sendable {
         let state = Sys.lexicallyNormalized(configuration.state)
         token = try ServeToken.loadOrCreate(at: state + "/token")
         lock = try Self.lock(state)
+        // A stopped daemon's address (after kill -9) names a port anyone may hold by now.
+        addressFile = state + "/" + Self.addressName
+        try? Sys.unlink(addressFile)
         var sockets: [Int32] = []
         do throws(ServeError) {
             (sockets, port) = try Self.listen(configuration.addresses, port: configuration.port)
@@ -66,9 +69,18 @@ package final class ServeDaemon: Sendable {
                 store: store, token: token, hosts: try HostPolicy(port: port, extraNames: configuration.names),
                 root: root, runner: runner)
             self.api = api
-            server = try HTTPServer(sockets: sockets) { request, exchange in api.handle(request, exchange) }
+            do throws(Errno) {
+                try Sys.writeFileAtomically(addressFile, Array("http://127.0.0.1:\(port)\n".utf8))
+            } catch {
+                throw ServeError(.internalError, "cannot write \(addressFile): \(error)")
+            }
+            // The server owns the sockets from here, closing them if it cannot start.
+            let taken = sockets
+            sockets = []
+            server = try HTTPServer(sockets: taken) { request, exchange in api.handle(request, exchange) }
         } catch {
             for fd in sockets { Sys.close(fd) }
+            try? Sys.unlink(addressFile)
             Sys.close(lock)
             throw error
         }
@@ -77,12 +89,6 @@ package final class ServeDaemon: Sendable {
         server.onTick { [api] in api.tick() }
         runner.onNetwork { [server, api] state in
             server.onLoop { _ = try? api.store.append(event: "network", download: nil, body: ServeAPI.text(state)) }
-        }
-        addressFile = state + "/" + Self.addressName
-        do throws(Errno) {
-            try Sys.writeFileAtomically(addressFile, Array("http://127.0.0.1:\(port)\n".utf8))
-        } catch {
-            throw ServeError(.internalError, "cannot write \(addressFile): \(error)")
         }
     }
 

@@ -16,6 +16,9 @@ package struct RunReport: Sendable, Equatable {
     package var file: String?
     package var done: Int64 = 0
     package var total: Int64?
+    /// A completed download whose file was there already (the server's size, no record): not
+    /// written by haul, so never deleted by it.
+    package var foundComplete = false
 }
 
 /// How far a running download is.
@@ -91,6 +94,9 @@ package final class ManagerRunner: ServeRunner {
         var progress: [Int64: RunProgress] = [:]
         /// The file each transfer writes, from its `started` event.
         var files: [Int64: String] = [:]
+        /// Completed downloads whose completion handler has run: whether the file was found
+        /// complete (not written by haul).
+        var completed: [Int64: Bool] = [:]
         var report: (@Sendable ([RunReport]) -> Void)?
         var network: NetworkState?
         var onNetwork: (@Sendable (NetworkState) -> Void)?
@@ -163,6 +169,13 @@ package final class ManagerRunner: ServeRunner {
                 if case .started(let start) = event {
                     self?.books.withLock { $0.files[id] = start.destination.path }
                 }
+            },
+            completion: { [weak self] result in
+                // A list that shows it completed before this ran is not reported (the manager
+                // publishes another once its handlers have run).
+                if case .success(let done) = result {
+                    self?.books.withLock { $0.completed[id] = done.alreadyComplete }
+                }
             })
     }
 
@@ -174,10 +187,16 @@ package final class ManagerRunner: ServeRunner {
         return true
     }
 
+    /// Lets go of `id` once the manager has (an item still running its end stays booked, so
+    /// its last report is still heard).
     package func forget(_ id: Int64) {
-        guard let uuid = books.withLock({ b in b.uuid.removeValue(forKey: id) }) else { return }
+        guard let uuid = books.withLock({ $0.uuid[id] }), manager.remove(uuid) || manager.item(uuid) == nil else {
+            return
+        }
         books.withLock { b in
+            b.uuid[id] = nil
             b.id[uuid] = nil
+            b.completed[id] = nil
             b.reported[id] = nil
             b.progress[id] = nil
             b.files[id] = nil
@@ -200,7 +219,7 @@ package final class ManagerRunner: ServeRunner {
         let (changes, report) = books.withLock { b -> ([RunReport], (@Sendable ([RunReport]) -> Void)?) in
             var changes: [RunReport] = []
             for item in items {
-                guard let id = b.id[item.id] else { continue }
+                guard let id = b.id[item.id], item.state != .completed || b.completed[id] != nil else { continue }
                 let p = item.progress
                 if let p {
                     b.progress[id] = RunProgress(
@@ -208,7 +227,8 @@ package final class ManagerRunner: ServeRunner {
                 }
                 let now = RunReport(
                     id: id, state: Self.state(item), error: item.error?.message,
-                    file: item.fileURL?.path ?? b.files[id], done: p?.completedBytes ?? 0, total: p?.totalBytes)
+                    file: item.fileURL?.path ?? b.files[id], done: p?.completedBytes ?? 0, total: p?.totalBytes,
+                    foundComplete: b.completed[id] ?? false)
                 let last = b.reported[id]
                 // Bytes alone are not a change worth a write: they go with the next change of state.
                 if last?.state != now.state || last?.file != now.file || last?.error != now.error {

@@ -174,6 +174,22 @@ package final class HTTPExchange: @unchecked Sendable {
         }
     }
 
+    /// On the loop's thread only (a tick, a handler): the bytes of a streamed reply not yet
+    /// written to the socket, or nil when the stream is not open.
+    func unsentOnLoop() -> Int? {
+        guard let request = state.withLock({ $0.phase == .streaming ? $0.request : nil }) else { return nil }
+        return haul_evhttp_request_unsent(request)
+    }
+
+    /// On the loop's thread only: writes a chunk now (``unsentOnLoop()`` counts it at once), so
+    /// a writer can keep what waits for a slow reader bounded.
+    func sendOnLoop(_ bytes: ArraySlice<UInt8>) {
+        guard let request = state.withLock({ $0.phase == .streaming ? $0.request : nil }), !bytes.isEmpty else {
+            return
+        }
+        bytes.withUnsafeBytes { haul_evhttp_send_reply_chunk(request, $0.baseAddress, $0.count) }
+    }
+
     /// Ends a streamed reply.
     package func end() {
         server?.onLoop { [self] in

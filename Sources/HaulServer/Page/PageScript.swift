@@ -5,7 +5,7 @@ enum PageScript {
     static let text = #"""
         'use strict';
         const API = '/api/v1';
-        const page = { token: null, items: new Map(), last: null, network: null };
+        const page = { token: null, offered: null, verified: false, items: new Map(), last: null, network: null };
         const $ = (id) => document.getElementById(id);
 
         function takeFragment() {
@@ -13,7 +13,7 @@ enum PageScript {
           let add = null;
           for (const part of hash.split('&')) {
             const token = /^token=([0-9a-f]{64})$/.exec(part);
-            if (token) localStorage.setItem('haul-token', token[1]);
+            if (token) page.offered = token[1];
             if (part.startsWith('add?')) add = new URLSearchParams(part.slice(4));
           }
           // The token leaves the address bar (and the history) at once.
@@ -30,7 +30,34 @@ enum PageScript {
           $('problem').textContent = text || '';
         }
 
+        const hex = (bytes) => [...bytes].map((b) => b.toString(16).padStart(2, '0')).join('');
+
+        // Whether what answers here knows `token` (an HMAC of a fresh nonce), asked without
+        // sending it: after haul serve stops, another user's process may hold its port.
+        async function proven(token) {
+          if (!(window.crypto && crypto.subtle)) return true;  // not a secure context: nothing to check with
+          const nonce = hex(crypto.getRandomValues(new Uint8Array(16)));
+          const answer = await fetch(API + '/proof?nonce=' + nonce, { cache: 'no-store', credentials: 'omit' });
+          if (!answer.ok) return false;
+          const { proof } = await answer.json();
+          const key = await crypto.subtle.importKey('raw', new TextEncoder().encode(token),
+            { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+          const mac = await crypto.subtle.sign('HMAC', key, new TextEncoder().encode('haul-serve-proof:' + nonce));
+          return hex(new Uint8Array(mac)) === proof;
+        }
+
+        // A token from the address replaces the stored one only once this daemon proves it is
+        // its own: a link with any other token cannot log the page out.
+        async function chooseToken() {
+          if (page.offered && page.offered !== page.token && await proven(page.offered).catch(() => false)) {
+            localStorage.setItem('haul-token', page.offered);
+            page.token = page.offered;
+          }
+          if (!page.token && page.offered) page.token = page.offered;
+        }
+
         async function call(method, path, body) {
+          if (!page.verified) throw new Error('not connected to haul serve');
           const headers = { 'Authorization': 'Bearer ' + page.token };
           if (body !== undefined) headers['Content-Type'] = 'application/json';
           const answer = await fetch(API + path, {
@@ -167,6 +194,8 @@ enum PageScript {
           switch (event) {
             case 'snapshot':
               page.items = new Map(body.downloads.map((d) => [d.id, d]));
+              call('GET', '/network').then(showNetwork).catch(() => {});
+              call('GET', '/settings').then((s) => { $('concurrency').value = s.maxConcurrentDownloads; }).catch(() => {});
               break;
             case 'added': case 'state': {
               const before = page.items.get(body.id);
@@ -206,6 +235,12 @@ enum PageScript {
         async function follow() {
           for (;;) {
             try {
+              await chooseToken();
+              page.verified = await proven(page.token);
+              if (!page.verified) {
+                throw new Error('what answers here cannot prove it is this haul serve: the token was not sent');
+              }
+              if (page.offered === page.token) localStorage.setItem('haul-token', page.token);
               const headers = { 'Authorization': 'Bearer ' + page.token, 'Accept': 'text/event-stream' };
               if (page.last !== null) headers['Last-Event-ID'] = page.last;
               const answer = await fetch(API + '/events', { headers, cache: 'no-store', credentials: 'omit' });
@@ -229,6 +264,7 @@ enum PageScript {
                 }
               }
             } catch (error) {
+              page.verified = false;
               problem('Lost haul serve (' + error.message + '); trying again.');
             }
             await new Promise((resolve) => setTimeout(resolve, 2000));
@@ -263,12 +299,10 @@ enum PageScript {
             $('notify').hidden = false;
             $('notify').addEventListener('click', () => Notification.requestPermission().then(() => { $('notify').hidden = true; }));
           }
-          if (!page.token) {
+          if (!page.token && !page.offered) {
             problem('No token: open the address haul serve printed (it ends with #token=…).');
             return;
           }
-          call('GET', '/network').then(showNetwork).catch(() => {});
-          call('GET', '/settings').then((s) => { $('concurrency').value = s.maxConcurrentDownloads; }).catch(() => {});
           $('concurrency').addEventListener('change', () => {
             const n = Number($('concurrency').value);
             call('POST', '/settings', { maxConcurrentDownloads: n }).then(() => problem(null))
