@@ -62,19 +62,24 @@ struct HaulCLI {
         _exit(code)
     }
 
+    /// The commands whose `--help` (or `-h`) anywhere among their arguments prints their help.
+    static let answerHelpFlag: Set = ["get", "upload", "doctor", "serve", "ls", "pause", "resume", "cancel", "rm"]
+
     static func run(_ args: [String]) async -> ExitCode {
         guard let command = args.first else {
             Output.emit(help + "\n", to: 2)
             return .usage
         }
         let rest = Array(args.dropFirst())
+        if answerHelpFlag.contains(command), rest.contains("--help") || rest.contains("-h"),
+            let text = Commands.named(command)?.help
+        {
+            Output.emit(text + "\n", to: 1)
+            return .success
+        }
         do throws(UsageError) {
             switch command {
             case "get":
-                if rest.contains("--help") || rest.contains("-h") {
-                    Output.emit(GetCommand.help + "\n", to: 1)
-                    return .success
-                }
                 if rest.contains("--background") {
                     let (values, urls) = try Arguments.parse(rest, options: GetCommand.options)
                     return try await DaemonCommands.background(values, urls: urls)
@@ -82,32 +87,19 @@ struct HaulCLI {
                 let get = try GetCommand(rest)
                 return await get.run(interrupts: Interrupts())
             case "upload":
-                if rest.contains("--help") || rest.contains("-h") {
-                    Output.emit(UploadCommand.help + "\n", to: 1)
-                    return .success
-                }
                 let upload = try UploadCommand(rest)
                 return await upload.run(interrupts: Interrupts())
             case "net":
                 return try await NetCommand(rest).run()
             case "doctor":
-                if rest.contains("--help") || rest.contains("-h") {
-                    Output.emit(DoctorCommand.help + "\n", to: 1)
-                    return .success
-                }
                 return try await DoctorCommand(rest).run()
-            case "serve", "ls", "pause", "resume", "cancel", "rm":
-                if rest.contains("--help") || rest.contains("-h") {
-                    Output.emit((Commands.named(command)?.help ?? help) + "\n", to: 1)
-                    return .success
-                }
-                switch command {
-                case "serve":
-                    let serve = try ServeCommand(rest)
-                    return await serve.run(interrupts: Interrupts())
-                case "ls": return try await DaemonCommands.ls(rest)
-                default: return try await DaemonCommands.control(command, rest)
-                }
+            case "serve":
+                let serve = try ServeCommand(rest)
+                return await serve.run(interrupts: Interrupts())
+            case "ls":
+                return try await DaemonCommands.ls(rest)
+            case "pause", "resume", "cancel", "rm":
+                return try await DaemonCommands.control(command, rest)
             case "demo":
                 let demo = try DemoCommand(rest)
                 return await demo.run(interrupts: Interrupts())
