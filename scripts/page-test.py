@@ -83,6 +83,8 @@ def run(driver, page, url, shots, second):
     until("the page", lambda: driver.find_element(By.ID, "empty").is_displayed())
     if "token=" in driver.current_url:
         fail("the token is still in the address bar: " + driver.current_url)
+    until("the settings", lambda: driver.find_element(By.ID, "concurrency").get_attribute("value") != ""
+          and driver.find_element(By.ID, "speed-limit").get_attribute("value") == "0")
     add(driver, url)
     until("the download to run", lambda: badge(driver) == "running")
     bar = lambda: float(row(driver).find_element(By.TAG_NAME, "progress").get_attribute("value") or 0)

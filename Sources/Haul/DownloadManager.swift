@@ -207,7 +207,16 @@ public final class DownloadManager: Sendable {
 
     /// Changes ``Configuration/maxConcurrentDownloads`` while the manager runs (`haul serve`'s
     /// setting): running downloads are not stopped when it shrinks.
-    package func setMaxConcurrentDownloads(_ n: Int) { act { $0.setMaxRunning(n) } }
+    public func setMaxConcurrentDownloads(_ n: Int) { act { $0.setMaxRunning(n) } }
+
+    /// The limit the manager's downloads share now (bytes per second; nil: none).
+    public var maxOverallBytesPerSecond: Int64? { session.maxOverallBytesPerSecond }
+
+    /// Changes the limit the manager's downloads share (nil or 0: none), running ones included;
+    /// see ``HaulSession/setMaxOverallBytesPerSecond(_:)``.
+    public func setMaxOverallBytesPerSecond(_ bytesPerSecond: Int64?) throws(HaulError) {
+        try session.setMaxOverallBytesPerSecond(bytesPerSecond)
+    }
 
     /// Puts a paused or failed item back in the queue.
     public func resume(_ id: UUID) { act { $0.resume(id) } }

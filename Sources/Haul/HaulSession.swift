@@ -168,8 +168,9 @@ public final class HaulSession: Sendable {
     public let configuration: HaulConfiguration
     private let transport: Result<any HTTPTransport, HaulError>
     private let deferred: DeferredTransport
-    /// The budget every download of this session shares, when there is an overall limit.
-    let overallRate: RateBudget?
+    /// The budget every download of this session shares: ``HaulConfiguration/maxOverallBytesPerSecond``,
+    /// or no limit until ``setMaxOverallBytesPerSecond(_:)`` sets one.
+    let overallRate: RateBudget
     /// The session's cookies (``HaulConfiguration/cookieJar``, or its own jar); nil when
     /// ``HaulConfiguration/httpShouldSetCookies`` is false.
     public let cookieJar: HaulCookieJar?
@@ -181,7 +182,7 @@ public final class HaulSession: Sendable {
     /// Creates a session.
     public init(configuration: HaulConfiguration = HaulConfiguration()) {
         self.configuration = configuration
-        overallRate = configuration.maxOverallBytesPerSecond.flatMap { $0 > 0 ? RateBudget(bytesPerSecond: $0) : nil }
+        overallRate = RateBudget(bytesPerSecond: configuration.maxOverallBytesPerSecond)
         let chosen = configuration.transport
         // Made when a transfer first needs it: a new session does not wait for libcurl to load.
         let deferred = DeferredTransport(chosen.make)
@@ -214,6 +215,20 @@ public final class HaulSession: Sendable {
         let transport = try transport.get()
         _ = try deferred.resolve().get()
         return transport
+    }
+
+    /// The limit all of this session's downloads share now, in bytes per second; nil when there
+    /// is none. Starts as ``HaulConfiguration/maxOverallBytesPerSecond``.
+    public var maxOverallBytesPerSecond: Int64? { overallRate.rate.map { Int64($0) } }
+
+    /// Changes the limit all of this session's downloads share (nil or 0: no limit), running ones
+    /// included: they follow the new rate within a quarter of a second.
+    /// - Throws: ``HaulError/Code/usage`` when the session's transport cannot pace transfers.
+    public func setMaxOverallBytesPerSecond(_ bytesPerSecond: Int64?) throws(HaulError) {
+        if let reason = configuration.transport.cannotPace, (bytesPerSecond ?? 0) > 0 {
+            throw HaulError(.usage, "maxOverallBytesPerSecond needs the curl transport (\(reason))")
+        }
+        overallRate.setRate(bytesPerSecond)
     }
 
     /// Downloads `url` into `destination`, resuming a partial download of the same URL.

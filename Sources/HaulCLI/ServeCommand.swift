@@ -14,7 +14,8 @@ import HaulServer
 /// `haul serve`: the download daemon, in the foreground.
 struct ServeCommand {
     static let help = """
-        usage: haul serve [--port N] [-d DIR] [-j N] [--listen ADDRESS] [--host NAME]...
+        usage: haul serve [--port N] [-d DIR] [-j N] [--max-overall-rate RATE] [--listen ADDRESS]
+                          [--host NAME]...
 
         Runs the download daemon in the foreground, as a systemd user service runs it. Its queue,
         history and settings are kept in SQLite under $XDG_STATE_HOME/haul/serve (default
@@ -31,13 +32,15 @@ struct ServeCommand {
                             $XDG_DOWNLOAD_DIR, else ~/Downloads); not / nor the home directory
           -j, --max-concurrent N  downloads at once, 1-64 (default 3, or what the page set last;
                                   -j is kept as that setting)
+              --max-overall-rate RATE  the speed all downloads share, like 500K or 2M; 0: no
+                                  limit (default none, or what the page set last; kept as that)
               --listen ADDRESS  also listen on this numeric address (the token is still needed)
               --host NAME   also answer to this Host name (repeatable; letters, digits, - and .)
         """
 
     static let options: [Arguments.Option] = [
         .init("--port", value: true), .init("-d", "--dir", value: true), .init("-j", "--max-concurrent", value: true),
-        .init("--listen", value: true), .init("--host", value: true),
+        .init("--max-overall-rate", value: true), .init("--listen", value: true), .init("--host", value: true),
     ]
 
     var configuration: ServeDaemon.Configuration
@@ -58,6 +61,12 @@ struct ServeCommand {
         if let n = try v.integer("--max-concurrent", min: 1) {
             guard n <= 64 else { throw UsageError("--max-concurrent expects 1-64, got \(n)") }
             configuration.maxConcurrentDownloads = n
+        }
+        if let raw = v.last("--max-overall-rate") {
+            guard let rate = GetCommand.byteCount(raw), rate == 0 || rate >= 1024 else {
+                throw UsageError("--max-overall-rate expects 0 or a rate of at least 1K, like 500K or 2M, got '\(raw)'")
+            }
+            configuration.maxOverallBytesPerSecond = rate
         }
         if let address = v.last("--listen") { configuration.addresses.append(address) }
         configuration.names = v["--host"] ?? []

@@ -67,6 +67,21 @@ struct ServeCommandTests {
         #expect(!FileManager.default.fileExists(atPath: place.address))
     }
 
+    @Test func badFlagsAreRefusedInOneLineBeforeAnythingStarts() async throws {
+        let place = try Place()
+        defer { place.dir.remove() }
+        let rate = "--max-overall-rate expects 0 or a rate of at least 1K, like 500K or 2M, got"
+        for (flags, said) in [
+            (["--max-overall-rate", "5"], "\(rate) '5'"), (["--max-overall-rate", "fast"], "\(rate) 'fast'"),
+            (["-j", "65"], "--max-concurrent expects 1-64, got 65"),
+            (["--port", "70000"], "--port expects 0-65535, got 70000"),
+        ] {
+            let run = try await place.haul(["serve", "-d", place.root] + flags)
+            #expect(run.status == 2 && run.stderr == "haul: error: \(said)\n", "\(flags): \(run)")
+            #expect(!FileManager.default.fileExists(atPath: place.dir.path + "/state/haul/serve"), "\(flags)")
+        }
+    }
+
     @Test func theQueueSurvivesAKillOfTheDaemonAndEndsWithTheExactFile() async throws {
         let server = try TestServer()
         let place = try Place()

@@ -15,13 +15,16 @@ struct ServeDaemonTests {
         let root: String
         let daemon: ServeDaemon
 
-        init(state: String, root: String) throws {
+        init(
+            state: String, root: String, _ adjust: (inout ServeDaemon.Configuration) -> Void = { _ in }
+        ) throws {
             self.state = state
             self.root = root
             var configuration = ServeDaemon.Configuration(state: state, root: root)
             configuration.port = 0
             configuration.addresses = ["127.0.0.1"]
             configuration.home = nil
+            adjust(&configuration)
             daemon = try ServeDaemon(configuration)
         }
 
@@ -222,6 +225,50 @@ struct ServeDaemonTests {
         let again = try Running(state: state, root: root)
         #expect(try again.call("GET", "/api/v1/settings").json["maxConcurrentDownloads"] as? Int == 2)
         await again.daemon.stop()
+    }
+
+    /// The shared speed limit paces a running download (the bytes it wrote stay under the rate
+    /// times the time passed, plus the bucket and one chunk: a bound a slow machine only stays
+    /// further under), and lifting it lets the same transfer finish at once.
+    @Test func theSpeedLimitPacesARunningDownloadAndLiftingItLetsItFinish() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try Self.directories()
+        defer { cleanUp(server, dir) }
+        let d = try Running(state: state, root: root)
+        #expect(try d.call("GET", "/api/v1/settings").json["maxOverallBytesPerSecond"] as? Int == 0)
+        // Refused whole: a good concurrency beside a bad rate is not kept either.
+        for bad in [-1, 1, 1023] {
+            let body = #"{"maxConcurrentDownloads":5,"maxOverallBytesPerSecond":\#(bad)}"#
+            #expect(try d.call("POST", "/api/v1/settings", body: body).status == 400)
+        }
+        #expect(try d.call("GET", "/api/v1/settings").json["maxConcurrentDownloads"] as? Int == 3)
+        let rate = 256 * 1024
+        #expect(try d.call("POST", "/api/v1/settings", body: #"{"maxOverallBytesPerSecond":\#(rate)}"#).status == 200)
+        let size = 8_000_000
+        let start = monotonicSeconds()
+        let id = try d.add(server.url("/files/paced.bin?size=\(size)&seed=9"))
+        #expect(await eventually { (d.download(id)["done"] as? Int ?? 0) > 0 }, "\(d.download(id))")
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        let done = try #require(d.download(id)["done"] as? Int)
+        let bound = Double(rate) * (monotonicSeconds() - start) + Double(rate / 4 + CurlTransport.bufferSize)
+        #expect(Double(done) <= bound && d.state(id) == "running", "\(done) bytes, at most \(bound)")
+        // At this rate the rest would take half a minute: lifted, it comes within the wait.
+        #expect(try d.call("POST", "/api/v1/settings", body: #"{"maxOverallBytesPerSecond":0}"#).status == 200)
+        #expect(await eventually { d.state(id) == "completed" }, "\(d.download(id))")
+        #expect(
+            TestContent.difference(file: root + "/paced.bin", expected: TestContent.bytes(seed: 9, count: size)) == nil)
+        #expect(server.requests(path: "/files/paced.bin").count == 1, "one transfer, paced then not")
+        let events = try d.call("GET", "/api/v1/events?since=0").json["events"] as? [[String: Any]] ?? []
+        #expect(events.filter { $0["kind"] as? String == "settings" }.count == 2, "\(events.map { $0["kind"] ?? "" })")
+        // Kept: a restarted daemon starts with it, and `--max-overall-rate` replaces it.
+        _ = try d.call("POST", "/api/v1/settings", body: #"{"maxOverallBytesPerSecond":4096}"#)
+        await d.daemon.stop()
+        let again = try Running(state: state, root: root)
+        #expect(try again.call("GET", "/api/v1/settings").json["maxOverallBytesPerSecond"] as? Int == 4096)
+        await again.daemon.stop()
+        let flagged = try Running(state: state, root: root) { $0.maxOverallBytesPerSecond = 8192 }
+        #expect(try flagged.call("GET", "/api/v1/settings").json["maxOverallBytesPerSecond"] as? Int == 8192)
+        await flagged.daemon.stop()
     }
 
     @Test func removeWithFilesDeletesOnlyAFileTheDownloadWrote() async throws {

@@ -1,5 +1,6 @@
 import Foundation
 import Haul
+import HaulFoundation
 import HaulTestSupport
 import HaulTestTraits
 import Testing
@@ -66,6 +67,23 @@ struct DownloadManagerTests {
         await idle.value
         for i in 1...2 { expectFile(dir.file("zero\(i).bin"), equals: TestContent.bytes(count: 300_000)) }
         #expect(server.maxConcurrentRequests() == 1, "a cap of 0 is a cap of 1")
+    }
+
+    /// The shared limit changes while the manager runs (`haul serve`'s setting; the daemon's
+    /// tests see a running transfer follow it); a transport that cannot pace refuses a limit.
+    @Test func theSharedSpeedLimitChangesAtRunTimeAndOnlyWhereItCanBeKept() throws {
+        let manager = try DownloadManager(configuration: configuration { $0.session.maxOverallBytesPerSecond = 5000 })
+        #expect(manager.maxOverallBytesPerSecond == 5000)
+        try manager.setMaxOverallBytesPerSecond(1 << 20)
+        #expect(manager.maxOverallBytesPerSecond == 1 << 20)
+        for none: Int64? in [0, -3, nil] {
+            try manager.setMaxOverallBytesPerSecond(none)
+            #expect(manager.maxOverallBytesPerSecond == nil)
+        }
+        let session = testSession { $0.transport = .urlSession }
+        #expect(throws: HaulError.self) { try session.setMaxOverallBytesPerSecond(1 << 20) }
+        try session.setMaxOverallBytesPerSecond(nil)
+        #expect(session.maxOverallBytesPerSecond == nil)
     }
 
     @Test func neverExceedsTheConcurrencyCapAndFinishesEverything() async throws {

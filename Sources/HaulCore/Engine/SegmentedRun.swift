@@ -172,7 +172,7 @@ final class SegmentedRun: Sendable {
     /// twice. Not under a rate limit: a paced connection is slow on purpose, and the duplicate
     /// would take the others' budget. Nil when no range can be raced any more.
     private func raceSlowerRange() async -> SegmentPlanner.Segment? {
-        guard connections > 1, options.maxBytesPerSecond == nil, options.sharedRate == nil else { return nil }
+        guard connections > 1, options.maxBytesPerSecond == nil, options.sharedRate?.rate == nil else { return nil }
         enum Next {
             case take(SegmentPlanner.Segment)
             case wait
@@ -276,7 +276,7 @@ final class SegmentedRun: Sendable {
     private func watchForSlowConnections() async {
         // Paced connections (a rate limit) are slow on purpose, and one connection (filling the
         // gaps of a partial) has no others to be slower than: only an absolute floor applies.
-        let paced = options.maxBytesPerSecond != nil || options.sharedRate != nil
+        let paced = options.maxBytesPerSecond != nil || options.sharedRate?.rate != nil
         state.withLock {
             $0.detector = SlowConnectionDetector(
                 window: segments.slowWindow, lowestSpeed: segments.lowestSpeed,

@@ -247,15 +247,29 @@ extension TransportError {
 }
 
 /// A token bucket shared by several transfers: `take` spends bytes (going into debt by at most
-/// one chunk) and says how long to pause while in debt. Thread-safe.
+/// one chunk) and says how long to pause while in debt. Its rate can change while transfers
+/// draw on it (`haul serve`'s speed limit); with no rate it never asks for a pause. Thread-safe.
 package final class RateBudget: Sendable {
-    private let state: Locked<(tokens: Double, last: Double?)>
-    /// Bytes per second.
-    package let rate: Double
+    private let state: Locked<(tokens: Double, last: Double?, rate: Double?)>
+    /// The longest pause `take` asks for: a transfer asks again after it, so a rate that changes
+    /// (or goes) applies within a quarter of a second.
+    package static let longestWait = 0.25
 
-    package init(bytesPerSecond: Int64) {
-        rate = Double(max(1, bytesPerSecond))
-        state = Locked((0, nil))
+    /// A budget of `bytesPerSecond` (nil or 0 or less: no limit until `setRate`).
+    package init(bytesPerSecond: Int64?) {
+        state = Locked((0, nil, Self.rate(bytesPerSecond)))
+    }
+
+    /// Bytes per second; nil when there is no limit.
+    package var rate: Double? { state.withLock { $0.rate } }
+
+    /// Changes the rate (nil or 0 or less: no limit); the debt of the old rate is forgiven.
+    package func setRate(_ bytesPerSecond: Int64?) {
+        state.withLock { $0 = (0, nil, Self.rate(bytesPerSecond)) }
+    }
+
+    private static func rate(_ bytesPerSecond: Int64?) -> Double? {
+        bytesPerSecond.flatMap { $0 > 0 ? Double($0) : nil }
     }
 
     /// Spends `count` bytes now, or returns the seconds to wait before trying again.
@@ -264,23 +278,28 @@ package final class RateBudget: Sendable {
     }
 
     /// Spends `count` bytes from both budgets (either may be nil), or from neither and returns
-    /// the seconds to wait before trying again. Taken one at a time, a try refused by the second
-    /// would already be charged to the first, again at every try.
+    /// the seconds to wait before trying again (at most ``longestWait``). Taken one at a time, a
+    /// try refused by the second would already be charged to the first, again at every try.
     package static func take(
         _ count: Int, from a: RateBudget?, _ b: RateBudget?, at now: Double = monotonicSeconds()
     )
         -> Double?
     {
         let wait = max(a?.wait(at: now) ?? 0, b?.wait(at: now) ?? 0)
-        if wait > 0 { return wait }
-        a?.state.withLock { $0.tokens -= Double(count) }
-        b?.state.withLock { $0.tokens -= Double(count) }
+        if wait > 0 { return min(wait, longestWait) }
+        a?.spend(count)
+        b?.spend(count)
         return nil
+    }
+
+    private func spend(_ count: Int) {
+        state.withLock { if $0.rate != nil { $0.tokens -= Double(count) } }
     }
 
     /// Refills for the time passed; the seconds until the debt is paid back (0: none).
     private func wait(at now: Double) -> Double {
         state.withLock { s in
+            guard let rate = s.rate else { return 0 }
             s.tokens = min(rate / 4, s.tokens + rate * (now - (s.last ?? now)))
             s.last = now
             return s.tokens < 0 ? -s.tokens / rate : 0

@@ -71,29 +71,50 @@ extension ServeAPI {
         }
     }
 
-    /// The settings the page may change: downloads at once (1-64). Kept in the store; no path,
-    /// hook or log can be set through the API.
+    /// The settings the page may change: downloads at once (1-64) and the speed limit all
+    /// downloads share (bytes per second, 0: none). Kept in the store; no path, hook or log can
+    /// be set through the API.
     struct Settings: Codable, Equatable {
         var maxConcurrentDownloads: Int
+        var maxOverallBytesPerSecond: Int64
     }
 
     static let concurrencyKey = "maxConcurrentDownloads"
+    static let overallRateKey = "maxOverallBytesPerSecond"
+    /// The lowest speed limit taken, as for one download's.
+    static let lowestRate: Int64 = 1024
 
     func settings() throws(ServeError) -> Settings {
         Settings(
-            maxConcurrentDownloads: try store.setting(Self.concurrencyKey).flatMap { Int($0) } ?? 3)
+            maxConcurrentDownloads: try store.setting(Self.concurrencyKey).flatMap { Int($0) } ?? 3,
+            maxOverallBytesPerSecond: try store.setting(Self.overallRateKey).flatMap { Int64($0) } ?? 0)
     }
 
     func changeSettings(_ body: [UInt8]) throws(ServeError) -> HTTPReply {
-        struct Change: Decodable { var maxConcurrentDownloads: Int? }
+        struct Change: Decodable {
+            var maxConcurrentDownloads: Int?
+            var maxOverallBytesPerSecond: Int64?
+        }
         guard let change = try? JSONDecoder().decode(Change.self, from: Data(body)) else {
-            throw ServeError(.badRequest, "the body is not {\"maxConcurrentDownloads\": N}")
+            throw ServeError(
+                .badRequest, "the body is not {\"maxConcurrentDownloads\"?: N, \"maxOverallBytesPerSecond\"?: N}")
+        }
+        // Both checked before either is kept: a refused change changes nothing.
+        if let n = change.maxConcurrentDownloads, !(1...64).contains(n) {
+            throw ServeError(.badRequest, "maxConcurrentDownloads must be 1...64")
+        }
+        if let rate = change.maxOverallBytesPerSecond, rate != 0, rate < Self.lowestRate {
+            throw ServeError(
+                .badRequest, "maxOverallBytesPerSecond must be 0 (no limit) or at least \(Self.lowestRate)")
         }
         let before = try settings()
         if let n = change.maxConcurrentDownloads {
-            guard (1...64).contains(n) else { throw ServeError(.badRequest, "maxConcurrentDownloads must be 1...64") }
             try store.setSetting(Self.concurrencyKey, String(n))
             runner?.setMaxConcurrent(n)
+        }
+        if let rate = change.maxOverallBytesPerSecond {
+            try store.setSetting(Self.overallRateKey, String(rate))
+            runner?.setMaxOverallRate(rate)
         }
         let now = try settings()
         if now != before { _ = try store.append(event: "settings", download: nil, body: try Self.text(now)) }

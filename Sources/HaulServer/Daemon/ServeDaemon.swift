@@ -25,6 +25,9 @@ package final class ServeDaemon: Sendable {
         package var manager = DownloadManager.Configuration()
         /// `-j`: downloads at once, over the page's stored setting; nil: the setting, else 3.
         package var maxConcurrentDownloads: Int?
+        /// `--max-overall-rate`: the shared speed limit (0: none), over the page's stored
+        /// setting; nil: the setting, else none.
+        package var maxOverallBytesPerSecond: Int64?
 
         package init(state: String, root: String) {
             self.state = state
@@ -62,6 +65,11 @@ package final class ServeDaemon: Sendable {
                 try store.setSetting(ServeAPI.concurrencyKey, String(n))
             }
             manager.maxConcurrentDownloads = try store.setting(ServeAPI.concurrencyKey).flatMap { Int($0) } ?? 3
+            if let rate = configuration.maxOverallBytesPerSecond {
+                try store.setSetting(ServeAPI.overallRateKey, String(rate))
+            }
+            let rate = try store.setting(ServeAPI.overallRateKey).flatMap { Int64($0) } ?? 0
+            manager.session.maxOverallBytesPerSecond = rate > 0 ? rate : nil
             do { runner = try ManagerRunner(configuration: manager) } catch {
                 throw ServeError(.internalError, error.message)
             }

@@ -78,6 +78,8 @@ package protocol ServeRunner: AnyObject, Sendable {
     func shutdown() async
     /// Downloads at once, from now on.
     func setMaxConcurrent(_ n: Int)
+    /// The speed limit all downloads share, running ones included (nil: none).
+    func setMaxOverallRate(_ bytesPerSecond: Int64?)
 }
 
 /// The daemon's one `DownloadManager`, keyed by the store's ids. The store is the list that
@@ -207,6 +209,11 @@ package final class ManagerRunner: ServeRunner {
     package func progress(_ id: Int64) -> RunProgress? { books.withLock { $0.progress[id] } }
 
     package func setMaxConcurrent(_ n: Int) { manager.setMaxConcurrentDownloads(n) }
+
+    // The manager runs on curl, which paces: the only refusal is for a transport that cannot.
+    package func setMaxOverallRate(_ bytesPerSecond: Int64?) {
+        try? manager.setMaxOverallBytesPerSecond(bytesPerSecond)
+    }
 
     package func shutdown() async {
         watcher.withLock { $0?.cancel() }

@@ -21,6 +21,9 @@ enum PageHTML {
           <label class="inline">Downloads at once
             <input id="concurrency" type="number" min="1" max="64" inputmode="numeric">
           </label>
+          <label class="inline">Speed limit, KiB/s (0: none)
+            <input id="speed-limit" type="number" min="0" step="1" inputmode="numeric">
+          </label>
           <button id="notify" type="button" hidden>Notify me when downloads end</button>
         </header>
         <div id="network" class="banner" role="status" aria-live="polite" hidden></div>

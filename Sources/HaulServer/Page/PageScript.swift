@@ -190,12 +190,17 @@ enum PageScript {
           } catch (error) { problem(error.message); }
         }
 
+        function showSettings(s) {
+          $('concurrency').value = s.maxConcurrentDownloads;
+          $('speed-limit').value = Math.round(s.maxOverallBytesPerSecond / 1024);
+        }
+
         function apply(event, body) {
           switch (event) {
             case 'snapshot':
               page.items = new Map(body.downloads.map((d) => [d.id, d]));
               call('GET', '/network').then(showNetwork).catch(() => {});
-              call('GET', '/settings').then((s) => { $('concurrency').value = s.maxConcurrentDownloads; }).catch(() => {});
+              call('GET', '/settings').then(showSettings).catch(() => {});
               break;
             case 'added': case 'state': {
               const before = page.items.get(body.id);
@@ -210,7 +215,7 @@ enum PageScript {
               break;
             }
             case 'network': showNetwork(body); return;
-            case 'settings': $('concurrency').value = body.maxConcurrentDownloads; return;
+            case 'settings': showSettings(body); return;
             default: return;
           }
           render();
@@ -306,6 +311,11 @@ enum PageScript {
           $('concurrency').addEventListener('change', () => {
             const n = Number($('concurrency').value);
             call('POST', '/settings', { maxConcurrentDownloads: n }).then(() => problem(null))
+              .catch((error) => problem(error.message));
+          });
+          $('speed-limit').addEventListener('change', () => {
+            const kib = Number($('speed-limit').value);
+            call('POST', '/settings', { maxOverallBytesPerSecond: Math.round(kib * 1024) }).then(() => problem(null))
               .catch((error) => problem(error.message));
           });
           follow();
