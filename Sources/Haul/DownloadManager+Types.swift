@@ -6,6 +6,40 @@ import HaulCore
 #endif
 
 extension DownloadManager {
+    /// Where ``DownloadManager/move(_:_:)`` puts a queued item in the run order (as
+    /// Transmission's queue-move-top, -up, -down and -bottom).
+    public enum QueueMove: String, Sendable, CaseIterable {
+        /// First: it starts next.
+        case top
+        /// Before the queued item ahead of it.
+        case up
+        /// After the queued item behind it.
+        case down
+        /// Last.
+        case bottom
+
+        /// `order` (ids with their priorities, in run order) with `id` moved, and the priority
+        /// it takes: that of its new neighbour where its own would break the order (priority
+        /// first). Nil when `id` is not in `order`; `order` itself where it already is.
+        package func apply<ID: Equatable>(to order: [(ID, Int)], moving id: ID) -> ([ID], Int)? {
+            guard let from = order.firstIndex(where: { $0.0 == id }) else { return nil }
+            var rest = order
+            var priority = rest.remove(at: from).1
+            let to =
+                switch self {
+                case .top: 0
+                case .up: max(0, from - 1)
+                case .down: min(rest.count, from + 1)
+                case .bottom: rest.count
+                }
+            if to == from { return (order.map(\.0), priority) }
+            if to < rest.count { priority = max(priority, rest[to].1) }
+            if to > 0 { priority = min(priority, rest[to - 1].1) }
+            rest.insert((id, priority), at: to)
+            return (rest.map(\.0), priority)
+        }
+    }
+
     /// How the manager behaves.
     public struct Configuration: Sendable {
         /// What survives a restart.
@@ -118,5 +152,8 @@ extension DownloadManager {
         var needsNetwork: Bool
         /// When it last finished (the order in which finished items leave the list).
         var finishStamp = 0
+        /// When it was last queued: an entry of the run queue from before (it was paused while
+        /// queued, then resumed) no longer counts.
+        var queueStamp = 0
     }
 }

@@ -224,6 +224,17 @@ public final class DownloadManager: Sendable {
     /// Cancels an item and removes its partial file.
     public func cancel(_ id: UUID) { act { $0.cancel(id) } }
 
+    /// Moves a queued item in the run order. Priority comes first in that order: an item moved
+    /// next to one of another priority takes that priority (moved to the top past a higher one,
+    /// it gets the higher one). False when the item is not queued (a running one has started; a
+    /// paused one goes to the back of its priority when resumed).
+    @discardableResult
+    public func move(_ id: UUID, _ move: QueueMove) -> Bool {
+        guard queue.withLock({ $0.move(id, move) }) else { return false }
+        publisher.changed(persist: true)
+        return true
+    }
+
     /// Takes a finished (completed or failed) item out of the list, and out of the state file
     /// at its next write; its file stays. False for an item that is not finished (cancel it
     /// first) or not in the list.

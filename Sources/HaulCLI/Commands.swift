@@ -18,6 +18,7 @@ enum Commands {
         Command(name: "pause", help: DaemonCommands.controlHelp, options: []),
         Command(name: "resume", help: DaemonCommands.controlHelp, options: []),
         Command(name: "cancel", help: DaemonCommands.controlHelp, options: []),
+        Command(name: "move", help: DaemonCommands.moveHelp, options: []),
         Command(name: "rm", help: DaemonCommands.rmHelp, options: DaemonCommands.rmOptions),
     ]
 

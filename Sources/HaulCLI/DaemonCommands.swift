@@ -34,6 +34,14 @@ enum DaemonCommands {
         ones haul ls and haul get --background print.
         """
 
+    static let moveHelp = """
+        usage: haul move top|up|down|bottom ID...
+
+        Moves queued downloads of haul serve in its queue, each in turn: to the top (it starts
+        next), one up, one down, or to the bottom. Priority comes first in the queue: a download
+        moved next to one of another priority takes that priority.
+        """
+
     static let rmHelp = """
         usage: haul rm [--files] ID...
 
@@ -85,8 +93,8 @@ enum DaemonCommands {
             + Format.leftAligned(progress, 24) + " " + Output.printable(name) + extra
     }
 
-    /// `haul pause|resume|cancel|rm ID...`.
-    static func control(_ action: String, _ args: [String]) async throws(UsageError) -> ExitCode {
+    /// `haul pause|resume|cancel|rm ID...`, and `move` with its `body`.
+    static func control(_ action: String, _ args: [String], body: String? = nil) async throws(UsageError) -> ExitCode {
         let (v, ids) = try Arguments.parse(args, options: action == "rm" ? rmOptions : [])
         guard !ids.isEmpty else { throw UsageError("\(action) takes the ids of downloads (see haul ls)") }
         for id in ids where Int64(id).map({ $0 <= 0 }) ?? true {
@@ -96,17 +104,29 @@ enum DaemonCommands {
         do throws(DaemonDoor.Failure) { door = try await DaemonDoor.open() } catch { return failed(error) }
         var code = ExitCode.success
         let route = action == "rm" ? "remove" : action
-        let body = action == "rm" && v.flag("--files") ? #"{"files":true}"# : "{}"
+        let body = body ?? (action == "rm" && v.flag("--files") ? #"{"files":true}"# : "{}")
         for id in ids {
             do throws(DaemonDoor.Failure) {
                 _ = try await door.call("POST", "/api/v1/downloads/\(id)/\(route)", json: Array(body.utf8))
-                let done = ["pause": "paused", "resume": "resumed", "cancel": "cancelled", "rm": "removed"][action]!
+                let done = [
+                    "pause": "paused", "resume": "resumed", "cancel": "cancelled", "move": "moved", "rm": "removed",
+                ][action]!
                 Output.emit("\(id) \(done)\n", to: 1)
             } catch {
                 code = failed(error, id: id)
             }
         }
         return code
+    }
+
+    /// `haul move top|up|down|bottom ID...`.
+    static func move(_ args: [String]) async throws(UsageError) -> ExitCode {
+        let (_, words) = try Arguments.parse(args, options: [])
+        let places = DownloadManager.QueueMove.allCases.map(\.rawValue)
+        guard let place = words.first, places.contains(place) else {
+            throw UsageError("move takes where first: \(places.joined(separator: ", ")) (see haul help move)")
+        }
+        return try await control("move", Array(words.dropFirst()), body: #"{"to":"\#(place)"}"#)
     }
 
     /// `haul get --background URL...`: hands the URLs to the daemon and prints their ids.

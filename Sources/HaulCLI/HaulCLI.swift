@@ -33,6 +33,7 @@ struct HaulCLI {
           get --background URL...         hand downloads to haul serve; their ids are printed
           ls [--json]                     haul serve's downloads, with progress
           pause|resume|cancel ID...       control them; rm [--files] ID... removes them
+          move top|up|down|bottom ID...   reorder haul serve's queue
           help [command | --man]          this text, a command's options, or the man page haul(1)
           completions bash|zsh|fish       a completion script for that shell
           version                         print haul's and libcurl's versions (--version or
@@ -63,7 +64,9 @@ struct HaulCLI {
     }
 
     /// The commands whose `--help` (or `-h`) anywhere among their arguments prints their help.
-    static let answerHelpFlag: Set = ["get", "upload", "doctor", "serve", "ls", "pause", "resume", "cancel", "rm"]
+    static let answerHelpFlag: Set = [
+        "get", "upload", "doctor", "serve", "ls", "pause", "resume", "cancel", "move", "rm",
+    ]
 
     static func run(_ args: [String]) async -> ExitCode {
         guard let command = args.first else {
@@ -100,35 +103,45 @@ struct HaulCLI {
                 return try await DaemonCommands.ls(rest)
             case "pause", "resume", "cancel", "rm":
                 return try await DaemonCommands.control(command, rest)
+            case "move":
+                return try await DaemonCommands.move(rest)
             case "demo":
                 let demo = try DemoCommand(rest)
                 return await demo.run(interrupts: Interrupts())
-            case "help", "--help", "-h":
-                if rest.first == "--man" {
-                    Output.emit(ManPage.render(version: HaulInfo.version), to: 1)
-                } else {
-                    Output.emit((Commands.named(rest.first)?.help ?? help) + "\n", to: 1)
-                }
-                return .success
-            case "completions":
-                guard rest.count == 1, let script = Completions.script(for: rest[0]) else {
-                    throw UsageError("completions takes one of \(Completions.shells.joined(separator: ", "))")
-                }
-                Output.emit(script, to: 1)
-                return .success
-            case "version":
-                Output.emit("haul \(HaulInfo.version) (\(HaulInfo.transportDescription))\n", to: 1)
-                return .success
-            case "--version", "-V":
-                // What scripts ask to check what they run: no libcurl loaded for it.
-                Output.emit("haul \(HaulInfo.version)\n", to: 1)
-                return .success
             default:
-                throw UsageError("unknown command '\(command)' (see haul help)")
+                return try informational(command, rest)
             }
         } catch {
             Output.emit("haul: error: \(Output.printable(error.message))\n", to: 2)
             return .usage
+        }
+    }
+
+    /// The commands that only print: help, completions, the version.
+    private static func informational(_ command: String, _ rest: [String]) throws(UsageError) -> ExitCode {
+        switch command {
+        case "help", "--help", "-h":
+            if rest.first == "--man" {
+                Output.emit(ManPage.render(version: HaulInfo.version), to: 1)
+            } else {
+                Output.emit((Commands.named(rest.first)?.help ?? help) + "\n", to: 1)
+            }
+            return .success
+        case "completions":
+            guard rest.count == 1, let script = Completions.script(for: rest[0]) else {
+                throw UsageError("completions takes one of \(Completions.shells.joined(separator: ", "))")
+            }
+            Output.emit(script, to: 1)
+            return .success
+        case "version":
+            Output.emit("haul \(HaulInfo.version) (\(HaulInfo.transportDescription))\n", to: 1)
+            return .success
+        case "--version", "-V":
+            // What scripts ask to check what they run: no libcurl loaded for it.
+            Output.emit("haul \(HaulInfo.version)\n", to: 1)
+            return .success
+        default:
+            throw UsageError("unknown command '\(command)' (see haul help)")
         }
     }
 }

@@ -1,3 +1,4 @@
+import Haul
 import HaulCore
 
 #if canImport(FoundationEssentials)
@@ -119,8 +120,7 @@ package final class ServeStore {
     /// Adds `new` at the end of the queue, all or none; the URLs are stored without credentials.
     package func add(_ new: [NewDownload], now: Double) throws(ServeError) -> [StoredDownload] {
         try database.transaction { () throws(ServeError) -> [StoredDownload] in
-            var next =
-                (try database.query("SELECT COALESCE(MAX(position), 0) FROM downloads").first?.first?.integer ?? 0) + 1
+            var next = try maxPosition() + 1
             var added: [StoredDownload] = []
             for item in new {
                 let url = ResumeRecord.redacted(item.url)
@@ -139,6 +139,50 @@ package final class ServeStore {
             return added
         }
     }
+
+    /// Moves queued download `id` as the manager moves it (``DownloadManager/QueueMove``): the
+    /// priority it takes and the new position of each queued download whose position changed;
+    /// nil when `id` is not queued. The top and the bottom change only `id`'s own position.
+    package func move(
+        _ id: Int64, _ move: DownloadManager.QueueMove
+    ) throws(ServeError) -> (priority: Int64, positions: [(id: Int64, position: Int64)])? {
+        try database.transaction { () throws(ServeError) -> (Int64, [(id: Int64, position: Int64)])? in
+            let queued = try list(states: [.queued], limit: Self.everything)
+            guard let (order, moved) = move.apply(to: queued.map { ($0.id, Int($0.priority)) }, moving: id) else {
+                return nil
+            }
+            var positions: [(id: Int64, position: Int64)]
+            switch move {
+            case .top: positions = [(id, (queued.map(\.position).min() ?? 0) - 1)]
+            case .bottom: positions = [(id, try maxPosition() + 1)]
+            case .up, .down:
+                // The queued downloads' positions, given out again in the new order.
+                let old = Dictionary(uniqueKeysWithValues: queued.map { ($0.id, $0.position) })
+                positions = zip(order, queued.map(\.position).sorted()).filter { old[$0.0] != $0.1 }
+                    .map { (id: $0.0, position: $0.1) }
+            }
+            try database.query(
+                "UPDATE downloads SET priority = ? WHERE id = ?", [.integer(Int64(moved)), .integer(id)])
+            for (row, position) in positions {
+                try database.query(
+                    "UPDATE downloads SET position = ? WHERE id = ?", [.integer(position), .integer(row)])
+            }
+            return (Int64(moved), positions)
+        }
+    }
+
+    /// Puts `id` at the back of its priority: where the manager puts a download it resumes.
+    package func sendToBack(_ id: Int64) throws(ServeError) {
+        try database.query(
+            "UPDATE downloads SET position = ? WHERE id = ?", [.integer(try maxPosition() + 1), .integer(id)])
+    }
+
+    private func maxPosition() throws(ServeError) -> Int64 {
+        try database.query("SELECT COALESCE(MAX(position), 0) FROM downloads").first?.first?.integer ?? 0
+    }
+
+    /// A `limit` for every row.
+    static let everything = Int(Int32.max)
 
     /// How many downloads the list holds.
     package func count() throws(ServeError) -> Int {

@@ -19,8 +19,8 @@ struct ServeCommandTests {
         init() throws { dir = try TemporaryDirectory() }
 
         /// `haul serve --port 0`, once it has written its address.
-        func serve() async throws -> ChildProcess {
-            let daemon = try CLI.start(["serve", "--port", "0", "-d", root], environment: environment)
+        func serve(_ extra: [String] = []) async throws -> ChildProcess {
+            let daemon = try CLI.start(["serve", "--port", "0", "-d", root] + extra, environment: environment)
             let up = await eventually { FileManager.default.fileExists(atPath: address) || !daemon.isRunning }
             try #require(up && daemon.isRunning, "\(String(decoding: daemon.stderr, as: UTF8.self))")
             return daemon
@@ -65,6 +65,32 @@ struct ServeCommandTests {
         let stopped = await CLI.finish(daemon, timeout: 30)
         #expect(stopped.status == 0, "\(stopped.stderr)")
         #expect(!FileManager.default.fileExists(atPath: place.address))
+    }
+
+    @Test func moveReordersTheQueueAndRefusesWhatIsNotQueued() async throws {
+        let server = try TestServer()
+        let place = try Place()
+        defer { cleanUp(server, place.dir) }
+        let daemon = try await place.serve(["-j", "1"])
+        defer { daemon.killGroup() }
+        let urls = ["/holder?size=100000&stall=1000&stalls=1", "/two?size=100", "/three?size=100"].map {
+            server.url($0).absoluteString
+        }
+        #expect(try await place.haul(["get", "--background"] + urls).status == 0)
+        #expect(await eventually { await place.line(1).contains("running") })
+        let moved = try await place.haul(["move", "top", "3"])
+        #expect(moved.status == 0 && moved.stdout == "3 moved\n", "\(moved)")
+        let queued = try await place.haul(["ls", "--state", "queued"])
+        #expect(queued.stdout.split(separator: "\n").map { $0.prefix(1) } == ["3", "2"], "\(queued)")
+        let running = try await place.haul(["move", "up", "1"])
+        #expect(running.status == 2 && running.stderr.contains("download 1: download 1 is not queued"), "\(running)")
+        let sideways = try await place.haul(["move", "sideways", "2"])
+        #expect(
+            sideways.status == 2
+                && sideways.stderr
+                    == "haul: error: move takes where first: top, up, down, bottom (see haul help move)\n",
+            "\(sideways)")
+        #expect(try await place.haul(["move", "--help"]).stdout.hasPrefix("usage: haul move top|up|down|bottom ID..."))
     }
 
     @Test func badFlagsAreRefusedInOneLineBeforeAnythingStarts() async throws {

@@ -271,6 +271,42 @@ struct ServeDaemonTests {
         await flagged.daemon.stop()
     }
 
+    /// Moves and a resume reorder the queue behind a download that holds the only slot: the
+    /// list shows the store's order and the server sees the manager's, and they are the same.
+    @Test func queuedDownloadsMoveAndStartInTheOrderTheListShows() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try Self.directories()
+        defer { cleanUp(server, dir) }
+        let d = try Running(state: state, root: root) { $0.maxConcurrentDownloads = 1 }
+        let holder = try d.add(server.url("/holder?size=100000&stall=1000&stalls=1"))
+        #expect(await eventually { d.state(holder) == "running" })
+        var ids: [String: Int] = [:]
+        for name in ["a", "b", "c", "d"] { ids[name] = try d.add(server.url("/\(name)?size=1000")) }
+        func move(_ name: String, _ to: String) throws -> Int {
+            try d.call("POST", "/api/v1/downloads/\(ids[name]!)/move", body: #"{"to":"\#(to)"}"#).status
+        }
+        func queued() throws -> [String] {
+            let listed = try d.call("GET", "/api/v1/downloads?state=queued").json["downloads"] as? [[String: Any]] ?? []
+            return listed.compactMap { item in ids.first { $0.value == item["id"] as? Int }?.key }
+        }
+        #expect(try move("c", "top") == 200 && move("a", "bottom") == 200 && move("d", "up") == 200)
+        #expect(try queued() == ["c", "d", "b", "a"])
+        // Resumed, a download goes to the back (the manager's place for it).
+        #expect(try d.call("POST", "/api/v1/downloads/\(ids["d"]!)/pause", body: "{}").status == 200)
+        #expect(try d.call("POST", "/api/v1/downloads/\(ids["d"]!)/resume", body: "{}").status == 200)
+        #expect(try queued() == ["c", "b", "a", "d"])
+        for (body, on) in [(#"{"to":"sideways"}"#, ids["a"]!), ("{}", ids["a"]!), (#"{"to":"top"}"#, holder)] {
+            let refused = try d.call("POST", "/api/v1/downloads/\(on)/move", body: body)
+            #expect(refused.status == 400, "\(body): \(refused)")
+        }
+        let events = try d.call("GET", "/api/v1/events?since=0").json["events"] as? [[String: Any]] ?? []
+        #expect(events.filter { $0["kind"] as? String == "moved" }.count == 3)
+        #expect(try d.call("POST", "/api/v1/downloads/\(holder)/cancel", body: "{}").status == 200)
+        #expect(await eventually { ids.values.allSatisfy { d.state($0) == "completed" } })
+        #expect(server.requests.map(\.path).filter { $0 != "/holder" } == ["/c", "/b", "/a", "/d"])
+        await d.daemon.stop()
+    }
+
     @Test func removeWithFilesDeletesOnlyAFileTheDownloadWrote() async throws {
         let server = try TestServer()
         let (dir, state, root) = try Self.directories()

@@ -8,12 +8,12 @@ import Testing
 /// index and, now and then, give the spent slots back) and from the middle.
 @Suite(.fewAtOnce) struct RunQueueTests {
     /// The queued ids from first to last.
-    private func contents(_ queue: RunQueue) -> [UUID] {
+    private func contents(_ queue: RunQueue<UUID>) -> [UUID] {
         (queue.startIndex..<queue.endIndex).map { queue[$0] }
     }
 
     @Test func removingFromTheFrontKeepsTheRestInOrderPastCompaction() {
-        var queue = RunQueue()
+        var queue = RunQueue<UUID>()
         let ids = (0..<1000).map { _ in UUID() }
         for id in ids { queue.append(id) }
         var index = queue.startIndex
@@ -27,7 +27,7 @@ import Testing
     }
 
     @Test func removingFromTheMiddleReturnsTheFollowingItem() {
-        var queue = RunQueue()
+        var queue = RunQueue<UUID>()
         let ids = (0..<5).map { _ in UUID() }
         for id in ids { queue.append(id) }
         _ = queue.remove(at: queue.startIndex)
@@ -37,7 +37,7 @@ import Testing
     }
 
     @Test func insertGoesBeforeTheFirstThatRunsAfterAndIgnoresSpentSlots() {
-        var queue = RunQueue()
+        var queue = RunQueue<UUID>()
         let ids = (0..<4).map { _ in UUID() }
         for id in ids { queue.append(id) }
         _ = queue.remove(at: queue.startIndex)  // ids[0] is spent, still in the array
@@ -50,7 +50,7 @@ import Testing
     }
 
     @Test func anEmptiedQueueHasNoLast() {
-        var queue = RunQueue()
+        var queue = RunQueue<UUID>()
         queue.append(UUID())
         _ = queue.remove(at: queue.startIndex)
         #expect(queue.last == nil)

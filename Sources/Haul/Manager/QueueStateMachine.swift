@@ -80,8 +80,9 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
     // Kept in step with the items so that scheduling never scans or sorts the whole list.
     private(set) var counts: [Item.State: Int] = [:]
     private var runningByHost: [String: Int] = [:]
-    /// Queued items in run order: higher priority first, then the order added.
-    private var pending = RunQueue()
+    /// Queued items in run order: higher priority first, then the order added. Entries are left
+    /// behind when an item stops being queued; only one with the item's queue stamp counts.
+    private var pending = RunQueue<(id: UUID, stamp: Int)>()
     /// Finished items in the order they finished, with the stamp each got (an item that is
     /// resumed and finishes again is in it twice; only the entry with its current stamp counts).
     private var finishOrder: [(id: UUID, stamp: Int)] = []
@@ -175,6 +176,31 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
     mutating func remove(_ id: UUID) -> Bool {
         guard let item = items[id], item.state == .completed || item.state == .failed else { return false }
         drop(id)
+        return true
+    }
+
+    /// Moves a queued item in the run order (where it already is: nothing changes); false for
+    /// one that is not queued. It takes the priority of the item it moves next to where that differs (the order
+    /// is priority first), and the queued items' sequence numbers follow the new order, so a
+    /// reload from the state file keeps it.
+    mutating func move(_ id: UUID, _ move: DownloadManager.QueueMove) -> Bool {
+        guard items[id]?.state == .queued else { return false }
+        var order: [UUID] = []
+        for index in pending.startIndex..<pending.endIndex where isLive(pending[index]) {
+            order.append(pending[index].id)
+        }
+        let sequences = order.map { items[$0]!.sequence }.sorted()
+        guard let (moved, priority) = move.apply(to: order.map { ($0, items[$0]!.priority) }, moving: id) else {
+            return false
+        }
+        order = moved
+        items[id]!.priority = priority
+        var queue = RunQueue<(id: UUID, stamp: Int)>()
+        for (other, sequence) in zip(order, sequences) {
+            items[other]!.sequence = sequence
+            queue.append((other, items[other]!.queueStamp))
+        }
+        pending = queue
         return true
     }
 
@@ -302,8 +328,8 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
         var actions: [Action] = []
         var index = pending.startIndex
         while index < pending.endIndex, counts[.running, default: 0] < max(1, policy.maxRunning) {
-            let id = pending[index]
-            guard let item = items[id], item.state == .queued else {
+            let id = pending[index].id
+            guard isLive(pending[index]), let item = items[id] else {
                 index = pending.remove(at: index)  // paused, cancelled or started elsewhere
                 continue
             }
@@ -354,13 +380,20 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
 
     private mutating func enqueue(_ id: UUID) {
         let priority = items[id]!.priority
+        stamp += 1
+        items[id]!.queueStamp = stamp
         // The usual case (equal priorities, added in order) appends without a scan: a scan per
         // add would make a thousand adds cost half a million dictionary lookups.
-        if let last = pending.last, let lastItem = items[last], lastItem.priority >= priority {
-            pending.append(id)
+        if let last = pending.last, let lastItem = items[last.id], lastItem.priority >= priority {
+            pending.append((id, stamp))
             return
         }
-        pending.insert(id) { items[$0].map { $0.priority < priority } ?? false }
+        pending.insert((id, stamp)) { items[$0.id].map { $0.priority < priority } ?? false }
+    }
+
+    /// Whether a run-queue entry is its item's current place: queued, and queued then.
+    private func isLive(_ entry: (id: UUID, stamp: Int)) -> Bool {
+        items[entry.id].map { $0.state == .queued && $0.queueStamp == entry.stamp } ?? false
     }
 
     /// Marks `id` failed with `error`; the delivery of that outcome.

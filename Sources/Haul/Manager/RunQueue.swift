@@ -25,22 +25,22 @@ extension UUID {
 /// The manager's queued downloads in run order. Starts take them mostly from the front, which
 /// moves a start index instead of the rest of the array: `remove(at: 0)` per start would make a
 /// list of n downloads cost n²/2 element moves.
-struct RunQueue {
-    private var ids: [UUID] = []
+struct RunQueue<Element: Sendable>: Sendable {
+    private var ids: [Element] = []
     /// The first queued item's index; the slots before it are spent.
     private(set) var startIndex = 0
     /// One past the last queued item's index.
     var endIndex: Int { ids.count }
     /// The last queued item, if any.
-    var last: UUID? { startIndex < ids.count ? ids.last : nil }
+    var last: Element? { startIndex < ids.count ? ids.last : nil }
 
-    subscript(index: Int) -> UUID { ids[index] }
+    subscript(index: Int) -> Element { ids[index] }
 
     /// Adds `id` at the end.
-    mutating func append(_ id: UUID) { ids.append(id) }
+    mutating func append(_ id: Element) { ids.append(id) }
 
     /// Inserts `id` before the first queued item for which `runsAfter` is true, else at the end.
-    mutating func insert(_ id: UUID, before runsAfter: (UUID) -> Bool) {
+    mutating func insert(_ id: Element, before runsAfter: (Element) -> Bool) {
         ids.insert(id, at: ids[startIndex...].firstIndex(where: runsAfter) ?? ids.count)
     }
 

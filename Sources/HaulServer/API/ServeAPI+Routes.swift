@@ -1,3 +1,4 @@
+import Haul
 import HaulCore
 
 #if canImport(Glibc)
@@ -179,9 +180,13 @@ extension ServeAPI {
             try changeState(item, to)
             switch action {
             case "pause": runner?.pause(id)
-            case "resume": if let now = try store.download(id) { start(now) }
+            case "resume":
+                // At the back of its priority, where the manager puts what it resumes.
+                try store.sendToBack(id)
+                if let now = try store.download(id) { start(now) }
             default: cancel(item)
             }
+        case "move": try self.move(item, body)
         case "remove":
             struct Remove: Decodable { var files: Bool? }
             let files = (try? JSONDecoder().decode(Remove.self, from: Data(body)))?.files ?? false
@@ -197,10 +202,33 @@ extension ServeAPI {
             _ = try store.append(event: "removed", download: id, body: "{\"id\":\(id)}")
             return try Self.json(200, ["removed": String(id)])
         default:
-            throw ServeError(.notFound, "no action '\(ServeError.shown(action))' (pause, resume, cancel, remove)")
+            throw ServeError(.notFound, "no action '\(ServeError.shown(action))' (pause, resume, cancel, move, remove)")
         }
         guard let changed = try store.download(id) else { throw Self.noSuchDownload(String(id)) }
         return try Self.json(200, shown(changed))
+    }
+
+    /// `POST /api/v1/downloads/ID/move` `{"to": "top"|"up"|"down"|"bottom"}`: a queued download
+    /// changes place in the queue, in the store and in the manager alike; a `moved` event says
+    /// which positions changed.
+    func move(_ item: StoredDownload, _ body: [UInt8]) throws(ServeError) {
+        struct Move: Decodable { var to: String }
+        guard let asked = try? JSONDecoder().decode(Move.self, from: Data(body)),
+            let move = DownloadManager.QueueMove(rawValue: asked.to)
+        else { throw ServeError(.badRequest, "the body is not {\"to\": \"top\"|\"up\"|\"down\"|\"bottom\"}") }
+        guard item.state == .queued, let (priority, positions) = try store.move(item.id, move) else {
+            throw ServeError(
+                .badRequest, "download \(item.id) is not queued (\(item.state.rawValue)): only a queued one moves")
+        }
+        runner?.move(item.id, move)
+        struct Moved: Encodable {
+            var id: Int64
+            var priority: Int64
+            /// `[id, position]` of each download whose position changed.
+            var positions: [[Int64]]
+        }
+        let moved = Moved(id: item.id, priority: priority, positions: positions.map { [$0.id, $0.position] })
+        _ = try store.append(event: "moved", download: item.id, body: try Self.text(moved))
     }
 
     func events(_ query: [String: String]) throws(ServeError) -> HTTPReply {

@@ -78,6 +78,8 @@ package protocol ServeRunner: AnyObject, Sendable {
     func shutdown() async
     /// Downloads at once, from now on.
     func setMaxConcurrent(_ n: Int)
+    /// Moves queued download `id` in the run order.
+    func move(_ id: Int64, _ move: DownloadManager.QueueMove)
     /// The speed limit all downloads share, running ones included (nil: none).
     func setMaxOverallRate(_ bytesPerSecond: Int64?)
 }
@@ -209,6 +211,10 @@ package final class ManagerRunner: ServeRunner {
     package func progress(_ id: Int64) -> RunProgress? { books.withLock { $0.progress[id] } }
 
     package func setMaxConcurrent(_ n: Int) { manager.setMaxConcurrentDownloads(n) }
+
+    package func move(_ id: Int64, _ move: DownloadManager.QueueMove) {
+        if let uuid = books.withLock({ $0.uuid[id] }) { manager.move(uuid, move) }
+    }
 
     // The manager runs on curl, which paces: the only refusal is for a transport that cannot.
     package func setMaxOverallRate(_ bytesPerSecond: Int64?) {

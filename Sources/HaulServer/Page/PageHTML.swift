@@ -72,6 +72,9 @@ enum PageHTML {
             <div class="facts"><span class="bytes"></span><span class="speed"></span><span class="eta"></span><span class="conns"></span></div>
             <div class="error" hidden></div>
             <div class="actions">
+              <button type="button" data-act="top" title="Start it next">Top</button>
+              <button type="button" data-act="up">Up</button>
+              <button type="button" data-act="down">Down</button>
               <button type="button" data-act="pause">Pause</button>
               <button type="button" data-act="resume">Resume</button>
               <button type="button" data-act="cancel">Cancel</button>

@@ -141,7 +141,9 @@ enum PageScript {
           const error = li.querySelector('.error');
           error.hidden = !(item.state === 'failed' && item.error);
           error.textContent = item.error || '';
+          const queued = item.state === 'queued';
           const can = {
+            top: queued, up: queued, down: queued,
             pause: ['queued', 'running', 'waiting'].includes(item.state),
             resume: item.state === 'paused' || item.state === 'failed',
             cancel: !ended(item.state),
@@ -183,6 +185,8 @@ enum PageScript {
             if (act === 'remove-files') {
               if (!confirm('Remove this download and delete its file?')) return;
               await call('POST', '/downloads/' + id + '/remove', { files: true });
+            } else if (['top', 'up', 'down'].includes(act)) {
+              await call('POST', '/downloads/' + id + '/move', { to: act });
             } else {
               await call('POST', '/downloads/' + id + '/' + act, {});
             }
@@ -209,6 +213,15 @@ enum PageScript {
               break;
             }
             case 'removed': page.items.delete(body.id); break;
+            case 'moved': {
+              const item = page.items.get(body.id);
+              if (item) item.priority = body.priority;
+              for (const [id, position] of body.positions) {
+                const other = page.items.get(id);
+                if (other) other.position = position;
+              }
+              break;
+            }
             case 'progress': {
               const item = page.items.get(body.id);
               if (item) Object.assign(item, { done: body.done, total: body.total, speed: body.speed, eta: body.eta });
