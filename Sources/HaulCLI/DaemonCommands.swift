@@ -159,7 +159,8 @@ enum DaemonCommands {
         guard let body = try? encoder.encode(add) else { throw UsageError("cannot encode the request") }
         do throws(DaemonDoor.Failure) {
             struct Added: Decodable { var downloads: [DownloadJSON] }
-            let answer = try await DaemonDoor.open().call("POST", "/api/v1/downloads", json: Array(body))
+            let door = try await DaemonDoor.openStarting { Output.emit("haul: \($0)\n", to: 2) }
+            let answer = try await door.call("POST", "/api/v1/downloads", json: Array(body))
             let added = (try? JSONDecoder().decode(Added.self, from: Data(answer)))?.downloads ?? []
             for item in added where !get.flag("--quiet") {
                 Output.emit(

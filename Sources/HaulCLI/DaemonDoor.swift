@@ -28,13 +28,21 @@ struct DaemonDoor {
     struct Failure: Error {
         var message: String
         var code: ExitCode
+        /// No daemon answers: `get --background` starts one.
+        var isNotRunning = false
+
+        static func notRunning(_ detail: String? = nil) -> Failure {
+            Failure(
+                message: "haul serve is not running (start it with 'haul serve')" + (detail.map { ": " + $0 } ?? ""),
+                code: .network, isNotRunning: true)
+        }
     }
 
     static func open() async throws(Failure) -> DaemonDoor {
         guard let state = stateDirectory() else {
             throw Failure(message: "no home directory: set HOME or XDG_STATE_HOME", code: .usage)
         }
-        let notRunning = Failure(message: "haul serve is not running (start it with 'haul serve')", code: .network)
+        let notRunning = Failure.notRunning()
         let found = try? Sys.readSmallFileAndStatus(
             state + "/" + ServeDaemon.addressName, limit: 64, followingLinks: false)
         guard let found = found ?? nil else { throw notRunning }
@@ -73,7 +81,7 @@ struct DaemonDoor {
         let answer: Data
         do throws(HaulError) { answer = try await session.data(for: HaulRequest(url: url)).0 } catch {
             if error.code == .network || error.code == .timeout {
-                throw Failure(message: "haul serve is not running (start it with 'haul serve')", code: .network)
+                throw Failure.notRunning()
             }
             throw impostor
         }
@@ -102,8 +110,7 @@ struct DaemonDoor {
                 throw Failure(message: "haul serve answered \(status)", code: .http)
             }
             if error.code == .network || error.code == .timeout {
-                throw Failure(
-                    message: "haul serve is not running (start it with 'haul serve'): \(error.message)", code: .network)
+                throw Failure.notRunning(error.message)
             }
             throw Failure(message: error.message, code: ExitCode(error))
         }

@@ -108,7 +108,8 @@ struct GetCommand {
           -q, --quiet             print nothing but errors
               --json              print one JSON event per line on stdout
               --background        hand the URLs to haul serve and print their ids at once
-                                  (haul ls shows them); -o and -d then name a file and a
+                                  (haul ls shows them), starting haul serve in the
+                                  background if it is not running; -o and -d name a file and a
                                   folder under its download root; only -x, --limit-rate and
                                   --checksum go with it
 

@@ -99,7 +99,13 @@ enum ManPage {
         \-\-noproxy take precedence
         .TP
         .B XDG_STATE_HOME, XDG_CACHE_HOME, HOME
-        where the validators and the HTTP cache are kept
+        where the validators, the HTTP cache and haul serve's state are kept
+        .TP
+        .B XDG_DOWNLOAD_DIR
+        haul serve's download root without \-d (default ~/Downloads)
+        .TP
+        .B HAUL_SERVE_PORT
+        haul serve's port without \-\-port (default 6800), also for the one get \-\-background starts
         .SH EXAMPLES
         .TP
         haul get https://example.com/big.iso

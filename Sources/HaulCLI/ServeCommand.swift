@@ -26,8 +26,8 @@ struct ServeCommand {
         Ctrl-C or SIGTERM stops the transfers, keeping their bytes. One daemon per state
         directory.
 
-          --port N          the HTTP port (default 6800; not 80; 0: a free one, written with
-                            the token for the other commands)
+          --port N          the HTTP port (default $HAUL_SERVE_PORT, else 6800; not 80; 0: a
+                            free one, written with the token for the other commands)
           -d, --dir DIR     the download root, the only directory it writes in (default
                             $XDG_DOWNLOAD_DIR, else ~/Downloads); not / nor the home directory
           -j, --max-concurrent N  downloads at once, 1-64 (default 3, or what the page set last;
@@ -56,6 +56,11 @@ struct ServeCommand {
         configuration = ServeDaemon.Configuration(state: state, root: root)
         if let port = try v.integer("--port", min: 0) {
             guard port <= 65535 else { throw UsageError("--port expects 0-65535, got \(port)") }
+            configuration.port = port
+        } else if let raw = ProcessInfo.processInfo.environment["HAUL_SERVE_PORT"] {
+            guard let port = Int(raw), (0...65535).contains(port) else {
+                throw UsageError("HAUL_SERVE_PORT expects 0-65535, got '\(Output.printable(raw))'")
+            }
             configuration.port = port
         }
         if let n = try v.integer("--max-concurrent", min: 1) {

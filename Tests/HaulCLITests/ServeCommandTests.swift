@@ -93,6 +93,62 @@ struct ServeCommandTests {
         #expect(try await place.haul(["move", "--help"]).stdout.hasPrefix("usage: haul move top|up|down|bottom ID..."))
     }
 
+    /// The processes whose environment holds `XDG_STATE_HOME=state`: the daemons a test's
+    /// `haul get --background` started (in a session of their own, not the test's children).
+    static func daemons(of state: String) -> [pid_t] {
+        let wanted = Array("XDG_STATE_HOME=\(state)".utf8)
+        let pids = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { pid_t($0) }
+        return pids.filter { pid in
+            guard let environ = FileManager.default.contents(atPath: "/proc/\(pid)/environ") else { return false }
+            return environ.split(separator: 0).contains { Array($0) == wanted }
+        }
+    }
+
+    @Test func getInTheBackgroundStartsTheDaemonWhenNoneRuns() async throws {
+        let server = try TestServer()
+        let place = try Place()
+        let state = place.dir.path + "/state"
+        defer {
+            for pid in Self.daemons(of: state) { kill(pid, SIGKILL) }
+            cleanUp(server, place.dir)
+        }
+        var environment = place.environment
+        environment["XDG_DOWNLOAD_DIR"] = place.root
+        environment["HAUL_SERVE_PORT"] = "0"
+        let url = server.url("/files/auto.bin?size=50000&seed=5").absoluteString
+        let added = try await CLI.run(["get", "--background", url], environment: environment)
+        let log = state + "/haul/serve/serve.log"
+        #expect(added.status == 0 && added.stdout == "1 queued \(url)\n", "\(added)")
+        #expect(
+            added.stderr
+                == "haul: started haul serve in the background: downloads go to \(place.root); its log is \(log)\n")
+        let completed = await eventually { await place.line(1).contains("completed") }
+        let line = await place.line(1)
+        #expect(completed, "\(line)")
+        expectFile(place.root + "/auto.bin", equals: TestContent.bytes(seed: 5, count: 50_000))
+        // Running now: the next one is handed to it, nothing more started.
+        let again = try await CLI.run(["get", "--background", url + "&again"], environment: environment)
+        #expect(again.status == 0 && again.stderr.isEmpty && again.stdout.hasPrefix("2 queued "), "\(again)")
+        let daemons = Self.daemons(of: state)
+        #expect(daemons.count == 1)
+        let cwd = daemons.first.flatMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\($0)/cwd")
+        }
+        #expect(cwd == "/", "a daemon keeps no directory busy")
+        // Its log has no token; it stops on SIGTERM, leaving no address behind.
+        let written = try String(contentsOfFile: log, encoding: .utf8)
+        let token = try String(contentsOfFile: state + "/haul/serve/token", encoding: .utf8)
+        #expect(!written.isEmpty && !written.contains(token.trimmingCharacters(in: .whitespacesAndNewlines)))
+        for pid in daemons { kill(pid, SIGTERM) }
+        #expect(await eventually { Self.daemons(of: state).isEmpty })
+        #expect(!FileManager.default.fileExists(atPath: place.address))
+        // A daemon that cannot start says why, from its log.
+        environment["HAUL_SERVE_PORT"] = "nope"
+        let broken = try await CLI.run(["get", "--background", url], environment: environment)
+        #expect(broken.status == 3 && broken.stderr.contains("haul serve did not start: "), "\(broken)")
+        #expect(broken.stderr.contains("HAUL_SERVE_PORT expects 0-65535, got 'nope'"), "\(broken)")
+    }
+
     @Test func badFlagsAreRefusedInOneLineBeforeAnythingStarts() async throws {
         let place = try Place()
         defer { place.dir.remove() }
