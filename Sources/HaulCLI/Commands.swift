@@ -15,6 +15,7 @@ enum Commands {
         Command(name: "demo", help: DemoCommand.help, options: DemoCommand.options),
         Command(name: "serve", help: ServeCommand.help, options: ServeCommand.options),
         Command(name: "ls", help: DaemonCommands.lsHelp, options: DaemonCommands.lsOptions),
+        Command(name: "watch", help: WatchCommand.help, options: WatchCommand.options),
         Command(name: "pause", help: DaemonCommands.controlHelp, options: []),
         Command(name: "resume", help: DaemonCommands.controlHelp, options: []),
         Command(name: "cancel", help: DaemonCommands.controlHelp, options: []),

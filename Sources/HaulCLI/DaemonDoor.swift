@@ -122,6 +122,36 @@ struct DaemonDoor {
         return body
     }
 
+    /// The event stream (`Accept: text/event-stream`): a snapshot, then the changes. Open as long
+    /// as the daemon runs: no resource timeout, and an idle one past its 15 s keep-alive.
+    func events() async throws(Failure) -> ByteStream {
+        guard let url = URL(string: base + "/api/v1/events") else { throw Failure(message: "a bad URL", code: .usage) }
+        var configuration = session.configuration
+        configuration.timeout.resource = nil
+        configuration.timeout.idle = 45
+        let request = HaulRequest(
+            url: url, headers: ["Authorization": "Bearer \(token.text)", "Accept": "text/event-stream"])
+        let opened: (HTTPResponse, ByteStream)
+        do throws(HaulError) {
+            opened = try await HaulSession(configuration: configuration).bytes(for: request, window: 1 << 16)
+        } catch {
+            if error.code == .network || error.code == .timeout { throw Failure.notRunning(error.message) }
+            throw Failure(message: error.message, code: ExitCode(error))
+        }
+        guard opened.0.statusCode == 200 else {
+            opened.1.cancel()
+            throw Failure(message: "haul serve answered \(opened.0.statusCode) to the event stream", code: .http)
+        }
+        return opened.1
+    }
+
+    /// Whether nothing is queued, running or waiting (the whole list, not the first 1000).
+    func nothingUnfinished() async throws(Failure) -> Bool {
+        struct Page: Decodable { var downloads: [DownloadJSON] }
+        let body = try await call("GET", "/api/v1/downloads?state=queued,running,waiting&limit=1")
+        return (try? JSONDecoder().decode(Page.self, from: Data(body)))?.downloads.isEmpty ?? false
+    }
+
     /// The list, in queue order (the whole of it, a thousand at a time).
     func list() async throws(Failure) -> [DownloadJSON] {
         struct Page: Decodable { var downloads: [DownloadJSON] }

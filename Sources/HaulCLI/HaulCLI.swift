@@ -32,6 +32,7 @@ struct HaulCLI {
           serve [--port N] [-d DIR]       the download daemon: a queue that outlives haul, a JSON API
           get --background URL...         hand downloads to haul serve; their ids are printed
           ls [--json]                     haul serve's downloads, with progress
+          watch [--until-idle]            haul serve's downloads live: bars, speed, ETA, changes
           pause|resume|cancel ID...       control them; rm [--files] ID... removes them
           move top|up|down|bottom ID...   reorder haul serve's queue
           help [command | --man]          this text, a command's options, or the man page haul(1)
@@ -65,7 +66,7 @@ struct HaulCLI {
 
     /// The commands whose `--help` (or `-h`) anywhere among their arguments prints their help.
     static let answerHelpFlag: Set = [
-        "get", "upload", "doctor", "serve", "ls", "pause", "resume", "cancel", "move", "rm",
+        "get", "upload", "doctor", "serve", "ls", "watch", "pause", "resume", "cancel", "move", "rm",
     ]
 
     static func run(_ args: [String]) async -> ExitCode {
@@ -105,6 +106,9 @@ struct HaulCLI {
                 return try await DaemonCommands.control(command, rest)
             case "move":
                 return try await DaemonCommands.move(rest)
+            case "watch":
+                let watch = try WatchCommand(rest)
+                return await watch.run(interrupts: Interrupts())
             case "demo":
                 let demo = try DemoCommand(rest)
                 return await demo.run(interrupts: Interrupts())

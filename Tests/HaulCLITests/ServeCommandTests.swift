@@ -149,6 +149,39 @@ struct ServeCommandTests {
         #expect(broken.stderr.contains("HAUL_SERVE_PORT expects 0-65535, got 'nope'"), "\(broken)")
     }
 
+    @Test func watchPrintsEachChangeOfStateAndEndsWhenNothingIsLeftToDo() async throws {
+        let server = try TestServer()
+        let place = try Place()
+        defer { cleanUp(server, place.dir) }
+        let daemon = try await place.serve()
+        defer { daemon.killGroup() }
+        let held = server.url("/held.bin?size=100000&stall=1000&stalls=1").absoluteString
+        #expect(try await place.haul(["get", "--background", held]).status == 0)
+        #expect(await eventually { await place.line(1).contains("running") })
+        let watch = try CLI.start(["watch", "--until-idle"], environment: place.environment)
+        defer { watch.killGroup() }
+        let connected = await eventually { String(decoding: watch.stderr, as: UTF8.self).contains("watching") }
+        #expect(connected, "\(String(decoding: watch.stderr, as: UTF8.self))")
+        let missing = server.url("/missing?status=404").absoluteString
+        #expect(try await place.haul(["get", "--background", missing]).status == 0)
+        #expect(await eventually { await place.line(2).contains("failed") })
+        #expect(try await place.haul(["cancel", "1"]).status == 0)
+        let ended = await CLI.finish(watch, timeout: 30)
+        let lines = ended.stdout.split(separator: "\n").map(String.init)
+        #expect(ended.status == 3, "a download failed while watching: \(ended)")
+        #expect(lines.first == "2 queued \(missing)", "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("2 failed \(missing): HTTP 404") }, "\(lines)")
+        #expect(lines.last == "1 cancelled held.bin", "\(lines)")
+        #expect(ended.stderr.hasPrefix("haul: watching haul serve (1 download)\n"), "\(ended.stderr)")
+        // Idle already: it ends at once, and without a daemon it says so.
+        let idle = try await place.haul(["watch", "--until-idle"])
+        #expect(idle.status == 0 && idle.stdout.isEmpty, "\(idle)")
+        daemon.signal(SIGTERM)
+        _ = await CLI.finish(daemon, timeout: 30)
+        let none = try await place.haul(["watch"])
+        #expect(none.status == 3 && none.stderr.contains("haul serve is not running"), "\(none)")
+    }
+
     @Test func badFlagsAreRefusedInOneLineBeforeAnythingStarts() async throws {
         let place = try Place()
         defer { place.dir.remove() }
