@@ -152,6 +152,15 @@ struct ServeAPITests {
             "POST /api/v1/version HTTP/1.1\r\nHost: 127.0.0.1:\(d.port)\r\nAuthorization: Bearer \(d.token.text)\r\n"
                 + "Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
         #expect(raw.contains("Allow: GET, HEAD\r\n"), "\(raw)")
+        // The proof (no token) and the page's files say what they take too.
+        for (path, allowed) in [
+            ("/api/v1/proof?nonce=" + String(repeating: "a", count: 32), "GET"), ("/", "GET, HEAD"),
+        ] {
+            let refused = try RawClient.exchange(
+                port: d.port,
+                "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(d.port)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            #expect(refused.hasPrefix("HTTP/1.1 405") && refused.contains("Allow: \(allowed)\r\n"), "\(refused)")
+        }
         #expect(try d.call("GET", "/api/v1/downloads/1/a/b").status == 404)
         #expect(try d.call("GET", "/api/v1/nothing").status == 404)
         #expect(try d.call("HEAD", "/api/v1/events").status == 200)

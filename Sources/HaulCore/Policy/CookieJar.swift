@@ -199,21 +199,12 @@ package final class CookieJar: Sendable {
             }
             switch key.lowercased() {
             case "expires": expires = HTTPDate.parseCookieDate(attribute) ?? expires
-            case "max-age":
-                // Digits, with a leading '-' allowed (0 or less: expired); anything else is
-                // ignored. Too many digits to count is "a very long time".
-                let negative = attribute.hasPrefix("-")
-                let digits = negative ? String(attribute.dropFirst()) : attribute
-                guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { continue }
-                let n = HTTPHeaders.decimal(digits) ?? Int64.max
-                maxAge = negative || n == 0 ? Int64.min : min(n, 1 << 40)
+            case "max-age": maxAge = Self.maxAge(attribute) ?? maxAge
             case "domain":
                 var domain = attribute.lowercased()
                 if domain.hasPrefix(".") { domain.removeFirst() }
                 guard !domain.isEmpty else { continue }
-                // A parent with a dot inside it (not only a trailing one: `com.` is a whole TLD).
-                let dotted = domain.dropLast().contains(".")
-                guard domain == host || (domainMatches(host: host, domain: domain) && dotted) else { return nil }
+                guard Self.mayBeSet(domain: domain, by: host) else { return nil }
                 cookie.domain = domain
                 // An address has no subdomains: its cookie stays its own.
                 cookie.hostOnly = isIPAddress(host)
@@ -236,6 +227,23 @@ package final class CookieJar: Sendable {
             ![cookie.value, cookie.path, cookie.domain].contains(where: { $0.utf8.contains(0x09) })
         else { return nil }
         return cookie
+    }
+
+    /// A `Max-Age` in seconds: digits, with a leading '-' allowed (0 or less: expired, as
+    /// `Int64.min`); nil for anything else (ignored). Too many digits to count is "a very long
+    /// time".
+    static func maxAge(_ attribute: String) -> Int64? {
+        let negative = attribute.hasPrefix("-")
+        let digits = negative ? String(attribute.dropFirst()) : attribute
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        let n = HTTPHeaders.decimal(digits) ?? Int64.max
+        return negative || n == 0 ? Int64.min : min(n, 1 << 40)
+    }
+
+    /// Whether `host` may set a cookie for `domain`: its own, or a parent with a dot inside it
+    /// (not only a trailing one: `com.` is a whole TLD).
+    static func mayBeSet(domain: String, by host: String) -> Bool {
+        domain == host || (domainMatches(host: host, domain: domain) && domain.dropLast().contains("."))
     }
 
     /// The directory of `url`'s path (RFC 6265 5.1.4): `/a/b` for `/a/b/c`, `/` for `/c` or none.

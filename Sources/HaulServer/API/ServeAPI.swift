@@ -86,9 +86,7 @@ package final class ServeAPI: @unchecked Sendable {
     private func page(_ asset: (type: String, text: String), _ request: HTTPRequest) throws(ServeError) -> HTTPReply {
         try checkHost(request)
         guard request.method == "GET" || request.method == "HEAD" else {
-            var refusal = Self.error(ServeError(.methodNotAllowed, "\(request.method) is not for this route"))
-            refusal.headers.append(("Allow", "GET, HEAD"))
-            return refusal
+            return Self.methodNotAllowed(request, allowed: ["GET", "HEAD"])
         }
         return HTTPReply(
             status: 200, headers: [("Content-Type", asset.type)] + Self.common + PageAssets.headers,
@@ -99,9 +97,7 @@ package final class ServeAPI: @unchecked Sendable {
     /// bytes, hex), asked for without the token, before sending it (docs/serve.md).
     private func proof(_ request: HTTPRequest) throws(ServeError) -> HTTPReply {
         try checkHost(request)
-        guard request.method == "GET" else {
-            throw ServeError(.methodNotAllowed, "\(request.method) is not for this route")
-        }
+        guard request.method == "GET" else { return Self.methodNotAllowed(request, allowed: ["GET"]) }
         let nonce = Self.query(request.query)["nonce"] ?? ""
         guard (32...128).contains(nonce.utf8.count),
             nonce.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0 | 0x20) })
@@ -109,6 +105,13 @@ package final class ServeAPI: @unchecked Sendable {
             throw ServeError(.badRequest, "nonce must be 32 to 128 hex digits")
         }
         return try Self.json(200, ["proof": token.proof(nonce: nonce.lowercased())])
+    }
+
+    /// 405 with the methods the route takes (RFC 9110 15.5.6: `Allow` is required).
+    private static func methodNotAllowed(_ request: HTTPRequest, allowed: [String]) -> HTTPReply {
+        var refusal = error(ServeError(.methodNotAllowed, "\(ServeError.shown(request.method)) is not for this route"))
+        refusal.headers.append(("Allow", allowed.joined(separator: ", ")))
+        return refusal
     }
 
     private func checkHost(_ request: HTTPRequest) throws(ServeError) {
@@ -171,9 +174,7 @@ package final class ServeAPI: @unchecked Sendable {
             throw ServeError(.notFound, "no such route: \(ServeError.shown(request.path))")
         }
         guard route.methods.contains(request.method) else {
-            var refusal = Self.error(ServeError(.methodNotAllowed, "\(request.method) is not for this route"))
-            refusal.headers.append(("Allow", route.methods.joined(separator: ", ")))
-            return refusal
+            return Self.methodNotAllowed(request, allowed: route.methods)
         }
         if request.method == "POST" {
             try hosts.checkOrigin(request.header("Origin"), bearer: true)
