@@ -6,9 +6,10 @@ import Testing
 /// `haul watch`'s reading of Server-Sent Events, chunk by chunk as they arrive.
 @Suite(.fewAtOnce) struct EventStreamReaderTests {
     @Test func eventsAreReadAcrossChunksWhateverTheSplit() throws {
-        let stream = Array(
-            "retry: 2000\n\n: still here\nid: 7\nevent: state\ndata: {\"name\":\"été\"}\n\n"
-                .utf8) + Array("event: progress\r\ndata: one\r\ndata:two\r\n\r\nevent: x\n".utf8)
+        let stream =
+            Array(
+                "retry: 2000\n\n: still here\nid: 7\nevent: state\ndata: {\"name\":\"été\"}\n\n"
+                    .utf8) + Array("event: progress\r\ndata: one\r\ndata:two\r\n\r\nevent: x\n".utf8)
         let expected: [EventStreamReader.Event] = [
             .init(name: "state", data: #"{"name":"été"}"#, id: "7"), .init(name: "progress", data: "one\ntwo"),
         ]
