@@ -41,8 +41,14 @@ package struct DownloadJSON: Codable, Equatable, Sendable {
         connections = (try? JSONDecoder().decode(StoredOptions.self, from: Data(d.options.utf8)))?.connections ?? 1
         if d.state == .running, let progress {
             speed = progress.speed
-            if let total, progress.speed > 0 { eta = (Double(max(0, total - done)) / progress.speed).rounded(.up) }
+            eta = Self.eta(done: done, total: total, speed: progress.speed)
         }
+    }
+
+    /// Seconds left at `speed`, rounded up; nil without a size or a speed.
+    static func eta(done: Int64, total: Int64?, speed: Double) -> Double? {
+        guard let total, speed > 0 else { return nil }
+        return (Double(max(0, total - done)) / speed).rounded(.up)
     }
 }
 

@@ -80,7 +80,8 @@ extension ServeAPI {
     package func tick() {
         guard !streams.open.isEmpty else { return }
         let now = ContinuousClock.now
-        let running = (try? store.list(states: [.running], limit: Self.maxDownloads)) ?? []
+        // Read once a tick, and only when a stream is due for progress.
+        var running: [StoredDownload]?
         for (key, var stream) in streams.open {
             guard stream.exchange.isOpen else {
                 streams.open[key] = nil
@@ -95,7 +96,10 @@ extension ServeAPI {
                 // Progress only to a reader that keeps up: it is replaced by the next anyway.
                 if stream.pending.isEmpty && now - stream.lastProgress >= .milliseconds(500) {
                     stream.lastProgress = now
-                    text += progressEvents(running, &stream)
+                    if running == nil {
+                        running = (try? store.list(states: [.running], limit: Self.maxDownloads)) ?? []
+                    }
+                    text += progressEvents(running ?? [], &stream)
                 }
             }
             if text.isEmpty && stream.pending.isEmpty && now - stream.lastSent >= .seconds(15) {
@@ -151,8 +155,10 @@ extension ServeAPI {
             guard let progress = runner?.progress(item.id) else { continue }
             seen[item.id] = progress
             guard stream.progress[item.id] != progress else { continue }
-            let shown = DownloadJSON(item, root: root.path, progress: progress)
-            let event = Progress(id: item.id, done: shown.done, total: shown.total, speed: shown.speed, eta: shown.eta)
+            let total = progress.total ?? item.total
+            let event = Progress(
+                id: item.id, done: progress.done, total: total, speed: progress.speed,
+                eta: DownloadJSON.eta(done: progress.done, total: total, speed: progress.speed))
             guard let body = try? Self.text(event) else { continue }
             text += "event: progress\ndata: \(body)\n\n"
         }
