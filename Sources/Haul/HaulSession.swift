@@ -219,7 +219,7 @@ public final class HaulSession: Sendable {
 
     /// The limit all of this session's downloads share now, in bytes per second; nil when there
     /// is none. Starts as ``HaulConfiguration/maxOverallBytesPerSecond``.
-    public var maxOverallBytesPerSecond: Int64? { overallRate.rate.map { Int64($0) } }
+    public var maxOverallBytesPerSecond: Int64? { overallRate.rate.map { $0 >= 9.2e18 ? Int64.max : Int64($0) } }
 
     /// Changes the limit all of this session's downloads share (nil or 0: no limit), running ones
     /// included: they follow the new rate within a quarter of a second.

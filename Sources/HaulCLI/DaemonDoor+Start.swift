@@ -33,17 +33,12 @@ extension DaemonDoor {
         }
         announce("started haul serve in the background: downloads go to \(root); its log is \(log)")
         let deadline = monotonicSeconds() + startTimeout
-        var exited = false
-        while monotonicSeconds() < deadline {
+        // One that lost the race to another start exits while the other comes up: the wait goes
+        // on to the deadline either way, shorter once ours has exited.
+        var end = deadline
+        while monotonicSeconds() < end {
             do throws(Failure) { return try await open() } catch { guard error.isNotRunning else { throw error } }
-            // One that lost the race to another start exits while the other comes up: wait
-            // for that one too, a little.
-            if !exited && Sys.hasExited(pid) {
-                exited = true
-                if monotonicSeconds() + 2 < deadline { try? await Task.sleep(nanoseconds: 2_000_000_000) }
-                do throws(Failure) { return try await open() } catch { guard error.isNotRunning else { throw error } }
-                break
-            }
+            if end == deadline && Sys.hasExited(pid) { end = min(deadline, monotonicSeconds() + 10) }
             try? await Task.sleep(nanoseconds: 100_000_000)
         }
         throw Failure(

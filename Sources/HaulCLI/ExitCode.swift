@@ -16,7 +16,7 @@ enum ExitCode: Int32 {
         switch error.code {
         case .usage, .invalidURL: self = .usage
         case .network, .timeout, .tooManyRedirects, .incompleteBody, .invalidResponse, .unreachableHost,
-            .networkUnavailable, .notCached:
+            .networkUnavailable, .notCached, .daemonNotRunning:
             self = .network
         case .httpStatus: self = .http
         case .fileSystem, .diskFull, .destinationExists, .destinationInUse, .listInUse: self = .fileSystem

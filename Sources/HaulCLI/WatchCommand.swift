@@ -65,6 +65,7 @@ struct WatchCommand {
                 return error.code
             } catch {
                 output.clearBlock()
+                if Task.isCancelled { return .interrupted }  // Ctrl-C: not a broken stream
                 let why = (error as? HaulError)?.message ?? "\(error)"
                 Output.emit("haul: error: the event stream broke: \(Output.printable(why))\n", to: 2)
                 return .network
@@ -82,64 +83,5 @@ struct WatchCommand {
             return .interrupted
         }
         return code
-    }
-}
-
-/// Server-Sent Events out of bytes as they come: `event:`, `data:` (lines joined with `\n`)
-/// and `id:` fields, an event at each blank line; comments skipped. Bytes, not Characters: a
-/// UTF-8 sequence split between two chunks is put together before it is read.
-struct EventStreamReader {
-    struct Event: Equatable {
-        var name = "message"
-        var data = ""
-        var id: String?
-    }
-
-    /// The most a single event may hold (a snapshot of 1000 long URLs is about 10 MiB).
-    static let maxEventBytes = 32 << 20
-    private var pending: [UInt8] = []
-    /// Where the search for the next newline goes on: the bytes before it have none.
-    private var searched = 0
-    private var current = Event()
-    private var hasData = false
-
-    /// The events completed by `bytes`.
-    mutating func take(_ bytes: [UInt8]) throws(DaemonDoor.Failure) -> [Event] {
-        pending += bytes
-        var events: [Event] = []
-        var start = 0
-        while let newline = pending[max(start, searched)...].firstIndex(of: UInt8(ascii: "\n")) {
-            var line = pending[start..<newline]
-            if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
-            start = newline + 1
-            if line.isEmpty {
-                if hasData { events.append(current) }
-                (current, hasData) = (Event(), false)
-            } else if line.first != UInt8(ascii: ":") {
-                field(line)
-            }
-        }
-        pending.removeFirst(start)
-        searched = pending.count
-        if pending.count + current.data.utf8.count > Self.maxEventBytes {
-            throw DaemonDoor.Failure(message: "an event of haul serve's is over 32 MiB", code: .internalError)
-        }
-        return events
-    }
-
-    private mutating func field(_ line: ArraySlice<UInt8>) {
-        let colon = line.firstIndex(of: UInt8(ascii: ":")) ?? line.endIndex
-        let name = String(decoding: line[..<colon], as: UTF8.self)
-        var value = colon < line.endIndex ? line[(colon + 1)...] : []
-        if value.first == UInt8(ascii: " ") { value = value.dropFirst() }
-        let text = String(decoding: value, as: UTF8.self)
-        switch name {
-        case "event": current.name = text
-        case "data":
-            current.data += hasData ? "\n" + text : text
-            hasData = true
-        case "id": current.id = text
-        default: break
-        }
     }
 }

@@ -77,7 +77,7 @@ struct WatchView {
     /// A change of state, on stdout: `ID STATE NAME`, and why it failed.
     private mutating func changed(_ item: DownloadJSON) {
         if item.state == "failed" { failedWhileWatching = true }
-        var line = "\(item.id) \(item.state) \(Output.printable(item.file ?? item.name ?? item.url))"
+        var line = "\(item.id) \(Output.printable(item.state)) \(Output.printable(item.file ?? item.name ?? item.url))"
         if item.state == "failed", let error = item.error { line += ": " + Output.printable(error) }
         output.clearBlock()
         Output.emit(line + "\n", to: 1)
@@ -100,7 +100,7 @@ struct WatchView {
                 lines.append(
                     Output.terminalLine(progress, name: "#\(item.id) " + name, spinner: frame, width: Output.columns()))
             } else {
-                lines.append("\(item.state)  #\(item.id) \(name)")
+                lines.append("\(Output.printable(item.state))  #\(item.id) \(name)")
             }
         }
         let count = { (state: String) in open.filter { $0.state == state }.count }

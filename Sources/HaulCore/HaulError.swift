@@ -17,7 +17,7 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
             case invalidURL, httpStatus, network, timeout, tooManyRedirects, fileSystem, diskFull
             case checksumMismatch, cancelled, serverChangedFile, destinationExists, tlsFailure
             case incompleteBody, invalidResponse, responseTooLarge, usage, unreachableHost, networkUnavailable
-            case destinationInUse, listInUse, notCached
+            case destinationInUse, listInUse, notCached, daemonNotRunning
         }
         let base: Base
 
@@ -49,6 +49,9 @@ public struct HaulError: Error, Sendable, Equatable, CustomStringConvertible {
         /// Another ``DownloadManager`` (in this process or another) holds the download list of the
         /// same identifier; nothing was read or written.
         public static let listInUse = Code(base: .listInUse)
+        /// No `haul serve` answers for a `BackgroundSession` (none runs for this user, or what
+        /// holds its port cannot prove it is it).
+        public static let daemonNotRunning = Code(base: .daemonNotRunning)
         /// ``HaulRequest/CachePolicy/returnCacheDataDontLoad`` found no stored answer to give.
         public static let notCached = Code(base: .notCached)
         /// The TLS handshake failed (untrusted certificate, wrong host name, protocol error).

@@ -120,7 +120,7 @@ package final class ServeStore {
     /// Adds `new` at the end of the queue, all or none; the URLs are stored without credentials.
     package func add(_ new: [NewDownload], now: Double) throws(ServeError) -> [StoredDownload] {
         try database.transaction { () throws(ServeError) -> [StoredDownload] in
-            var next = try maxPosition() + 1
+            var next = try nextPosition()
             var added: [StoredDownload] = []
             for item in new {
                 let url = ResumeRecord.redacted(item.url)
@@ -134,7 +134,7 @@ package final class ServeStore {
                     StoredDownload(
                         id: database.lastInsertID, url: url, name: item.name, subfolder: item.subfolder,
                         options: item.options, state: .queued, priority: item.priority, position: next, added: now))
-                next += 1
+                if next < Int64.max { next += 1 }
             }
             return added
         }
@@ -153,8 +153,10 @@ package final class ServeStore {
             }
             var positions: [(id: Int64, position: Int64)]
             switch move {
-            case .top: positions = [(id, (queued.map(\.position).min() ?? 0) - 1)]
-            case .bottom: positions = [(id, try maxPosition() + 1)]
+            case .top:
+                let least = try minPosition()
+                positions = [(id, least == Int64.min ? least : least - 1)]
+            case .bottom: positions = [(id, try nextPosition())]
             case .up, .down:
                 // The queued downloads' positions, given out again in the new order.
                 let old = Dictionary(uniqueKeysWithValues: queued.map { ($0.id, $0.position) })
@@ -174,11 +176,18 @@ package final class ServeStore {
     /// Puts `id` at the back of its priority: where the manager puts a download it resumes.
     package func sendToBack(_ id: Int64) throws(ServeError) {
         try database.query(
-            "UPDATE downloads SET position = ? WHERE id = ?", [.integer(try maxPosition() + 1), .integer(id)])
+            "UPDATE downloads SET position = ? WHERE id = ?", [.integer(try nextPosition()), .integer(id)])
     }
 
-    private func maxPosition() throws(ServeError) -> Int64 {
-        try database.query("SELECT COALESCE(MAX(position), 0) FROM downloads").first?.first?.integer ?? 0
+    /// One past the greatest position (a row planted at `Int64.max` is not passed: ties sort by id).
+    private func nextPosition() throws(ServeError) -> Int64 {
+        let greatest = try database.query("SELECT COALESCE(MAX(position), 0) FROM downloads").first?.first?.integer ?? 0
+        return greatest == Int64.max ? greatest : greatest + 1
+    }
+
+    /// The least position of any download (running and ended ones too: a top that ties none).
+    private func minPosition() throws(ServeError) -> Int64 {
+        try database.query("SELECT COALESCE(MIN(position), 0) FROM downloads").first?.first?.integer ?? 0
     }
 
     /// A `limit` for every row.
@@ -206,7 +215,7 @@ package final class ServeStore {
         let wanted = states.map { $0.map(\.rawValue).sorted() } ?? StoredDownload.State.allCases.map(\.rawValue)
         let marks = Array(repeating: "?", count: wanted.count).joined(separator: ", ")
         let rows = try database.query(
-            "SELECT \(Self.columns) FROM downloads WHERE state IN (\(marks)) ORDER BY priority DESC, position LIMIT ? OFFSET ?",
+            "SELECT \(Self.columns) FROM downloads WHERE state IN (\(marks)) ORDER BY priority DESC, position, id LIMIT ? OFFSET ?",
             wanted.map { .text($0) } + [.integer(Int64(max(0, limit))), .integer(Int64(max(0, offset)))])
         var out: [StoredDownload] = []
         for row in rows { out.append(try Self.download(row)) }

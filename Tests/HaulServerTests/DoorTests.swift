@@ -55,7 +55,7 @@ struct DoorTests {
         default:
             mkdir(file, 0o700)
         }
-        #expect(throws: ServeError.self) { try ServeToken.loadOrCreate(at: file) }
+        #expect(throws: HaulError.self) { try ServeToken.loadOrCreate(at: file) }
         // Nothing was overwritten.
         if planted == "readable" { #expect(FileManager.default.contents(atPath: file) == Data(known.utf8)) }
     }

@@ -29,7 +29,7 @@ extension Sys {
         posix_spawnattr_setsigmask(&attributes, &none)
         var defaults = sigset_t()
         sigemptyset(&defaults)
-        for sig in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT] { sigaddset(&defaults, sig) }
+        for sig in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD] { sigaddset(&defaults, sig) }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF) | Self.setSession)
         let argv = (["haul"] + arguments).map { strdup($0) } + [nil]
@@ -40,11 +40,11 @@ extension Sys {
         return child
     }
 
-    /// Whether child `pid` has exited (it is reaped if so); false while it runs.
+    /// Whether child `pid` has exited (it is reaped if so); false while it runs, and when it
+    /// cannot be told (SIGCHLD ignored: children are reaped unseen).
     package static func hasExited(_ pid: pid_t) -> Bool {
         var status: Int32 = 0
-        let rc = waitpid(pid, &status, WNOHANG)
-        return rc == pid || (rc < 0 && errno == ECHILD)
+        return waitpid(pid, &status, WNOHANG) == pid
     }
 
     /// glibc's `POSIX_SPAWN_SETSID` (2.26+), which Swift's Glibc module does not import.

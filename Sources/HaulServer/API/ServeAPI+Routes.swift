@@ -183,12 +183,13 @@ extension ServeAPI {
                 throw ServeError(.badRequest, "download \(id) is not paused (\(item.state.rawValue))")
             }
             guard item.state != to || to == .cancelled else { break }
-            try changeState(item, to)
+            // At the back of its priority, where the manager puts what it resumes: before the
+            // state event, which shows the position.
+            if action == "resume" { try store.sendToBack(id) }
+            try changeState(try store.download(id) ?? item, to)
             switch action {
             case "pause": runner?.pause(id)
             case "resume":
-                // At the back of its priority, where the manager puts what it resumes.
-                try store.sendToBack(id)
                 if let now = try store.download(id) { start(now) }
             default: cancel(item)
             }

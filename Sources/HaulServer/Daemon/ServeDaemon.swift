@@ -50,7 +50,9 @@ package final class ServeDaemon: Sendable {
 
     package init(_ configuration: Configuration) throws(ServeError) {
         let state = Sys.lexicallyNormalized(configuration.state)
-        token = try ServeToken.loadOrCreate(at: state + "/token")
+        do throws(HaulError) { token = try ServeToken.loadOrCreate(at: state + "/token") } catch {
+            throw ServeError(.internalError, error.message)
+        }
         lock = try Self.lock(state)
         // A stopped daemon's address (after kill -9) names a port anyone may hold by now.
         addressFile = state + "/" + Self.addressName

@@ -1,5 +1,3 @@
-import HaulCore
-
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -36,11 +34,11 @@ package struct ServeToken: Sendable, CustomStringConvertible {
     /// A new token is written whole to a temporary file, synced, then renamed to `file` (never
     /// replacing one that appeared meanwhile), so the
     /// name never holds part of a token; a daemon that loses the race reads the winner's.
-    package static func loadOrCreate(at file: String) throws(ServeError) -> ServeToken {
+    package static func loadOrCreate(at file: String) throws(HaulError) -> ServeToken {
         let directory = Sys.parentDirectory(of: file)
         try? Sys.makeDirectories(Sys.parentDirectory(of: directory))
         guard Sys.privateDirectory(directory) != nil else {
-            throw ServeError(.internalError, "\(directory) is not a directory only this user can enter")
+            throw HaulError(.fileSystem, "\(directory) is not a directory only this user can enter")
         }
         if let found = try read(file) { return found }
         let token = random()
@@ -57,11 +55,11 @@ package struct ServeToken: Sendable, CustomStringConvertible {
             if let written { throw written }
             try Sys.fsync(fd, path: temporary)
         } catch {
-            throw ServeError(.internalError, "cannot write the token file \(file): \(error)")
+            throw HaulError(.fileSystem, "cannot write the token file \(file): \(error)")
         }
         do throws(Errno) { try Sys.renameNoReplace(temporary, file) } catch {
             guard error == .fileExists, let theirs = try read(file) else {
-                throw ServeError(.internalError, "cannot make the token file \(file): \(error)")
+                throw HaulError(.fileSystem, "cannot make the token file \(file): \(error)")
             }
             return theirs
         }
@@ -70,19 +68,19 @@ package struct ServeToken: Sendable, CustomStringConvertible {
     }
 
     /// The token in `file` (nil when there is none), with the checks of ``loadOrCreate(at:)``.
-    package static func read(_ file: String) throws(ServeError) -> ServeToken? {
+    package static func read(_ file: String) throws(HaulError) -> ServeToken? {
         let found: (bytes: [UInt8], status: Sys.FileStatus)?
         do { found = try Sys.readSmallFileAndStatus(file, limit: 4096, followingLinks: false) } catch {
-            throw ServeError(.internalError, "cannot read the token file \(file): \(error)")
+            throw HaulError(.fileSystem, "cannot read the token file \(file): \(error)")
         }
         guard let found else { return nil }
         guard found.status.isRegular, found.status.isOwnAndSecret, found.status.links == 1 else {
-            throw ServeError(.internalError, "\(file) is not a file only this user can read: not used as the token")
+            throw HaulError(.fileSystem, "\(file) is not a file only this user can read: not used as the token")
         }
         var bytes = found.bytes[...]
         while let last = bytes.last, last == 0x0A || last == 0x0D { bytes = bytes.dropLast() }
         guard let token = ServeToken(text: String(decoding: bytes, as: UTF8.self)) else {
-            throw ServeError(.internalError, "\(file) does not hold a token (64 hex digits)")
+            throw HaulError(.fileSystem, "\(file) does not hold a token (64 hex digits)")
         }
         return token
     }

@@ -1,7 +1,7 @@
 import HaulTestTraits
 import Testing
 
-@testable import HaulCLI
+@testable import Haul
 
 /// `haul watch`'s reading of Server-Sent Events, chunk by chunk as they arrive.
 @Suite(.fewAtOnce) struct EventStreamReaderTests {
