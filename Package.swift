@@ -86,6 +86,7 @@ let package = Package(
         .executableTarget(name: "DownloadFileExample", dependencies: ["Haul"], path: "Examples/DownloadFile"),
         .executableTarget(name: "TaskControlExample", dependencies: ["Haul"], path: "Examples/TaskControl"),
         .executableTarget(name: "ManagerExample", dependencies: ["Haul"], path: "Examples/Manager"),
+        .executableTarget(name: "BackgroundExample", dependencies: ["Haul"], path: "Examples/Background"),
         // The code of the DocC articles (Sources/Haul/Haul.docc), compiled; DocCSnippetTests checks it is theirs.
         .executableTarget(name: "SnippetsExample", dependencies: ["Haul"], path: "Examples/Snippets"),
         .executableTarget(name: "ResumeWalkthrough", dependencies: ["Haul"], path: "Examples/ResumeWalkthrough"),

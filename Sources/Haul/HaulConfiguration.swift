@@ -236,6 +236,9 @@ public struct HaulConfiguration: Sendable {
 
     /// Whether nothing of the session's outlives it but the files asked for (``ephemeral``).
     public private(set) var isEphemeral = false
+    /// The background session's name (``background(identifier:)``); nil for every other
+    /// configuration (URLSessionConfiguration's `identifier`).
+    public private(set) var identifier: String?
 
     /// Creates the default configuration.
     public init() {}
@@ -253,6 +256,19 @@ public struct HaulConfiguration: Sendable {
         var configuration = HaulConfiguration()
         configuration.cache = nil
         configuration.isEphemeral = true
+        return configuration
+    }
+
+    /// URLSession's `background(withIdentifier:)`: downloads that run in `haul serve` and go on
+    /// after this process exits, for a ``BackgroundSession``. A later process that makes a
+    /// `BackgroundSession` with the same identifier reattaches: it lists the downloads and is
+    /// told of the ones that ended while it was away, each once. The identifier is 1 to 128
+    /// ASCII letters, digits, `.`, `_` and `-` (a reverse-DNS name such as `com.example.sync`).
+    /// The daemon's own settings run the transfers; a ``HaulSession`` refuses this
+    /// configuration (its transfers fail with ``HaulError/Code/usage``).
+    public static func background(identifier: String) -> HaulConfiguration {
+        var configuration = HaulConfiguration()
+        configuration.identifier = identifier
         return configuration
     }
 }
@@ -311,6 +327,9 @@ extension HaulConfiguration {
     /// Why no transfer can run with these settings (a malformed pin, a credential that cannot
     /// be sent), or nil.
     package var settingsProblem: String? {
+        if identifier != nil {
+            return "a background configuration's downloads run in haul serve: use BackgroundSession(configuration:)"
+        }
         if let credential, let problem = BasicCredential(user: credential.user, password: credential.password).problem {
             return problem
         }

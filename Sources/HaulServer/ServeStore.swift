@@ -45,6 +45,10 @@ package struct StoredDownload: Equatable, Sendable {
     /// Which file haul finished writing there (device, inode, birth, size), for "remove with
     /// files": nil for a file found already complete (not haul's to delete).
     package var owned: String?
+    /// The background session that added it (``HaulConfiguration/background(identifier:)``), or nil.
+    package var session: String?
+    /// Whether its session was told of its end (each end is told once; a resume clears it).
+    package var told = false
 }
 
 /// What the API asks to add.
@@ -54,11 +58,14 @@ package struct NewDownload: Equatable, Sendable {
     package var subfolder: String?
     package var options: String = "{}"
     package var priority: Int64 = 0
+    /// The background session adding it, or nil.
+    package var session: String?
 
-    package init(url: URL, name: String? = nil, subfolder: String? = nil) {
+    package init(url: URL, name: String? = nil, subfolder: String? = nil, session: String? = nil) {
         self.url = url
         self.name = name
         self.subfolder = subfolder
+        self.session = session
     }
 }
 
@@ -67,8 +74,9 @@ package struct NewDownload: Equatable, Sendable {
 /// actor, or a test.
 package final class ServeStore {
     package let database: SQLiteDatabase
-    /// The schema this code reads and writes (`PRAGMA user_version`).
-    static let schema: Int64 = 1
+    /// The schema this code reads and writes (`PRAGMA user_version`): 2 added the background
+    /// sessions (`downloads.session`, `downloads.told`, `events.session`).
+    static let schema: Int64 = 2
 
     package init(path: String) throws(ServeError) {
         database = try SQLiteDatabase(path: path)
@@ -82,10 +90,11 @@ package final class ServeStore {
         if version > Self.schema {
             throw ServeError(.internalError, "the store \(path) was made by a newer haul (schema \(version))")
         }
-        if version < Self.schema { try create() }
+        if version < Self.schema { try create(from: version) }
     }
 
-    private func create() throws(ServeError) {
+    /// Makes the tables of schema 1 where there are none, then adds what each later schema added.
+    private func create(from version: Int64) throws(ServeError) {
         try database.transaction { () throws(ServeError) in
             try database.execute(
                 """
@@ -98,23 +107,33 @@ package final class ServeStore {
                 CREATE TABLE IF NOT EXISTS events (
                     seq INTEGER PRIMARY KEY AUTOINCREMENT, download INTEGER, kind TEXT NOT NULL, body TEXT NOT NULL);
                 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                PRAGMA user_version = \(Self.schema);
                 """)
+            if version < 2 {
+                try database.execute(
+                    """
+                    ALTER TABLE downloads ADD COLUMN session TEXT;
+                    ALTER TABLE downloads ADD COLUMN told INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE events ADD COLUMN session TEXT;
+                    CREATE INDEX IF NOT EXISTS downloads_session ON downloads (session, state);
+                    """)
+            }
+            try database.execute("PRAGMA user_version = \(Self.schema)")
         }
     }
 
     private static let columns =
-        "id, url, name, subfolder, options, state, priority, position, added, finished, error, file, done, total, owned"
+        "id, url, name, subfolder, options, state, priority, position, added, finished, error, file, done, total, owned, session, told"
 
     private static func download(_ row: [SQLiteDatabase.Value]) throws(ServeError) -> StoredDownload {
-        guard row.count == 15, let id = row[0].integer, let url = row[1].text, let options = row[4].text,
+        guard row.count == 17, let id = row[0].integer, let url = row[1].text, let options = row[4].text,
             let state = row[5].text.flatMap(StoredDownload.State.init(rawValue:)), let priority = row[6].integer,
             let position = row[7].integer, let added = row[8].real
         else { throw ServeError(.internalError, "the store has a row it cannot read") }
         return StoredDownload(
             id: id, url: url, name: row[2].text, subfolder: row[3].text, options: options, state: state,
             priority: priority, position: position, added: added, finished: row[9].real, error: row[10].text,
-            file: row[11].text, done: row[12].integer ?? 0, total: row[13].integer, owned: row[14].text)
+            file: row[11].text, done: row[12].integer ?? 0, total: row[13].integer, owned: row[14].text,
+            session: row[15].text, told: (row[16].integer ?? 0) != 0)
     }
 
     /// Adds `new` at the end of the queue, all or none; the URLs are stored without credentials.
@@ -125,15 +144,17 @@ package final class ServeStore {
             for item in new {
                 let url = ResumeRecord.redacted(item.url)
                 try database.query(
-                    "INSERT INTO downloads (url, name, subfolder, options, state, priority, position, added) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)",
+                    "INSERT INTO downloads (url, name, subfolder, options, state, priority, position, added, session) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
                     [
                         .text(url), item.name.map { .text($0) } ?? .null, item.subfolder.map { .text($0) } ?? .null,
                         .text(item.options), .integer(item.priority), .integer(next), .real(now),
+                        item.session.map { .text($0) } ?? .null,
                     ])
                 added.append(
                     StoredDownload(
                         id: database.lastInsertID, url: url, name: item.name, subfolder: item.subfolder,
-                        options: item.options, state: .queued, priority: item.priority, position: next, added: now))
+                        options: item.options, state: .queued, priority: item.priority, position: next, added: now,
+                        session: item.session))
                 if next < Int64.max { next += 1 }
             }
             return added
@@ -208,18 +229,56 @@ package final class ServeStore {
             Self.download)
     }
 
-    /// Downloads in queue order (priority, then position), of `states` when given.
+    /// Downloads in queue order (priority, then position), of `states` and of background
+    /// session `session` when given.
     package func list(
-        states: Set<StoredDownload.State>? = nil, limit: Int = 1000, offset: Int = 0
+        states: Set<StoredDownload.State>? = nil, session: String? = nil, limit: Int = 1000, offset: Int = 0
     ) throws(ServeError) -> [StoredDownload] {
         let wanted = states.map { $0.map(\.rawValue).sorted() } ?? StoredDownload.State.allCases.map(\.rawValue)
         let marks = Array(repeating: "?", count: wanted.count).joined(separator: ", ")
+        let ofSession = session == nil ? "" : " AND session = ?"
         let rows = try database.query(
-            "SELECT \(Self.columns) FROM downloads WHERE state IN (\(marks)) ORDER BY priority DESC, position, id LIMIT ? OFFSET ?",
-            wanted.map { .text($0) } + [.integer(Int64(max(0, limit))), .integer(Int64(max(0, offset)))])
+            "SELECT \(Self.columns) FROM downloads WHERE state IN (\(marks))\(ofSession) ORDER BY priority DESC, position, id LIMIT ? OFFSET ?",
+            wanted.map { .text($0) } + (session.map { [.text($0)] } ?? [])
+                + [.integer(Int64(max(0, limit))), .integer(Int64(max(0, offset)))])
         var out: [StoredDownload] = []
         for row in rows { out.append(try Self.download(row)) }
         return out
+    }
+
+    /// What a background session that attaches is to know: its downloads that are unfinished or
+    /// whose end it was not told of, the untold ends first (in the order they ended), at most
+    /// `limit`.
+    package func unsettled(session: String, limit: Int) throws(ServeError) -> [StoredDownload] {
+        let rows = try database.query(
+            """
+            SELECT \(Self.columns) FROM downloads WHERE session = ? AND (told = 0 OR state NOT IN ('completed', 'failed', 'cancelled'))
+            ORDER BY finished IS NULL, finished, priority DESC, position, id LIMIT ?
+            """, [.text(session), .integer(Int64(max(0, limit)))])
+        var out: [StoredDownload] = []
+        for row in rows { out.append(try Self.download(row)) }
+        return out
+    }
+
+    /// How many downloads ``unsettled(session:limit:)`` would give without a limit.
+    package func unsettledCount(session: String) throws(ServeError) -> Int {
+        Int(
+            try database.query(
+                "SELECT COUNT(*) FROM downloads WHERE session = ? AND (told = 0 OR state NOT IN ('completed', 'failed', 'cancelled'))",
+                [.text(session)]
+            ).first?.first?.integer ?? 0)
+    }
+
+    /// Records that `id`'s session was told of its end: true when this call did (once per
+    /// end, whoever asks first), false when it had been told already; nil when `id` has not
+    /// ended or has no session.
+    package func tell(_ id: Int64) throws(ServeError) -> Bool? {
+        try database.query(
+            "UPDATE downloads SET told = 1 WHERE id = ? AND told = 0 AND session IS NOT NULL AND state IN ('completed', 'failed', 'cancelled')",
+            [.integer(id)])
+        if database.changes > 0 { return true }
+        guard let item = try download(id), item.session != nil, item.state.isEnded else { return nil }
+        return false
     }
 
     /// Sets a download's state (and, for an end, when and why); false when there is no such id.
@@ -228,8 +287,10 @@ package final class ServeStore {
         _ id: Int64, _ state: StoredDownload.State, error: String? = nil, now: Double
     ) throws(ServeError) -> Bool {
         let ended = state.isUnfinished ? SQLiteDatabase.Value.null : .real(now)
+        // Each end is told once: a change of state (a failed download resumed, a cancel that
+        // turned out completed) is untold.
         try database.query(
-            "UPDATE downloads SET state = ?, error = ?, finished = ? WHERE id = ?",
+            "UPDATE downloads SET told = CASE WHEN state = ?1 THEN told ELSE 0 END, state = ?1, error = ?2, finished = ?3 WHERE id = ?4",
             [.text(state.rawValue), error.map { .text($0) } ?? .null, ended, .integer(id)])
         return database.changes > 0
     }
@@ -262,10 +323,11 @@ package final class ServeStore {
     }
 
     /// Appends an event (a change the page and the reattached sessions are told of); its number.
+    /// It carries the download's session, so append a removal before the row goes.
     package func append(event kind: String, download: Int64?, body: String) throws(ServeError) -> Int64 {
         try database.query(
-            "INSERT INTO events (download, kind, body) VALUES (?, ?, ?)",
-            [download.map { .integer($0) } ?? .null, .text(kind), .text(body)])
+            "INSERT INTO events (download, kind, body, session) VALUES (?, ?, ?, (SELECT session FROM downloads WHERE id = ?))",
+            [download.map { .integer($0) } ?? .null, .text(kind), .text(body), download.map { .integer($0) } ?? .null])
         let seq = database.lastInsertID
         if seq % 1000 == 0 {
             try database.query("DELETE FROM events WHERE seq <= ?", [.integer(seq - Self.keptEvents)])
@@ -285,13 +347,14 @@ package final class ServeStore {
         return try latestEvent() + 1
     }
 
-    /// Events after number `since`, oldest first, at most `limit`.
+    /// Events after number `since`, oldest first, at most `limit`; only those of background
+    /// session `session`'s downloads when given.
     package func events(
-        since: Int64, limit: Int = 1000
+        since: Int64, session: String? = nil, limit: Int = 1000
     ) throws(ServeError) -> [(seq: Int64, download: Int64?, kind: String, body: String)] {
         try database.query(
-            "SELECT seq, download, kind, body FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-            [.integer(since), .integer(Int64(max(0, limit)))]
+            "SELECT seq, download, kind, body FROM events WHERE seq > ?\(session == nil ? "" : " AND session = ?") ORDER BY seq LIMIT ?",
+            [.integer(since)] + (session.map { [.text($0)] } ?? []) + [.integer(Int64(max(0, limit)))]
         ).compactMap { row in
             guard let seq = row[0].integer, let kind = row[2].text, let body = row[3].text else { return nil }
             return (seq, row[1].integer, kind, body)

@@ -182,6 +182,57 @@ struct ServeCommandTests {
         #expect(none.status == 3 && none.stderr.contains("haul serve is not running"), "\(none)")
     }
 
+    /// Examples/Background across three processes: one hands two downloads over and exits at
+    /// once; the daemon finishes them alone; the next is told of both ends, then caught up; the
+    /// one after that only caught up.
+    @Test func aBackgroundSessionIsToldInALaterProcessWhatEndedAfterTheFirstExited() async throws {
+        let server = try TestServer()
+        let place = try Place()
+        defer { cleanUp(server, place.dir) }
+        let daemon = try await place.serve()
+        defer { daemon.killGroup() }
+        let example = CLI.program("BackgroundExample")
+        func run(_ args: [String]) async throws -> CLIRun {
+            try await CLI.run(args, environment: place.environment, executable: example)
+        }
+        // one.bin is paced over a second: the first process exits while the daemon fetches it.
+        let urls = [
+            server.url("/files/one.bin?size=200000&rate=200000&seed=1"), server.url("/files/gone.bin?status=404"),
+        ]
+        let added = try await run(["add", "com.example.sync"] + urls.map(\.absoluteString))
+        #expect(added.status == 0 && added.stdout == "queued 1 one.bin\nqueued 2 gone.bin\n", "\(added)")
+        #expect(server.requests(path: "/files/one.bin").count <= 1)
+        let ended = await eventually {
+            let (one, two) = (await place.line(1), await place.line(2))
+            return one.contains("completed") && two.contains("failed")
+        }
+        #expect(ended)
+        let attached = try await run(["attach", "com.example.sync"])
+        let lines = attached.stdout.split(separator: "\n").map(String.init)
+        #expect(
+            attached.status == 0 && lines.first == "2 downloads, 0 unfinished" && lines.last == "caught up",
+            "\(attached)")
+        #expect(
+            Set(lines.dropFirst().dropLast()) == [
+                "completed 1 one.bin 200000 bytes",
+                "failed 2 gone.bin: HTTP 404 Not Found from \(urls[1].absoluteString)",
+            ], "\(lines)")
+        expectFile(place.root + "/one.bin", equals: TestContent.bytes(seed: 1, count: 200_000))
+        let again = try await run(["attach", "com.example.sync"])
+        #expect(again.status == 0 && again.stdout == "2 downloads, 0 unfinished\ncaught up\n", "\(again)")
+        // Another identifier has none; a wait with one running ends when it does.
+        let waited = try await run([
+            "add", "org.example.other", server.url("/files/two.bin?size=100000&rate=100000").absoluteString,
+        ])
+        #expect(waited.status == 0, "\(waited)")
+        let waiting = try await run(["wait", "org.example.other"])
+        #expect(waiting.status == 0 && waiting.stdout.hasSuffix("completed 3 two.bin 100000 bytes\n"), "\(waiting)")
+        daemon.signal(SIGTERM)
+        _ = await CLI.finish(daemon, timeout: 30)
+        let none = try await run(["attach", "com.example.sync"])
+        #expect(none.status == 1 && none.stdout.hasPrefix("error: haul serve is not running"), "\(none)")
+    }
+
     @Test func badFlagsAreRefusedInOneLineBeforeAnythingStarts() async throws {
         let place = try Place()
         defer { place.dir.remove() }

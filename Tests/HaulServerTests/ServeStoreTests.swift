@@ -131,4 +131,79 @@ struct ServeStoreTests {
         }
         #expect(try store.list().isEmpty && store.setting("k") == nil)
     }
+
+    @Test func anEndIsToldOnceAndADownloadGoingAgainMakesItsNextEndNews() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = try ServeStore(path: dir.path + "/s.sqlite")
+        var mine = Self.new("http://h/a")
+        mine.session = "com.example.a"
+        let theirs = NewDownload(url: URL(string: "http://h/b")!, session: "com.example.b")
+        let added = try store.add([mine, mine, theirs, Self.new("http://h/none")], now: 1)
+        let (a, a2, b, none) = (added[0].id, added[1].id, added[2].id, added[3].id)
+        #expect(try store.tell(a) == nil)  // not ended
+        try store.setState(a, .completed, now: 2)
+        try store.setState(none, .completed, now: 2)
+        #expect(try store.tell(none) == nil)  // no session
+        #expect(try store.unsettled(session: "com.example.a", limit: 10).map(\.id) == [a, a2])
+        #expect(try store.tell(a) == true)
+        #expect(try store.tell(a) == false)
+        #expect(try store.download(a)?.told == true)
+        // Told: only the unfinished one is left to know of; the other session's are apart.
+        #expect(try store.unsettled(session: "com.example.a", limit: 10).map(\.id) == [a2])
+        #expect(try store.unsettledCount(session: "com.example.a") == 1)
+        #expect(try store.unsettled(session: "com.example.b", limit: 10).map(\.id) == [b])
+        // The same end set again stays told; a failed download resumed and failed again is news.
+        try store.setState(a, .completed, now: 3)
+        #expect(try store.download(a)?.told == true)
+        try store.setState(a2, .failed, error: "x", now: 4)
+        #expect(try store.tell(a2) == true)
+        try store.setState(a2, .queued, now: 5)
+        #expect(try store.download(a2)?.told == false && store.tell(a2) == nil)
+        try store.setState(a2, .failed, error: "y", now: 6)
+        #expect(try store.tell(a2) == true)
+        #expect(try store.list(session: "com.example.a").map(\.id) == [a, a2])
+        // Events carry the session: a removal's too, appended before its row goes.
+        _ = try store.append(event: "state", download: b, body: "{}")
+        _ = try store.append(event: "removed", download: a, body: "{}")
+        try store.remove(a)
+        _ = try store.append(event: "network", download: nil, body: "{}")
+        #expect(try store.events(since: 0, session: "com.example.a").map(\.kind) == ["removed"])
+        #expect(try store.events(since: 0).map(\.kind) == ["state", "removed", "network"])
+    }
+
+    @Test func aStoreOfSchemaOneIsCarriedOverWithItsDownloads() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path + "/s.sqlite"
+        do {
+            // Schema 1 as the first haul serve wrote it.
+            let old = try SQLiteDatabase(path: path)
+            try old.execute(
+                """
+                CREATE TABLE downloads (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT, url TEXT NOT NULL, name TEXT, subfolder TEXT,
+                    options TEXT NOT NULL, state TEXT NOT NULL, priority INTEGER NOT NULL,
+                    position INTEGER NOT NULL, added REAL NOT NULL, finished REAL, error TEXT, file TEXT,
+                    done INTEGER NOT NULL DEFAULT 0, total INTEGER, owned TEXT);
+                CREATE INDEX downloads_order ON downloads (priority DESC, position);
+                CREATE TABLE events (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT, download INTEGER, kind TEXT NOT NULL, body TEXT NOT NULL);
+                CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                INSERT INTO downloads (url, options, state, priority, position, added, finished)
+                    VALUES ('http://h/old', '{}', 'completed', 0, 1, 10, 20);
+                INSERT INTO events (download, kind, body) VALUES (1, 'state', '{}');
+                PRAGMA user_version = 1;
+                """)
+        }
+        let store = try ServeStore(path: path)
+        let old = try #require(try store.list().first)
+        #expect(old.url == "http://h/old" && old.state == .completed && old.session == nil && !old.told)
+        #expect(try store.events(since: 0).count == 1)
+        #expect(try store.database.query("PRAGMA user_version").first?.first?.integer == 2)
+        var new = Self.new("http://h/new")
+        new.session = "s"
+        #expect(try store.add([new], now: 30).first?.session == "s")
+        #expect(try ServeStore(path: path).list(session: "s").map(\.url) == ["http://h/new"])
+    }
 }

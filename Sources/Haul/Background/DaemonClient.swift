@@ -106,10 +106,12 @@ package struct DaemonClient: Sendable {
         return body
     }
 
-    /// The event stream (`Accept: text/event-stream`): a snapshot, then the changes. Open as long
-    /// as the daemon runs: no resource timeout, and an idle one past its 15 s keep-alive.
-    package func events(since: Int64? = nil) async throws(HaulError) -> ByteStream {
-        let query = since.map { "?since=\($0)" } ?? ""
+    /// The event stream (`Accept: text/event-stream`): a snapshot, then the changes; only
+    /// those of background session `session`'s downloads when given. Open as long as the
+    /// daemon runs: no resource timeout, and an idle one past its 15 s keep-alive.
+    package func events(since: Int64? = nil, session identifier: String? = nil) async throws(HaulError) -> ByteStream {
+        let parts = [since.map { "since=\($0)" }, identifier.map { "session=\($0)" }].compactMap { $0 }
+        let query = parts.isEmpty ? "" : "?" + parts.joined(separator: "&")
         guard let url = URL(string: base + "/api/v1/events" + query) else { throw HaulError(.usage, "a bad URL") }
         var configuration = session.configuration
         configuration.timeout.resource = nil

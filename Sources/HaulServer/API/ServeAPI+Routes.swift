@@ -32,6 +32,9 @@ package struct DownloadJSON: Codable, Equatable, Sendable {
     package var eta: Double?
     /// Connections asked for (1 unless more were).
     package var connections: Int
+    /// The background session that added it, and whether that session was told of its end.
+    package var session: String?
+    package var told: Bool?
 
     init(_ d: StoredDownload, root: String? = nil, progress: RunProgress? = nil) {
         (id, url, name, subfolder, state) = (d.id, d.url, d.name, d.subfolder, d.state.rawValue)
@@ -39,6 +42,8 @@ package struct DownloadJSON: Codable, Equatable, Sendable {
         if let path = d.file, let root, path.hasPrefix(root + "/") { file = String(path.dropFirst(root.count + 1)) }
         (done, total) = (progress?.done ?? d.done, progress?.total ?? d.total)
         connections = (try? JSONDecoder().decode(StoredOptions.self, from: Data(d.options.utf8)))?.connections ?? 1
+        session = d.session
+        told = d.session == nil ? nil : d.told
         if d.state == .running, let progress {
             speed = progress.speed
             eta = Self.eta(done: done, total: total, speed: progress.speed)
@@ -64,6 +69,8 @@ struct AddRequest: Decodable {
     var maxBytesPerSecond: Int64?
     /// `ALGORITHM=HEX` digests the file must have (`sha-256=…`).
     var checksums: [String]?
+    /// The background session the downloads belong to (``ServeAPI/checkSession(_:)``).
+    var session: String?
 }
 
 /// The per-download choices the store keeps (as JSON in its `options` column).
@@ -94,7 +101,8 @@ extension ServeAPI {
         }
         let limit = try Self.number(query["limit"], default: 100, in: 1...1000, "limit")
         let offset = try Self.number(query["offset"], default: 0, in: 0...Int.max, "offset")
-        let items = try store.list(states: states, limit: limit, offset: offset)
+        let session = try query["session"].map(Self.checkSession)
+        let items = try store.list(states: states, session: session, limit: limit, offset: offset)
         return try Self.json(200, ["downloads": items.map(shown)])
     }
 
@@ -112,6 +120,7 @@ extension ServeAPI {
         if let priority = asked.priority, !(-1000...1000).contains(priority) {
             throw ServeError(.badRequest, "priority must be -1000...1000")
         }
+        let session = try asked.session.map(Self.checkSession)
         guard try store.count() + asked.urls.count <= Self.maxDownloads else {
             throw ServeError(.badRequest, "the list holds \(Self.maxDownloads) downloads: remove finished ones first")
         }
@@ -139,7 +148,7 @@ extension ServeAPI {
             {
                 throw ServeError(.badRequest, "URL \(index + 1) is this daemon's own address")
             }
-            var item = NewDownload(url: url, name: asked.name, subfolder: asked.subfolder)
+            var item = NewDownload(url: url, name: asked.name, subfolder: asked.subfolder, session: session)
             item.priority = asked.priority ?? 0
             item.options = options
             new.append(item)
@@ -194,6 +203,13 @@ extension ServeAPI {
             default: cancel(item)
             }
         case "move": try self.move(item, body)
+        case "told":
+            // Once per end, to whichever caller asks first: two processes attached to one
+            // session cannot both be told.
+            guard let told = try store.tell(id) else {
+                throw ServeError(.badRequest, "download \(id) has not ended or has no background session")
+            }
+            return try Self.json(200, ["told": told])
         case "remove":
             struct Remove: Decodable { var files: Bool? }
             let files = (try? JSONDecoder().decode(Remove.self, from: Data(body)))?.files ?? false
@@ -205,11 +221,13 @@ extension ServeAPI {
                 discardPartial(of: item)
             }
             runner?.forget(id)
-            try store.remove(id)
+            // The event first: it takes the download's session from its row.
             _ = try store.append(event: "removed", download: id, body: "{\"id\":\(id)}")
+            try store.remove(id)
             return try Self.json(200, ["removed": String(id)])
         default:
-            throw ServeError(.notFound, "no action '\(ServeError.shown(action))' (pause, resume, cancel, move, remove)")
+            throw ServeError(
+                .notFound, "no action '\(ServeError.shown(action))' (pause, resume, cancel, move, remove, told)")
         }
         guard let changed = try store.download(id) else { throw Self.noSuchDownload(String(id)) }
         return try Self.json(200, shown(changed))
@@ -240,18 +258,29 @@ extension ServeAPI {
 
     func events(_ query: [String: String]) throws(ServeError) -> HTTPReply {
         let since = try Self.number(query["since"], default: 0, in: 0...Int.max, "since")
+        let session = try query["session"].map(Self.checkSession)
         struct Event: Encodable {
             var seq: Int64
             var download: Int64?
             var kind: String
             var body: String
         }
-        let found = try store.events(since: Int64(since), limit: 1000)
+        let found = try store.events(since: Int64(since), session: session, limit: 1000)
         return try Self.json(
             200, ["events": found.map { Event(seq: $0.seq, download: $0.download, kind: $0.kind, body: $0.body) }])
     }
 
     // MARK: - Helpers
+
+    /// A background session's identifier: 1 to 128 ASCII letters, digits, `.`, `_` and `-`
+    /// (a reverse-DNS name, as URLSession's are), the same rule as the library's.
+    static func checkSession(_ text: String) throws(ServeError) -> String {
+        guard BackgroundSession.isValidIdentifier(text) else {
+            throw ServeError(
+                .badRequest, "a session is 1 to 128 letters, digits, '.', '_' or '-' (not '\(ServeError.shown(text))')")
+        }
+        return text
+    }
 
     /// Whether `host` (a URL's) names this machine's loopback or any address: `localhost` and
     /// its subdomains, with or without a final dot, and every numeric form (`127.1`,

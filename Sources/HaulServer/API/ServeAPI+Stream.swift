@@ -15,6 +15,8 @@ import HaulCore
 struct EventStreams {
     struct Stream {
         let exchange: HTTPExchange
+        /// The background session whose downloads alone it carries, or nil for all.
+        let session: String?
         /// The last event number sent.
         var last: Int64
         /// What was last sent of each running download's progress.
@@ -51,6 +53,7 @@ extension ServeAPI {
             throw ServeError(.serviceUnavailable, "too many event streams open")
         }
         let query = Self.query(request.query)
+        let session = try query["session"].map(Self.checkSession)
         let asked =
             request.header("Last-Event-ID").flatMap { HTTPHeaders.decimal($0) }
             ?? query["since"].flatMap { HTTPHeaders.decimal($0) }
@@ -61,7 +64,7 @@ extension ServeAPI {
         if let asked, asked <= latest, asked >= oldest - 1 {
             from = asked
         } else {
-            text += "id: \(latest)\nevent: snapshot\ndata: \(try snapshot())\n\n"
+            text += "id: \(latest)\nevent: snapshot\ndata: \(try snapshot(session: session))\n\n"
             from = latest
         }
         exchange.start(
@@ -70,7 +73,8 @@ extension ServeAPI {
         let key = ObjectIdentifier(exchange)
         let now = ContinuousClock.now
         streams.open[key] = EventStreams.Stream(
-            exchange: exchange, last: from, lastProgress: now, lastSent: now, pending: Array(text.utf8))
+            exchange: exchange, session: session, last: from, lastProgress: now, lastSent: now,
+            pending: Array(text.utf8))
         exchange.onClose { [weak self] in self?.streams.open[key] = nil }
         tick()
     }
@@ -82,6 +86,8 @@ extension ServeAPI {
         let now = ContinuousClock.now
         // Read once a tick, and only when a stream is due for progress.
         var running: [StoredDownload]?
+        // A session's stream skips the events of others: its place moves on to the latest.
+        let latest = try? store.latestEvent()
         for (key, var stream) in streams.open {
             guard stream.exchange.isOpen else {
                 streams.open[key] = nil
@@ -89,17 +95,20 @@ extension ServeAPI {
             }
             var text = ""
             if stream.pending.count < EventStreams.pendingLow {
-                for event in (try? store.events(since: stream.last, limit: 200)) ?? [] {
+                let events = (try? store.events(since: stream.last, session: stream.session, limit: 200)) ?? []
+                for event in events {
                     text += "id: \(event.seq)\nevent: \(event.kind)\ndata: \(event.body)\n\n"
                     stream.last = event.seq
                 }
+                if stream.session != nil, events.count < 200, let latest { stream.last = max(stream.last, latest) }
                 // Progress only to a reader that keeps up: it is replaced by the next anyway.
                 if stream.pending.isEmpty && now - stream.lastProgress >= .milliseconds(500) {
                     stream.lastProgress = now
                     if running == nil {
                         running = (try? store.list(states: [.running], limit: Self.maxDownloads)) ?? []
                     }
-                    text += progressEvents(running ?? [], &stream)
+                    let ofStream = (running ?? []).filter { stream.session == nil || $0.session == stream.session }
+                    text += progressEvents(ofStream, &stream)
                 }
             }
             if text.isEmpty && stream.pending.isEmpty && now - stream.lastSent >= .seconds(15) {
@@ -123,21 +132,31 @@ extension ServeAPI {
     }
 
     /// The snapshot: the first downloads in queue order, up to ``EventStreams/snapshotLimit``
-    /// and about ``EventStreams/snapshotBytes``, and how many the list holds.
-    private func snapshot() throws(ServeError) -> String {
+    /// and about ``EventStreams/snapshotBytes``, and how many the list holds. For a background
+    /// session: its downloads that are unfinished or whose end it was not told of, untold ends
+    /// first (``ServeStore/unsettled(session:limit:)``).
+    private func snapshot(session: String?) throws(ServeError) -> String {
         struct Snapshot: Encodable {
             var downloads: [DownloadJSON]
             var count: Int
         }
         var items: [DownloadJSON] = []
         var bytes = 0
-        for item in try store.list(limit: EventStreams.snapshotLimit) {
+        let list: [StoredDownload]
+        if let session {
+            list = try store.unsettled(session: session, limit: EventStreams.snapshotLimit)
+        } else {
+            list = try store.list(limit: EventStreams.snapshotLimit)
+        }
+        for item in list {
             let shown = shown(item)
             bytes += item.url.utf8.count + (item.name?.utf8.count ?? 0) + (item.error?.utf8.count ?? 0) + 400
             if bytes > EventStreams.snapshotBytes { break }
             items.append(shown)
         }
-        return try Self.text(Snapshot(downloads: items, count: try store.count()))
+        var count = try store.count()
+        if let session { count = try store.unsettledCount(session: session) }
+        return try Self.text(Snapshot(downloads: items, count: count))
     }
 
     /// `progress` events of the running downloads whose bytes moved since this stream's last.

@@ -184,7 +184,7 @@ package final class ServeAPI: @unchecked Sendable {
             }
         }
         switch route {
-        case .version: return try Self.json(200, ["version": HaulVersion.string, "api": "1"])
+        case .version: return try Self.json(200, ["version": HaulVersion.string, "api": "1", "root": root.path])
         case .downloads where request.method == "POST": return try add(request.body)
         case .downloads: return try list(Self.query(request.query))
         case .download(let id):
