@@ -94,6 +94,25 @@ func scoped(_ url: URL) async throws {
     }
 }
 
+// <doc:BackgroundSessions>
+func backgroundSessions(_ url: URL) async throws {
+    let configuration = HaulConfiguration.background(identifier: "com.example.sync")
+    let session = try await BackgroundSession(configuration: configuration)
+    let download = try await session.download(from: url, in: "sync")  // queued in the daemon
+    print(download.id)  // this process may exit now
+
+    // Later, in another process: the same identifier reattaches.
+    let again = try await BackgroundSession(configuration: configuration)
+    print(try await again.downloads().count)  // every download of the session, ended ones too
+    for try await event in again.events {
+        switch event {
+        case .finished(let ended): print(ended.state, ended.fileURL?.path ?? "")  // each end once
+        case .caughtUp: print("told of every end while away")  // then live changes
+        case .updated, .progress, .removed: break
+        }
+    }
+}
+
 // <doc:ProgressAndEvents>
 func progressAndEvents(_ session: HaulSession, _ url: URL, downloads: URL) async throws {
     try await session.download(from: url, to: .directory(downloads)) { event in
