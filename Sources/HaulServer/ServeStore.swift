@@ -47,7 +47,8 @@ package struct StoredDownload: Equatable, Sendable {
     package var owned: String?
     /// The background session that added it (``HaulConfiguration/background(identifier:)``), or nil.
     package var session: String?
-    /// Whether its session was told of its end (each end is told once; a resume clears it).
+    /// Whether its session was told of its end (each end is told once; a change of state
+    /// clears it).
     package var told = false
 }
 
@@ -112,7 +113,7 @@ package final class ServeStore {
                 try database.execute(
                     """
                     ALTER TABLE downloads ADD COLUMN session TEXT;
-                    ALTER TABLE downloads ADD COLUMN told INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE downloads ADD COLUMN told TEXT;
                     ALTER TABLE events ADD COLUMN session TEXT;
                     CREATE INDEX IF NOT EXISTS downloads_session ON downloads (session, state);
                     """)
@@ -133,7 +134,7 @@ package final class ServeStore {
             id: id, url: url, name: row[2].text, subfolder: row[3].text, options: options, state: state,
             priority: priority, position: position, added: added, finished: row[9].real, error: row[10].text,
             file: row[11].text, done: row[12].integer ?? 0, total: row[13].integer, owned: row[14].text,
-            session: row[15].text, told: (row[16].integer ?? 0) != 0)
+            session: row[15].text, told: row[16].text != nil)
     }
 
     /// Adds `new` at the end of the queue, all or none; the URLs are stored without credentials.
@@ -252,7 +253,7 @@ package final class ServeStore {
     package func unsettled(session: String, limit: Int) throws(ServeError) -> [StoredDownload] {
         let rows = try database.query(
             """
-            SELECT \(Self.columns) FROM downloads WHERE session = ? AND (told = 0 OR state NOT IN ('completed', 'failed', 'cancelled'))
+            SELECT \(Self.columns) FROM downloads WHERE session = ? AND (told IS NULL OR state NOT IN ('completed', 'failed', 'cancelled'))
             ORDER BY finished IS NULL, finished, priority DESC, position, id LIMIT ?
             """, [.text(session), .integer(Int64(max(0, limit)))])
         var out: [StoredDownload] = []
@@ -264,20 +265,21 @@ package final class ServeStore {
     package func unsettledCount(session: String) throws(ServeError) -> Int {
         Int(
             try database.query(
-                "SELECT COUNT(*) FROM downloads WHERE session = ? AND (told = 0 OR state NOT IN ('completed', 'failed', 'cancelled'))",
+                "SELECT COUNT(*) FROM downloads WHERE session = ? AND (told IS NULL OR state NOT IN ('completed', 'failed', 'cancelled'))",
                 [.text(session)]
             ).first?.first?.integer ?? 0)
     }
 
-    /// Records that `id`'s session was told of its end: true when this call did (once per
-    /// end, whoever asks first), false when it had been told already; nil when `id` has not
-    /// ended or has no session.
-    package func tell(_ id: Int64) throws(ServeError) -> Bool? {
+    /// Records that `id`'s session was told of its end, by the caller that names itself
+    /// `claim`: true when this call did, or an earlier one with the same claim (a caller that
+    /// lost the answer may ask again), false when another claim was told first; nil when `id`
+    /// is not an ended download of `session`.
+    package func tell(_ id: Int64, session: String, claim: String) throws(ServeError) -> Bool? {
         try database.query(
-            "UPDATE downloads SET told = 1 WHERE id = ? AND told = 0 AND session IS NOT NULL AND state IN ('completed', 'failed', 'cancelled')",
-            [.integer(id)])
+            "UPDATE downloads SET told = ?1 WHERE id = ?2 AND session = ?3 AND (told IS NULL OR told = ?1) AND state IN ('completed', 'failed', 'cancelled')",
+            [.text(claim), .integer(id), .text(session)])
         if database.changes > 0 { return true }
-        guard let item = try download(id), item.session != nil, item.state.isEnded else { return nil }
+        guard let item = try download(id), item.session == session, item.state.isEnded else { return nil }
         return false
     }
 
@@ -290,7 +292,7 @@ package final class ServeStore {
         // Each end is told once: a change of state (a failed download resumed, a cancel that
         // turned out completed) is untold.
         try database.query(
-            "UPDATE downloads SET told = CASE WHEN state = ?1 THEN told ELSE 0 END, state = ?1, error = ?2, finished = ?3 WHERE id = ?4",
+            "UPDATE downloads SET told = CASE WHEN state = ?1 THEN told ELSE NULL END, state = ?1, error = ?2, finished = ?3 WHERE id = ?4",
             [.text(state.rawValue), error.map { .text($0) } ?? .null, ended, .integer(id)])
         return database.changes > 0
     }

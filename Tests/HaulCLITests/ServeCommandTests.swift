@@ -280,32 +280,6 @@ struct ServeCommandTests {
         #expect(twice.status == 1 && twice.stderr.contains("another haul serve is running"), "\(twice)")
     }
 
-    /// Another process on the port of a daemon that died: answers every request with 200 `{}`
-    /// and keeps what it was sent.
-    final class Squatter: @unchecked Sendable {
-        let fd: Int32
-        let heard = Locked("")
-
-        init(port: Int) throws {
-            fd = try Sys.listenTCP(address: "127.0.0.1", port: port).0
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
-            Sys.startThread(name: "squatter") { [self] in
-                while true {
-                    let client = accept(fd, nil, nil)
-                    guard client >= 0 else { return }
-                    var buffer = [UInt8](repeating: 0, count: 16 << 10)
-                    let n = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
-                    if n > 0 { heard.withLock { $0 += String(decoding: buffer[..<n], as: UTF8.self) } }
-                    let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".utf8)
-                    _ = answer.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                    close(client)
-                }
-            }
-        }
-
-        func stop() { shutdown(fd, Int32(SHUT_RDWR)) }
-    }
-
     @Test func aProcessOnTheDeadDaemonsPortIsNeverSentTheToken() async throws {
         let place = try Place()
         defer { place.dir.remove() }
@@ -323,7 +297,7 @@ struct ServeCommandTests {
             let r = try await place.haul(args)
             #expect(r.status == 3 && r.stderr.contains("cannot prove it has the token"), "\(args): \(r)")
         }
-        let heard = squatter.heard.withLock { $0 }
+        let heard = squatter.heard
         #expect(heard.contains("GET /api/v1/proof?nonce="), "\(heard)")
         #expect(!heard.contains(token) && !heard.lowercased().contains("authorization"), "\(heard)")
     }

@@ -115,7 +115,71 @@ struct BackgroundSessionTests {
         #expect(progressed, "\(first) \(second)")
         let told = Self.finished(first) + Self.finished(second)
         #expect(told.map(\.id) == [1] && told.first?.state == .completed, "\(first) \(second)")
+        // The other one hears of the end as an update.
+        let loser = Self.finished(first).isEmpty ? first : second
+        let heard = loser.contains {
+            if case .updated(let d) = $0 { d.id == 1 && d.state == .completed } else { false }
+        }
+        #expect(heard, "\(loser)")
         await d.daemon.stop()
+    }
+
+    @Test func aDownloadResumedThatEndsAgainIsToldAgainToTheSameIteration() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try ServeDaemonTests.directories()
+        let d = try Running(state: state, root: root)
+        defer { cleanUp(server, dir) }
+        let session = try await Self.attach(d)
+        let reader = Reader(session)
+        defer { reader.task.cancel() }
+        let missing = try await session.download(from: server.url("/missing?status=404"), named: "m.bin")
+        #expect(await eventually { Self.finished(reader.events).count == 1 }, "\(reader.events)")
+        #expect(try await session.resume(missing.id).state == .queued)
+        #expect(await eventually { Self.finished(reader.events).count == 2 }, "\(reader.events)")
+        let ends = Self.finished(reader.events)
+        #expect(ends.map(\.id) == [missing.id, missing.id] && ends.allSatisfy { $0.state == .failed })
+        #expect(server.requests(path: "/missing").count == 2)
+        await d.daemon.stop()
+    }
+
+    @Test func moreEndsThanASnapshotHoldsAreAllToldOnceBeforeCaughtUp() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try ServeDaemonTests.directories()
+        let d = try Running(state: state, root: root) { $0.snapshotLimit = 2 }
+        defer { cleanUp(server, dir) }
+        let session = try await Self.attach(d)
+        for i in 1...5 { _ = try await session.download(from: server.url("/gone\(i)?status=404")) }
+        #expect(await eventually { (1...5).allSatisfy { d.state($0) == "failed" } })
+        let events = await Self.read(try await Self.attach(d)) { $0.contains(.caughtUp) }
+        #expect(Self.finished(events).map(\.id).sorted() == [1, 2, 3, 4, 5] && events.last == .caughtUp, "\(events)")
+        #expect(await Self.read(try await Self.attach(d)) { $0.contains(.caughtUp) } == [.caughtUp])
+        await d.daemon.stop()
+    }
+
+    @Test func aProcessOnTheDeadDaemonsPortIsNeverSentTheToken() async throws {
+        let (dir, state, root) = try ServeDaemonTests.directories()
+        let d = try Running(state: state, root: root)
+        defer { dir.remove() }
+        let session = try await Self.attach(d)
+        let address = try String(contentsOfFile: state + "/address", encoding: .utf8)
+        await d.daemon.stop()
+        // As after a kill -9: the address file stays, and another process takes the port.
+        let squatter = try Squatter(port: d.daemon.port)
+        defer { squatter.stop() }
+        #expect(
+            FileManager.default.createFile(
+                atPath: state + "/address", contents: Data(address.utf8), attributes: [.posixPermissions: 0o600]))
+        do {
+            _ = try await session.downloads()
+            Issue.record("a call went through to what holds a dead daemon's port")
+        } catch { #expect(error.code == .network && error.message.contains("cannot prove"), "\(error)") }
+        var events = session.events
+        events.reconnectWindow = 1
+        do {
+            for try await event in events { Issue.record("told \(event) by what holds a dead daemon's port") }
+        } catch { #expect(error.code == .network, "\(error)") }
+        #expect(squatter.heard.contains("GET /api/v1/proof?nonce="), "\(squatter.heard)")
+        #expect(!squatter.heard.contains(d.daemon.token.text) && !squatter.heard.lowercased().contains("authorization"))
     }
 
     @Test func anIterationOutlivesARestartOfTheDaemonAndIsToldWhatEndedMeanwhile() async throws {
@@ -157,17 +221,25 @@ struct BackgroundSessionTests {
         #expect(await eventually { server.bytesSent(path: path) > 50_000 })
         #expect(try await session.pause(held.id).state == .paused)
         #expect(await eventually { server.openConnections == 0 })
+        // Another session cannot touch it: it stays paused.
+        let stranger = try await Self.attach(d, "org.example.stranger")
+        for act in ["resume", "cancel", "remove"] {
+            do {
+                switch act {
+                case "resume": _ = try await stranger.resume(held.id)
+                case "cancel": _ = try await stranger.cancel(held.id)
+                default: try await stranger.remove(held.id)
+                }
+                Issue.record("\(act) of another session's download went through")
+            } catch {
+                #expect(error.code == .usage && error.message.contains("not one of background session"), "\(error)")
+            }
+        }
+        #expect(d.state(Int(held.id)) == "paused")
         #expect(try await session.resume(held.id).state == .queued)
         #expect(await eventually { server.requests(path: path).count == 2 })
         #expect(try await session.cancel(held.id).state == .cancelled)
         #expect(await eventually { !FileManager.default.fileExists(atPath: root + "/held.bin.part") })
-        let stranger = try await Self.attach(d, "org.example.stranger")
-        await #expect(throws: HaulError.self) { _ = try await stranger.pause(held.id) }
-        do {
-            _ = try await stranger.cancel(held.id)
-        } catch {
-            #expect(error.code == .usage && error.message.contains("not one of background session"), "\(error)")
-        }
         try await session.remove(held.id)
         #expect(try await session.downloads().isEmpty)
         // A download added outside any session is no session's.

@@ -136,33 +136,39 @@ struct ServeStoreTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let store = try ServeStore(path: dir.path + "/s.sqlite")
+        let (me, you) = ("0123456789abcdef", "fedcba9876543210")
         var mine = Self.new("http://h/a")
         mine.session = "com.example.a"
         let theirs = NewDownload(url: URL(string: "http://h/b")!, session: "com.example.b")
-        let added = try store.add([mine, mine, theirs, Self.new("http://h/none")], now: 1)
-        let (a, a2, b, none) = (added[0].id, added[1].id, added[2].id, added[3].id)
-        #expect(try store.tell(a) == nil)  // not ended
-        try store.setState(a, .completed, now: 2)
+        let added = try store.add([mine, mine, mine, theirs, Self.new("http://h/none")], now: 1)
+        let (a, a2, a3, b, none) = (added[0].id, added[1].id, added[2].id, added[3].id, added[4].id)
+        #expect(try store.tell(a, session: "com.example.a", claim: me) == nil)  // not ended
+        // The untold ends come first, in the order they ended, whatever their place in the queue.
+        try store.setState(a3, .completed, now: 2)
+        try store.setState(a, .failed, error: "x", now: 3)
         try store.setState(none, .completed, now: 2)
-        #expect(try store.tell(none) == nil)  // no session
+        #expect(try store.unsettled(session: "com.example.a", limit: 10).map(\.id) == [a3, a, a2])
+        #expect(try store.unsettled(session: "com.example.a", limit: 1).map(\.id) == [a3])
+        #expect(try store.tell(none, session: "com.example.a", claim: me) == nil)  // no session
+        #expect(try store.tell(a3, session: "com.example.b", claim: me) == nil)  // another session's
+        #expect(try store.tell(a3, session: "com.example.a", claim: me) == true)
+        // The same claim again (an answer lost on the way) is still told; another one is not.
+        #expect(try store.tell(a3, session: "com.example.a", claim: me) == true)
+        #expect(try store.tell(a3, session: "com.example.a", claim: you) == false)
+        #expect(try store.download(a3)?.told == true)
         #expect(try store.unsettled(session: "com.example.a", limit: 10).map(\.id) == [a, a2])
-        #expect(try store.tell(a) == true)
-        #expect(try store.tell(a) == false)
-        #expect(try store.download(a)?.told == true)
-        // Told: only the unfinished one is left to know of; the other session's are apart.
-        #expect(try store.unsettled(session: "com.example.a", limit: 10).map(\.id) == [a2])
-        #expect(try store.unsettledCount(session: "com.example.a") == 1)
+        #expect(try store.unsettledCount(session: "com.example.a") == 2)
         #expect(try store.unsettled(session: "com.example.b", limit: 10).map(\.id) == [b])
         // The same end set again stays told; a failed download resumed and failed again is news.
-        try store.setState(a, .completed, now: 3)
-        #expect(try store.download(a)?.told == true)
-        try store.setState(a2, .failed, error: "x", now: 4)
-        #expect(try store.tell(a2) == true)
-        try store.setState(a2, .queued, now: 5)
-        #expect(try store.download(a2)?.told == false && store.tell(a2) == nil)
-        try store.setState(a2, .failed, error: "y", now: 6)
-        #expect(try store.tell(a2) == true)
-        #expect(try store.list(session: "com.example.a").map(\.id) == [a, a2])
+        try store.setState(a3, .completed, now: 4)
+        #expect(try store.download(a3)?.told == true)
+        #expect(try store.tell(a, session: "com.example.a", claim: you) == true)
+        try store.setState(a, .queued, now: 5)
+        #expect(try store.download(a)?.told == false)
+        #expect(try store.tell(a, session: "com.example.a", claim: you) == nil)
+        try store.setState(a, .failed, error: "y", now: 6)
+        #expect(try store.tell(a, session: "com.example.a", claim: me) == true)
+        #expect(try store.list(session: "com.example.a").map(\.id) == [a, a2, a3])
         // Events carry the session: a removal's too, appended before its row goes.
         _ = try store.append(event: "state", download: b, body: "{}")
         _ = try store.append(event: "removed", download: a, body: "{}")

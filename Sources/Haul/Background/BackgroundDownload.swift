@@ -14,7 +14,8 @@ public struct BackgroundDownload: Sendable, Identifiable, Equatable {
         case queued
         /// Transferring.
         case running
-        /// Stopped by a ``BackgroundSession/pause(_:)``; its bytes are kept.
+        /// Stopped by a pause (``BackgroundSession/pause(_:)``, `haul pause`, the page); its
+        /// bytes are kept.
         case paused
         /// Stopped until the network allows it again; its bytes are kept.
         case waiting
@@ -82,13 +83,19 @@ extension BackgroundDownload {
                 fileURL = root.appendingPathComponent(file, isDirectory: false)
             }
         }
-        let speed = wire.speed ?? 0
-        progress = TransferProgress(
-            completedBytes: wire.done ?? 0, totalBytes: wire.total, bytesPerSecond: speed, smoothedBytesPerSecond: speed
-        )
+        progress = Self.progress(done: wire.done ?? 0, total: wire.total, speed: wire.speed)
         failureReason = wire.error
         priority = Int(clamping: wire.priority ?? 0)
         dateAdded = Date(timeIntervalSince1970: wire.added ?? 0)
         dateFinished = wire.finished.map(Date.init(timeIntervalSince1970:))
+    }
+
+    /// The daemon's figures as progress, none below zero (a time left is then never negative
+    /// or past what a Double holds).
+    static func progress(done: Int64, total: Int64?, speed: Double?) -> TransferProgress {
+        let speed = speed.map { $0.isFinite ? Swift.max(0, $0) : 0 } ?? 0
+        return TransferProgress(
+            completedBytes: Swift.max(0, done), totalBytes: total.map { Swift.max(0, $0) }, bytesPerSecond: speed,
+            smoothedBytesPerSecond: speed)
     }
 }

@@ -10,14 +10,16 @@ import HaulCore
 public enum BackgroundEvent: Sendable, Equatable {
     /// A download of the session ended: completed (its file at
     /// ``BackgroundDownload/fileURL``), failed or cancelled. Each end is told once to the
-    /// session, whichever of its processes asks first, and only after the daemon recorded it
-    /// told: a process that stops while handling it is not told again (the list still shows it).
+    /// session, whichever of its processes asks first, and the daemon records it told before
+    /// it is handed out: a process that stops while handling it is not told again (the list
+    /// still shows the download). An end told to another process comes as ``updated(_:)``.
     case finished(BackgroundDownload)
     /// Every download that ended while the session was not told has been: what comes next is
     /// live (URLSession's `urlSessionDidFinishEvents(forBackgroundURLSession:)`). Once per
     /// iteration of ``BackgroundSession/events``.
     case caughtUp
-    /// A download of the session was added or changed state (queued, running, paused, waiting).
+    /// A download of the session was added or changed state (queued, running, paused,
+    /// waiting), or ended and the end was told to another process of the session.
     case updated(BackgroundDownload)
     /// A running download's bytes moved (at most twice a second for each).
     case progress(id: BackgroundDownload.ID, TransferProgress)
@@ -25,16 +27,19 @@ public enum BackgroundEvent: Sendable, Equatable {
     case removed(id: BackgroundDownload.ID)
 }
 
-/// ``BackgroundSession/events``: each iteration reads a stream of its own from the daemon,
-/// and connects again (with the daemon's address and token read again) when it ends, as after
-/// a restart of the daemon; past ``reconnectWindow`` seconds without one it throws
-/// ``HaulError/Code/daemonNotRunning``. A cancelled task ends it.
+/// ``BackgroundSession/events``: each iteration reads a stream of its own from the daemon.
+/// When the stream ends (the daemon stopped or restarted) it connects again, the daemon's
+/// address and token read again and its proof checked before the token is sent, with pauses
+/// growing from 0.1 s to 2 s, and starts from a fresh snapshot: the ends it has not been told
+/// of, and the downloads whose state changed meanwhile (or that were removed). Past
+/// ``reconnectWindow`` seconds without a snapshot it throws the last error
+/// (``HaulError/Code/daemonNotRunning`` when none answers). A cancelled task ends it (nil).
 public struct BackgroundEvents: AsyncSequence, Sendable {
     public typealias Element = BackgroundEvent
     public typealias Failure = HaulError
 
     let session: BackgroundSession
-    /// How long an iteration tries to reach the daemon again before it throws.
+    /// How long an iteration tries to reach the daemon again before it throws, in seconds.
     public var reconnectWindow: Double = 60
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(session: session, window: reconnectWindow) }
@@ -46,17 +51,29 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
 
         let session: BackgroundSession
         let window: Double
+        /// This iteration's name to the daemon when it is told of an end: asking again with
+        /// it after a lost answer is still this iteration's.
+        private let claim = Hex.string((0..<16).map { _ in UInt8.random(in: 0...255) })
         private var ready: [BackgroundEvent] = []
         private var stream: ByteStream?
         private var chunks: ByteStream.AsyncIterator?
         private var reader = EventStreamReader()
         private var caughtUp = false
-        /// A snapshot held more than it carried: connect again for the rest before `caughtUp`.
+        /// A snapshot held fewer than the session has: connect again for the rest before
+        /// `caughtUp`.
         private var more = false
-        /// Ends this iteration handed out, until the download goes again.
-        private var told: Set<BackgroundDownload.ID> = []
-        /// The state each download was last seen in, for the changes a reconnect missed.
+        /// The ends handed out (id, state, time): one end is handed out once, another end of
+        /// the same download (resumed, failed again) is news.
+        private var handed: Set<String> = []
+        /// The state each unfinished download was last seen in, for what a reconnect missed.
         private var known: [BackgroundDownload.ID: BackgroundDownload.State] = [:]
+        /// Downloads to ask the daemon about after a reconnect (not in its snapshot), with the
+        /// state they were last seen in.
+        private var missing: [(id: BackgroundDownload.ID, state: BackgroundDownload.State)] = []
+        /// Since when no snapshot came, and the pause before the next connection.
+        private var failingSince: ContinuousClock.Instant?
+        private var pause = 0.1
+        private var connections = 0
 
         init(session: BackgroundSession, window: Double) {
             self.session = session
@@ -66,26 +83,27 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
         public mutating func next() async throws(HaulError) -> BackgroundEvent? {
             while !Task.isCancelled {
                 if !ready.isEmpty {
-                    let event = ready.removeFirst()
-                    guard case .finished(let download) = event else { return event }
-                    // Told first, then handed out: two processes of the session cannot both be.
-                    let tellable: Bool
-                    do throws(HaulError) { tellable = try await session.tell(download.id) } catch {
-                        // The daemon is gone or the download with it: the next snapshot shows
-                        // whatever is still untold.
-                        if error.code == .usage || error.code == .httpStatus { continue }
+                    if let event = try await handOut(ready.removeFirst()) { return event }
+                    continue
+                }
+                if let (id, state) = missing.popLast() {
+                    // Not in the snapshot: removed, or ended and told to another process.
+                    do throws(HaulError) {
+                        let now = try await session.current(id)
+                        ready.append(now.map { .updated($0) } ?? .removed(id: id))
+                    } catch {
+                        known[id] = state  // asked about again after the next snapshot
                         disconnect()
-                        continue
                     }
-                    guard tellable else { continue }
-                    told.insert(download.id)
-                    return event
+                    continue
                 }
                 if more {
                     more = false
                     disconnect()
                 }
-                if chunks == nil { try await connect() }
+                if chunks == nil {
+                    guard try await connect() else { break }
+                }
                 let chunk: Data?
                 do { chunk = try await chunks?.next() } catch { chunk = nil }
                 guard let chunk else {
@@ -98,26 +116,48 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
             return nil
         }
 
-        /// Opens the session's stream, trying again (the door read anew each time) with a
-        /// growing pause until ``window`` has passed.
-        private mutating func connect() async throws(HaulError) {
-            let start = ContinuousClock.now
-            var pause = 0.1
-            var client = session.client
-            while true {
-                do throws(HaulError) {
-                    let opened = try await client.events(session: session.identifier)
-                    (stream, chunks, reader) = (opened, opened.makeAsyncIterator(), EventStreamReader())
-                    return
-                } catch {
-                    guard error.code == .daemonNotRunning || error.code == .network || error.code == .httpStatus,
-                        Seconds.of(ContinuousClock.now - start) < window, !Task.isCancelled
-                    else { throw error }
-                }
+        /// An end is handed out once the daemon recorded this iteration told (another
+        /// process's is an update); anything else as it is.
+        private mutating func handOut(_ event: BackgroundEvent) async throws(HaulError) -> BackgroundEvent? {
+            guard case .finished(let download) = event else { return event }
+            let key = "\(download.id) \(download.state.rawValue) \(download.dateFinished?.timeIntervalSince1970 ?? 0)"
+            guard !handed.contains(key) else { return nil }
+            let told: Bool
+            do throws(HaulError) { told = try await session.tell(download.id, claim: claim) } catch {
+                // Not an ended download of the session's (removed meanwhile): nothing to tell.
+                if error.code == .usage { return nil }
+                // The daemon is gone or failed: the next snapshot holds the end if still untold
+                // (and this iteration's claim gets it even if the daemon took this call).
+                disconnect()
+                return nil
+            }
+            guard told else { return .updated(download) }
+            handed.insert(key)
+            return event
+        }
+
+        /// Opens the session's stream through a door opened for it, after the pause the
+        /// failures so far call for; false when the task was cancelled.
+        private mutating func connect() async throws(HaulError) -> Bool {
+            if connections > 0 {
                 try? await Task.sleep(nanoseconds: UInt64(pause * 1e9))
                 pause = Swift.min(pause * 2, 2)
-                if let again = try? await session.reopen() { client = again }
             }
+            connections += 1
+            if Task.isCancelled { return false }
+            let started = failingSince ?? ContinuousClock.now
+            failingSince = started
+            do throws(HaulError) {
+                let client = try await session.open()
+                try await session.readRoot(client)
+                let opened = try await client.events(session: session.identifier)
+                (stream, chunks, reader) = (opened, opened.makeAsyncIterator(), EventStreamReader())
+            } catch {
+                if Task.isCancelled { return false }
+                let retried = error.code == .daemonNotRunning || error.code == .network || error.code == .httpStatus
+                guard retried, Seconds.of(ContinuousClock.now - started) < window else { throw error }
+            }
+            return true
         }
 
         private mutating func disconnect() {
@@ -136,23 +176,32 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
                     var count: Int
                 }
                 guard let snapshot = try? decoder.decode(Snapshot.self, from: data) else { return }
+                // A stream that got this far is up: the next failure starts a new window.
+                (failingSince, pause) = (nil, 0.1)
                 var untold = 0
+                var seen: Set<BackgroundDownload.ID> = []
                 for wire in snapshot.downloads {
                     guard let download = BackgroundDownload(wire, root: session.downloadDirectory) else { continue }
+                    seen.insert(download.id)
                     if download.state.isEnded {
-                        if wire.told != true && !told.contains(download.id) {
+                        known[download.id] = nil
+                        if wire.told != true {
                             ready.append(.finished(download))
                             untold += 1
                         }
-                    } else if caughtUp && known[download.id] != download.state {
-                        told.remove(download.id)
-                        ready.append(.updated(download))
+                    } else {
+                        if caughtUp && known[download.id] != download.state { ready.append(.updated(download)) }
+                        known[download.id] = download.state
                     }
-                    known[download.id] = download.state
+                }
+                let complete = snapshot.count <= snapshot.downloads.count
+                if caughtUp && complete {
+                    missing = known.filter { !seen.contains($0.key) }.map { (id: $0.key, state: $0.value) }
+                    for (id, _) in missing { known[id] = nil }
                 }
                 // More than one snapshot holds: the rest once these are told (each told one
                 // leaves the next snapshot).
-                if snapshot.count > snapshot.downloads.count && untold > 0 {
+                if !complete && untold > 0 {
                     more = true
                 } else if !caughtUp {
                     caughtUp = true
@@ -162,11 +211,11 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
                 guard let wire = try? decoder.decode(BackgroundDownload.Wire.self, from: data),
                     let download = BackgroundDownload(wire, root: session.downloadDirectory)
                 else { return }
-                known[download.id] = download.state
                 if download.state.isEnded {
-                    if wire.told != true && !told.contains(download.id) { ready.append(.finished(download)) }
+                    known[download.id] = nil
+                    ready.append(wire.told == true ? .updated(download) : .finished(download))
                 } else {
-                    told.remove(download.id)
+                    known[download.id] = download.state
                     ready.append(.updated(download))
                 }
             case "progress":
@@ -178,16 +227,11 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
                 }
                 guard let p = try? decoder.decode(Progress.self, from: data) else { return }
                 ready.append(
-                    .progress(
-                        id: p.id,
-                        TransferProgress(
-                            completedBytes: p.done, totalBytes: p.total, bytesPerSecond: p.speed ?? 0,
-                            smoothedBytesPerSecond: p.speed ?? 0)))
+                    .progress(id: p.id, BackgroundDownload.progress(done: p.done, total: p.total, speed: p.speed)))
             case "removed":
                 struct Removed: Decodable { var id: Int64 }
                 guard let removed = try? decoder.decode(Removed.self, from: data) else { return }
                 known[removed.id] = nil
-                told.remove(removed.id)
                 ready.append(.removed(id: removed.id))
             default: break
             }

@@ -30,19 +30,21 @@ import HaulCore
 ///
 /// The daemon must be running for this user (`haul serve`, its systemd unit, or
 /// `haul get --background`, which starts it): else ``HaulError/Code/daemonNotRunning``. Its
-/// address and token are read from its state directory (`$XDG_STATE_HOME/haul/serve`), and
-/// the token is sent only once the daemon proved it has it.
+/// address and token are read from its state directory (`$XDG_STATE_HOME/haul/serve`) at every
+/// call, and the token is sent only once the daemon at that address has just proved it has it
+/// (a daemon that died leaves its port to any process). Identifiers are names, not access
+/// control: whoever holds the token sees and controls every session's downloads.
 public final class BackgroundSession: Sendable {
     /// The session's name, from ``HaulConfiguration/background(identifier:)``.
     public let identifier: String
     /// The configuration it was made with.
     public let configuration: HaulConfiguration
-    /// Where the daemon puts files (its `--dir`); nil from a daemon that does not say.
-    public let downloadDirectory: URL?
+    /// Where the daemon puts files (its `--dir`), as it said when the session attached or
+    /// an iteration of ``events`` last connected; nil from a daemon that does not say.
+    public var downloadDirectory: URL? { root.get() }
+    private let root = Locked<URL?>(nil)
     /// The daemon's state directory (nil: the default).
     let state: String?
-    /// The door to the daemon: replaced when a call finds the daemon gone and another answers.
-    private let door: Locked<DaemonClient>
 
     /// Attaches to the background session `configuration.identifier` in the running `haul serve`.
     ///
@@ -67,12 +69,15 @@ public final class BackgroundSession: Sendable {
         self.identifier = identifier
         self.configuration = configuration
         state = stateDirectory
-        let client = try await DaemonClient.open(state: stateDirectory)
-        door = Locked(client)
+        try await readRoot(try await open())
+    }
+
+    /// Asks the daemon where it puts files.
+    func readRoot(_ client: DaemonClient) async throws(HaulError) {
         struct Version: Decodable { var root: String? }
-        let version = try? JSONDecoder().decode(
-            Version.self, from: Data(try await client.call("GET", "/api/v1/version")))
-        downloadDirectory = version?.root.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        let body = try await client.call("GET", "/api/v1/version")
+        guard let version = try? JSONDecoder().decode(Version.self, from: Data(body)) else { throw Self.unreadable }
+        root.set(version.root.map { URL(fileURLWithPath: $0, isDirectory: true) })
     }
 
     /// Whether `text` may name a background session: 1 to 128 ASCII letters, digits, `.`, `_`
@@ -122,7 +127,7 @@ public final class BackgroundSession: Sendable {
             checksums: options.checksums.isEmpty ? nil : options.checksums.map(\.description), session: identifier)
         guard let body = try? JSONEncoder().encode(add) else { throw HaulError(.usage, "cannot encode the add") }
         struct Added: Decodable { var downloads: [BackgroundDownload.Wire] }
-        let answer = try await call("POST", "/api/v1/downloads", json: Array(body), retrying: false)
+        let answer = try await call("POST", "/api/v1/downloads", json: Array(body))
         guard let added = try? JSONDecoder().decode(Added.self, from: Data(answer)).downloads.first,
             let download = BackgroundDownload(added, root: downloadDirectory)
         else { throw Self.unreadable }
@@ -161,7 +166,7 @@ public final class BackgroundSession: Sendable {
         // A page at a time; the daemon keeps at most 100,000 downloads.
         for _ in 0..<200 {
             let body = try await call(
-                "GET", "/api/v1/downloads?session=\(identifier)&limit=1000&offset=\(offset)", retrying: true)
+                "GET", "/api/v1/downloads?session=\(identifier)&limit=1000&offset=\(offset)")
             guard let page = try? JSONDecoder().decode(Page.self, from: Data(body)) else { throw Self.unreadable }
             all += page.downloads.compactMap { BackgroundDownload($0, root: downloadDirectory) }
             offset += page.downloads.count
@@ -198,10 +203,10 @@ public final class BackgroundSession: Sendable {
         _ action: String, _ id: BackgroundDownload.ID, json: [UInt8] = Array("{}".utf8)
     ) async throws(HaulError) -> [UInt8] {
         try await checkOwn(id)
-        return try await call("POST", "/api/v1/downloads/\(id)/\(action)", json: json, retrying: true)
+        return try await call("POST", "/api/v1/downloads/\(id)/\(action)", json: json)
     }
 
-    private func decoded(_ body: [UInt8]) throws(HaulError) -> BackgroundDownload {
+    func decoded(_ body: [UInt8]) throws(HaulError) -> BackgroundDownload {
         guard let wire = try? JSONDecoder().decode(BackgroundDownload.Wire.self, from: Data(body)),
             let download = BackgroundDownload(wire, root: downloadDirectory)
         else { throw Self.unreadable }
@@ -211,19 +216,35 @@ public final class BackgroundSession: Sendable {
     /// Refuses a download of another session's (or none's): a session acts on its own.
     private func checkOwn(_ id: BackgroundDownload.ID) async throws(HaulError) {
         struct Owner: Decodable { var session: String? }
-        let body = try await call("GET", "/api/v1/downloads/\(id)", retrying: true)
+        let body = try await call("GET", "/api/v1/downloads/\(id)")
         guard (try? JSONDecoder().decode(Owner.self, from: Data(body)))?.session == identifier else {
             throw HaulError(.usage, "download \(id) is not one of background session \(identifier)'s")
         }
     }
 
-    /// Records that the session was told of `id`'s end: true when this call did, false when
-    /// another process of the session had been told already.
-    func tell(_ id: BackgroundDownload.ID) async throws(HaulError) -> Bool {
+    /// Records that the session was told of `id`'s end, for the caller named `claim`: true
+    /// when this caller is the one told (asking again after a lost answer stays true), false
+    /// when another was told first.
+    func tell(_ id: BackgroundDownload.ID, claim: String) async throws(HaulError) -> Bool {
+        struct Tell: Encodable {
+            var session: String
+            var claim: String
+        }
         struct Told: Decodable { var told: Bool }
-        let body = try await call("POST", "/api/v1/downloads/\(id)/told", json: Array("{}".utf8), retrying: true)
+        guard let json = try? JSONEncoder().encode(Tell(session: identifier, claim: claim)) else {
+            throw Self.unreadable
+        }
+        let body = try await call("POST", "/api/v1/downloads/\(id)/told", json: Array(json))
         guard let answer = try? JSONDecoder().decode(Told.self, from: Data(body)) else { throw Self.unreadable }
         return answer.told
+    }
+
+    /// Download `id` as the daemon shows it now, or nil when it is no longer on the list.
+    func current(_ id: BackgroundDownload.ID) async throws(HaulError) -> BackgroundDownload? {
+        do throws(HaulError) { return try decoded(try await call("GET", "/api/v1/downloads/\(id)")) } catch {
+            if error.code == .usage, error.httpStatus == 404 { return nil }
+            throw error
+        }
     }
 
     /// The session's events: first each download that ended while the session was not told,
@@ -231,28 +252,14 @@ public final class BackgroundSession: Sendable {
     /// stream of its own from the daemon.
     public var events: BackgroundEvents { BackgroundEvents(session: self) }
 
-    /// The current door.
-    var client: DaemonClient { door.get() }
+    /// A door to the daemon, opened for this call: its address and token read again, and
+    /// the token sent only after the daemon there proved it has it.
+    func open() async throws(HaulError) -> DaemonClient { try await DaemonClient.open(state: state) }
 
-    /// A call to the daemon. When it finds none answering, the door is opened again (a
-    /// restarted daemon may listen elsewhere); with `retrying`, a call the old address cannot
-    /// have taken is made again there once.
-    private func call(
-        _ method: String, _ path: String, json: [UInt8]? = nil, retrying: Bool
-    ) async throws(HaulError) -> [UInt8] {
-        let first = door.get()
-        do throws(HaulError) { return try await first.call(method, path, json: json) } catch {
-            guard error.code == .daemonNotRunning, let again = try? await reopen(), again.base != first.base, retrying
-            else { throw error }
-            return try await again.call(method, path, json: json)
-        }
-    }
-
-    /// Opens the door again, from the daemon's address and token files.
-    func reopen() async throws(HaulError) -> DaemonClient {
-        let client = try await DaemonClient.open(state: state)
-        door.set(client)
-        return client
+    /// A call to the daemon through a door opened for it (never repeated: a call that may have
+    /// been taken is not made twice).
+    private func call(_ method: String, _ path: String, json: [UInt8]? = nil) async throws(HaulError) -> [UInt8] {
+        try await open().call(method, path, json: json)
     }
 
     static let unreadable = HaulError(.invalidResponse, "haul serve answered what this haul cannot read")

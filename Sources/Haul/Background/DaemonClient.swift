@@ -100,7 +100,7 @@ package struct DaemonClient: Sendable {
         guard (200..<300).contains(status) else {
             struct Refusal: Decodable { var error: String }
             let why = (try? JSONDecoder().decode(Refusal.self, from: Data(body)))?.error ?? "HTTP \(status)"
-            if [400, 403, 404].contains(status) { throw HaulError(.usage, why) }
+            if [400, 403, 404].contains(status) { throw HaulError(.usage, why, httpStatus: status) }
             throw HaulError(.httpStatus, "haul serve answered \(status): \(why)", httpStatus: status)
         }
         return body

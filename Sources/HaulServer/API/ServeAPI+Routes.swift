@@ -205,9 +205,20 @@ extension ServeAPI {
         case "move": try self.move(item, body)
         case "told":
             // Once per end, to whichever caller asks first: two processes attached to one
-            // session cannot both be told.
-            guard let told = try store.tell(id) else {
-                throw ServeError(.badRequest, "download \(id) has not ended or has no background session")
+            // session cannot both be told; the same caller (its claim) may ask again.
+            struct Tell: Decodable {
+                var session: String
+                var claim: String
+            }
+            guard let asked = try? JSONDecoder().decode(Tell.self, from: Data(body)),
+                BackgroundSession.isValidIdentifier(asked.session), (16...64).contains(asked.claim.utf8.count),
+                asked.claim.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+            else {
+                throw ServeError(.badRequest, "the body is not {\"session\": ID, \"claim\": 16 to 64 hex digits}")
+            }
+            guard let told = try store.tell(id, session: asked.session, claim: asked.claim) else {
+                throw ServeError(
+                    .badRequest, "download \(id) is not an ended download of session \(asked.session)")
             }
             return try Self.json(200, ["told": told])
         case "remove":

@@ -144,9 +144,9 @@ extension ServeAPI {
         var bytes = 0
         let list: [StoredDownload]
         if let session {
-            list = try store.unsettled(session: session, limit: EventStreams.snapshotLimit)
+            list = try store.unsettled(session: session, limit: snapshotLimit)
         } else {
-            list = try store.list(limit: EventStreams.snapshotLimit)
+            list = try store.list(limit: snapshotLimit)
         }
         for item in list {
             let shown = shown(item)

@@ -29,6 +29,9 @@ package final class ServeAPI: @unchecked Sendable {
     var maxHeld = 32
     /// The open event streams (the loop's thread only).
     var streams = EventStreams()
+    /// The most downloads a snapshot carries (``EventStreams/snapshotLimit``; set before the
+    /// server starts).
+    var snapshotLimit = EventStreams.snapshotLimit
 
     package init(
         store: ServeStore, token: ServeToken, hosts: HostPolicy, root: DownloadRoot, runner: (any ServeRunner)? = nil,

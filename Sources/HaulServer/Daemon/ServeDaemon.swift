@@ -28,6 +28,8 @@ package final class ServeDaemon: Sendable {
         /// `--max-overall-rate`: the shared speed limit (0: none), over the page's stored
         /// setting; nil: the setting, else none.
         package var maxOverallBytesPerSecond: Int64?
+        /// The most downloads an event stream's snapshot carries (smaller in tests).
+        package var snapshotLimit = EventStreams.snapshotLimit
 
         package init(state: String, root: String) {
             self.state = state
@@ -78,6 +80,7 @@ package final class ServeDaemon: Sendable {
             let api = ServeAPI(
                 store: store, token: token, hosts: try HostPolicy(port: port, extraNames: configuration.names),
                 root: root, runner: runner)
+            api.snapshotLimit = configuration.snapshotLimit
             self.api = api
             do throws(Errno) {
                 try Sys.writeFileAtomically(addressFile, Array("http://127.0.0.1:\(port)\n".utf8))
