@@ -156,6 +156,30 @@ struct BackgroundSessionTests {
         await d.daemon.stop()
     }
 
+    @Test func anEndWhoseToldAnswerWasLostIsStillHandedOutOnceAndBeforeCaughtUp() async throws {
+        let server = try TestServer()
+        let (dir, state, root) = try ServeDaemonTests.directories()
+        let d = try Running(state: state, root: root)
+        defer { cleanUp(server, dir) }
+        let session = try await Self.attach(d)
+        _ = try await session.download(from: server.url("/gone?status=404"))
+        _ = try await session.download(from: server.url("/files/kept.bin?size=1000"))
+        #expect(await eventually { d.state(1) == "failed" && d.state(2) == "completed" })
+        // The first tell reaches the daemon, which records it; its answer never comes back.
+        let relay = try LossyRelay(to: d.daemon.port, losing: 1, of: "/told ")
+        defer { relay.stop() }
+        #expect(
+            FileManager.default.createFile(
+                atPath: state + "/address", contents: Data("http://127.0.0.1:\(relay.port)\n".utf8),
+                attributes: [.posixPermissions: 0o600]))
+        let events = await Self.read(try await Self.attach(d)) { $0.contains(.caughtUp) }
+        #expect(relay.lost.get() == 1)
+        #expect(Self.finished(events).map(\.id).sorted() == [1, 2] && events.last == .caughtUp, "\(events)")
+        #expect(events.count == 3, "\(events)")
+        #expect(await Self.read(try await Self.attach(d)) { $0.contains(.caughtUp) } == [.caughtUp])
+        await d.daemon.stop()
+    }
+
     @Test func aProcessOnTheDeadDaemonsPortIsNeverSentTheToken() async throws {
         let (dir, state, root) = try ServeDaemonTests.directories()
         let d = try Running(state: state, root: root)

@@ -7,7 +7,7 @@ import Foundation
 /// A blocking HTTP client over a plain socket, for sending what a browser or an attacker would
 /// (malformed, oversized, cut off) and reading back the bytes as they come. Every read has a
 /// timeout, so a test cannot hang on a server that does not answer.
-final class RawClient {
+final class RawClient: @unchecked Sendable {  // its descriptor is a let; the relay reads and writes it from two threads
     let fd: Int32
 
     /// Connects to 127.0.0.1:`port`.

@@ -31,8 +31,9 @@ public enum BackgroundEvent: Sendable, Equatable {
 /// When the stream ends (the daemon stopped or restarted) it connects again, the daemon's
 /// address and token read again and its proof checked before the token is sent, with pauses
 /// growing from 0.1 s to 2 s, and starts from a fresh snapshot: the ends it has not been told
-/// of, and the downloads whose state changed meanwhile (or that were removed). Past
-/// ``reconnectWindow`` seconds without a snapshot it throws the last error
+/// of (first any whose tell failed, asked about again), the unfinished downloads whose state
+/// changed meanwhile or that were removed. Past ``reconnectWindow`` seconds of failing (no
+/// stream, no snapshot, tells that fail) it throws the last error
 /// (``HaulError/Code/daemonNotRunning`` when none answers). A cancelled task ends it (nil).
 public struct BackgroundEvents: AsyncSequence, Sendable {
     public typealias Element = BackgroundEvent
@@ -70,10 +71,19 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
         /// Downloads to ask the daemon about after a reconnect (not in its snapshot), with the
         /// state they were last seen in.
         private var missing: [(id: BackgroundDownload.ID, state: BackgroundDownload.State)] = []
-        /// Since when no snapshot came, and the pause before the next connection.
+        /// Ends whose tell failed (the answer may have been lost after the daemon recorded it):
+        /// asked about again with this iteration's claim once the next snapshot came, first.
+        private var retold: [BackgroundDownload] = []
+        /// Since when the iteration has failed to get a snapshot and settle its ends, and the
+        /// pause before the next connection.
         private var failingSince: ContinuousClock.Instant?
         private var pause = 0.1
         private var connections = 0
+        /// This connection's snapshot was taken, and whether one could not be read or an end
+        /// of it could not be told.
+        private var snapshotTaken = false
+        private var unreadable = false
+        private var tellFailed = false
 
         init(session: BackgroundSession, window: Double) {
             self.session = session
@@ -93,10 +103,16 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
                         ready.append(now.map { .updated($0) } ?? .removed(id: id))
                     } catch {
                         known[id] = state  // asked about again after the next snapshot
-                        disconnect()
+                        try failed(error)
                     }
                     continue
                 }
+                if unreadable {
+                    unreadable = false
+                    try failed(HaulError(.invalidResponse, "haul serve's event stream did not begin with a snapshot"))
+                }
+                // What this connection's snapshot held is settled: the next failure starts anew.
+                if snapshotTaken && !tellFailed && failingSince != nil { (failingSince, pause) = (nil, 0.1) }
                 if more {
                     more = false
                     disconnect()
@@ -107,13 +123,22 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
                 let chunk: Data?
                 do { chunk = try await chunks?.next() } catch { chunk = nil }
                 guard let chunk else {
-                    disconnect()
+                    try failed(DaemonClient.notRunning("its event stream ended"))
                     continue
                 }
                 for event in try reader.take(Array(chunk)) { take(event) }
             }
             disconnect()
             return nil
+        }
+
+        /// Drops the stream after `error`; throws it once the iteration has been failing for
+        /// longer than ``window``.
+        private mutating func failed(_ error: HaulError) throws(HaulError) {
+            disconnect()
+            let since = failingSince ?? ContinuousClock.now
+            failingSince = since
+            if Seconds.of(ContinuousClock.now - since) >= window { throw error }
         }
 
         /// An end is handed out once the daemon recorded this iteration told (another
@@ -126,9 +151,17 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
             do throws(HaulError) { told = try await session.tell(download.id, claim: claim) } catch {
                 // Not an ended download of the session's (removed meanwhile): nothing to tell.
                 if error.code == .usage { return nil }
-                // The daemon is gone or failed: the next snapshot holds the end if still untold
-                // (and this iteration's claim gets it even if the daemon took this call).
-                disconnect()
+                // The daemon may have recorded it before the answer was lost: asked again with
+                // this claim after the next snapshot. The other ends come again in it (untold),
+                // and nothing says caught up before them.
+                retold.append(download)
+                tellFailed = true
+                if ready.contains(.caughtUp) { caughtUp = false }
+                ready.removeAll { event in
+                    if case .finished = event { return true }
+                    return event == .caughtUp
+                }
+                try failed(error)
                 return nil
             }
             guard told else { return .updated(download) }
@@ -145,17 +178,18 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
             }
             connections += 1
             if Task.isCancelled { return false }
-            let started = failingSince ?? ContinuousClock.now
-            failingSince = started
             do throws(HaulError) {
                 let client = try await session.open()
                 try await session.readRoot(client)
                 let opened = try await client.events(session: session.identifier)
                 (stream, chunks, reader) = (opened, opened.makeAsyncIterator(), EventStreamReader())
+                (snapshotTaken, tellFailed) = (false, false)
             } catch {
                 if Task.isCancelled { return false }
-                let retried = error.code == .daemonNotRunning || error.code == .network || error.code == .httpStatus
-                guard retried, Seconds.of(ContinuousClock.now - started) < window else { throw error }
+                guard error.code == .daemonNotRunning || error.code == .network || error.code == .httpStatus else {
+                    throw error
+                }
+                try failed(error)
             }
             return true
         }
@@ -175,9 +209,14 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
                     var downloads: [BackgroundDownload.Wire]
                     var count: Int
                 }
-                guard let snapshot = try? decoder.decode(Snapshot.self, from: data) else { return }
-                // A stream that got this far is up: the next failure starts a new window.
-                (failingSince, pause) = (nil, 0.1)
+                guard let snapshot = try? decoder.decode(Snapshot.self, from: data) else {
+                    unreadable = true
+                    return
+                }
+                snapshotTaken = true
+                // Ends whose tell failed first, asked about again with this iteration's claim.
+                ready += retold.map { .finished($0) }
+                retold = []
                 var untold = 0
                 var seen: Set<BackgroundDownload.ID> = []
                 for wire in snapshot.downloads {
@@ -207,6 +246,8 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
                     caughtUp = true
                     ready.append(.caughtUp)
                 }
+            case _ where !snapshotTaken:
+                unreadable = true  // the daemon begins every stream of a session with one
             case "added", "state":
                 guard let wire = try? decoder.decode(BackgroundDownload.Wire.self, from: data),
                     let download = BackgroundDownload(wire, root: session.downloadDirectory)
