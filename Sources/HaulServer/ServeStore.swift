@@ -52,6 +52,27 @@ package struct StoredDownload: Equatable, Sendable {
     package var told = false
 }
 
+/// The orders the list is given in (`GET /api/v1/downloads?sort=`).
+package enum ListOrder: String, Sendable, CaseIterable {
+    /// The queue's: priority, then position.
+    case queue
+    /// When added, when ended (unfinished ones last), the size (unknown ones last), the name
+    /// given (the URL's where none was).
+    case added, finished, total, name
+
+    /// The ORDER BY of this order, the other way round when `descending`; ties by id.
+    func clause(descending: Bool) -> String {
+        let (up, down) = descending ? ("DESC", "ASC") : ("ASC", "DESC")
+        switch self {
+        case .queue: return "priority \(down), position \(up), id \(up)"
+        case .added: return "added \(up), id \(up)"
+        case .finished: return "finished IS NULL, finished \(up), id \(up)"
+        case .total: return "total IS NULL, total \(up), id \(up)"
+        case .name: return "COALESCE(name, url) \(up), id \(up)"
+        }
+    }
+}
+
 /// What the API asks to add.
 package struct NewDownload: Equatable, Sendable {
     package var url: URL
@@ -230,17 +251,19 @@ package final class ServeStore {
             Self.download)
     }
 
-    /// Downloads in queue order (priority, then position), of `states` and of background
-    /// session `session` when given.
+    /// Downloads in queue order (priority, then position) or `order`, of `states`, of background
+    /// session `session` and changed after event `since` when given.
     package func list(
-        states: Set<StoredDownload.State>? = nil, session: String? = nil, limit: Int = 1000, offset: Int = 0
+        states: Set<StoredDownload.State>? = nil, session: String? = nil, changedSince since: Int64? = nil,
+        order: ListOrder = .queue, descending: Bool = false, limit: Int = 1000, offset: Int = 0
     ) throws(ServeError) -> [StoredDownload] {
         let wanted = states.map { $0.map(\.rawValue).sorted() } ?? StoredDownload.State.allCases.map(\.rawValue)
         let marks = Array(repeating: "?", count: wanted.count).joined(separator: ", ")
-        let ofSession = session == nil ? "" : " AND session = ?"
+        var ofSession = session == nil ? "" : " AND session = ?"
+        if since != nil { ofSession += " AND id IN (SELECT download FROM events WHERE seq > ?)" }
         let rows = try database.query(
-            "SELECT \(Self.columns) FROM downloads WHERE state IN (\(marks))\(ofSession) ORDER BY priority DESC, position, id LIMIT ? OFFSET ?",
-            wanted.map { .text($0) } + (session.map { [.text($0)] } ?? [])
+            "SELECT \(Self.columns) FROM downloads WHERE state IN (\(marks))\(ofSession) ORDER BY \(order.clause(descending: descending)) LIMIT ? OFFSET ?",
+            wanted.map { .text($0) } + (session.map { [.text($0)] } ?? []) + (since.map { [.integer($0)] } ?? [])
                 + [.integer(Int64(max(0, limit))), .integer(Int64(max(0, offset)))])
         var out: [StoredDownload] = []
         for row in rows { out.append(try Self.download(row)) }
@@ -335,6 +358,14 @@ package final class ServeStore {
             try database.query("DELETE FROM events WHERE seq <= ?", [.integer(seq - Self.keptEvents)])
         }
         return seq
+    }
+
+    /// The downloads removed after event `since` (of background session `session` when given).
+    package func removed(since: Int64, session: String? = nil) throws(ServeError) -> [Int64] {
+        try database.query(
+            "SELECT DISTINCT download FROM events WHERE seq > ? AND kind = 'removed'\(session == nil ? "" : " AND session = ?") AND download NOT IN (SELECT id FROM downloads) ORDER BY download LIMIT 10000",
+            [.integer(since)] + (session.map { [.text($0)] } ?? [])
+        ).compactMap { $0.first?.integer }
     }
 
     /// The number of the latest event (0 before the first).

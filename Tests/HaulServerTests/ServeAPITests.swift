@@ -74,6 +74,38 @@ struct ServeAPITests {
         #expect(version.status == 200 && version.body.contains(#""api":"1""#), "\(version)")
     }
 
+    @Test func theListSortsAndItsPollingFormGivesWhatChangedAfterAnEvent() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        func list(_ query: String) throws -> (status: Int, ids: [Int], json: [String: Any]) {
+            let answer = try d.call("GET", "/api/v1/downloads?" + query)
+            let json = (try? JSONSerialization.jsonObject(with: Data(answer.body.utf8))) as? [String: Any] ?? [:]
+            let ids = (json["downloads"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? Int }
+            return (answer.status, ids, json)
+        }
+        #expect(
+            try d.call("POST", "/api/v1/downloads", body: #"{"urls":["http://h/a"],"name":"zeta.iso"}"#).status == 201)
+        #expect(try d.call("POST", "/api/v1/downloads", body: #"{"urls":["http://h/b"]}"#).status == 201)
+        #expect(try d.call("POST", "/api/v1/downloads", body: #"{"urls":["http://h/c"],"priority":5}"#).status == 201)
+        #expect(try list("").ids == [3, 1, 2])  // the queue: priority, then place
+        #expect(try list("sort=-queue").ids == [2, 1, 3])
+        #expect(try list("sort=-added").ids == [3, 2, 1])  // added at the same time: by id
+        #expect(try list("sort=name").ids == [2, 3, 1])  // http://h/b, http://h/c, zeta.iso
+        #expect(try list("sort=size").status == 400 && list("sort=--added").status == 400)
+        let start = try list("")
+        #expect(start.json["latest"] as? Int == 3 && start.json["removed"] == nil)
+        // Polling: what changed after event 3, then after the next.
+        #expect(try d.call("POST", "/api/v1/downloads/2/pause", body: "{}").status == 200)
+        let paused = try list("since=3")
+        #expect(paused.ids == [2] && paused.json["removed"] as? [Int] == [] && paused.json["latest"] as? Int == 4)
+        #expect(try d.call("POST", "/api/v1/downloads/1/remove", body: "{}").status == 200)
+        let removed = try list("since=4")
+        #expect(removed.ids == [] && removed.json["removed"] as? [Int] == [1], "\(removed.json)")
+        let all = try list("since=0&state=paused")
+        #expect(all.ids == [2] && all.json["removed"] as? [Int] == [1] && all.json["reset"] == nil)
+        #expect(try list("since=x").status == 400)
+    }
+
     @Test func thePageLoadsWithoutTheTokenUnderItsPolicyAndTakesNoChange() throws {
         let d = try Daemon()
         defer { d.stop() }

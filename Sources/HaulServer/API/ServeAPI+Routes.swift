@@ -102,8 +102,37 @@ extension ServeAPI {
         let limit = try Self.number(query["limit"], default: 100, in: 1...1000, "limit")
         let offset = try Self.number(query["offset"], default: 0, in: 0...Int.max, "offset")
         let session = try query["session"].map(Self.checkSession)
-        let items = try store.list(states: states, session: session, limit: limit, offset: offset)
-        return try Self.json(200, ["downloads": items.map(shown)])
+        var sort = query["sort"] ?? "queue"
+        let descending = sort.hasPrefix("-")
+        if descending { sort.removeFirst() }
+        guard let order = ListOrder(rawValue: sort) else {
+            let names = ListOrder.allCases.map(\.rawValue).joined(separator: ", ")
+            throw ServeError(.badRequest, "sort is one of \(names), with '-' before it for the other way round")
+        }
+        // The polling form: what changed after event N (a client further behind than the
+        // events kept gets the whole list again, and `reset` says so).
+        let latest = try store.latestEvent()
+        var since: Int64?
+        if query["since"] != nil {
+            since = Int64(try Self.number(query["since"], default: 0, in: 0...Int.max, "since"))
+        }
+        var reset = false
+        if let asked = since, asked < (try store.oldestEvent()) - 1 { (reset, since) = (true, nil) }
+        let items = try store.list(
+            states: states, session: session, changedSince: since, order: order, descending: descending, limit: limit,
+            offset: offset)
+        struct Answer: Encodable {
+            var downloads: [DownloadJSON]
+            /// Removed after `since`.
+            var removed: [Int64]?
+            /// The latest event's number: the `since` of the next poll.
+            var latest: Int64
+            var reset: Bool?
+        }
+        var removed: [Int64]?
+        if let since { removed = try store.removed(since: since, session: session) }
+        return try Self.json(
+            200, Answer(downloads: items.map(shown), removed: removed, latest: latest, reset: reset ? true : nil))
     }
 
     func add(_ body: [UInt8]) throws(ServeError) -> HTTPReply {
