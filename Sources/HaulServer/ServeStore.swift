@@ -56,8 +56,8 @@ package struct StoredDownload: Equatable, Sendable {
 package enum ListOrder: String, Sendable, CaseIterable {
     /// The queue's: priority, then position.
     case queue
-    /// When added, when ended (unfinished ones last), the size (unknown ones last), the name
-    /// given (the URL's where none was).
+    /// When added, when ended (unfinished ones last, either way round), the size (unknown ones
+    /// last, either way round), the name given (the URL's where none was; ASCII case ignored).
     case added, finished, total, name
 
     /// The ORDER BY of this order, the other way round when `descending`; ties by id.
@@ -68,7 +68,7 @@ package enum ListOrder: String, Sendable, CaseIterable {
         case .added: return "added \(up), id \(up)"
         case .finished: return "finished IS NULL, finished \(up), id \(up)"
         case .total: return "total IS NULL, total \(up), id \(up)"
-        case .name: return "COALESCE(name, url) \(up), id \(up)"
+        case .name: return "COALESCE(name, url) COLLATE NOCASE \(up), id \(up)"
         }
     }
 }
@@ -108,6 +108,11 @@ package final class ServeStore {
                 .internalError, "the store \(path) cannot use a write-ahead log (journal mode \(mode ?? "?"))")
         }
         try database.execute("PRAGMA synchronous=FULL")
+        // The polling form reads the positions a move changed out of its event (json_each).
+        do throws(ServeError) { _ = try database.query("SELECT json_extract('[1]', '$[0]')") } catch {
+            throw ServeError(
+                .internalError, "libsqlite3 lacks the JSON functions (need 3.38, or 3.37 built with JSON1)")
+        }
         let version = try database.query("PRAGMA user_version").first?.first?.integer ?? 0
         if version > Self.schema {
             throw ServeError(.internalError, "the store \(path) was made by a newer haul (schema \(version))")
@@ -260,10 +265,15 @@ package final class ServeStore {
         let wanted = states.map { $0.map(\.rawValue).sorted() } ?? StoredDownload.State.allCases.map(\.rawValue)
         let marks = Array(repeating: "?", count: wanted.count).joined(separator: ", ")
         var ofSession = session == nil ? "" : " AND session = ?"
-        if since != nil { ofSession += " AND id IN (SELECT download FROM events WHERE seq > ?)" }
+        // Changed: named by an event, or moved by another's move (its `positions`).
+        if since != nil {
+            ofSession +=
+                " AND (id IN (SELECT download FROM events WHERE seq > ?) OR id IN (SELECT json_extract(p.value, '$[0]') FROM events, json_each(events.body, '$.positions') AS p WHERE events.seq > ? AND events.kind = 'moved'))"
+        }
         let rows = try database.query(
             "SELECT \(Self.columns) FROM downloads WHERE state IN (\(marks))\(ofSession) ORDER BY \(order.clause(descending: descending)) LIMIT ? OFFSET ?",
-            wanted.map { .text($0) } + (session.map { [.text($0)] } ?? []) + (since.map { [.integer($0)] } ?? [])
+            wanted.map { .text($0) } + (session.map { [.text($0)] } ?? [])
+                + (since.map { [.integer($0), .integer($0)] } ?? [])
                 + [.integer(Int64(max(0, limit))), .integer(Int64(max(0, offset)))])
         var out: [StoredDownload] = []
         for row in rows { out.append(try Self.download(row)) }
@@ -363,7 +373,7 @@ package final class ServeStore {
     /// The downloads removed after event `since` (of background session `session` when given).
     package func removed(since: Int64, session: String? = nil) throws(ServeError) -> [Int64] {
         try database.query(
-            "SELECT DISTINCT download FROM events WHERE seq > ? AND kind = 'removed'\(session == nil ? "" : " AND session = ?") AND download NOT IN (SELECT id FROM downloads) ORDER BY download LIMIT 10000",
+            "SELECT DISTINCT download FROM events WHERE seq > ? AND kind = 'removed'\(session == nil ? "" : " AND session = ?") AND download NOT IN (SELECT id FROM downloads) ORDER BY download",
             [.integer(since)] + (session.map { [.text($0)] } ?? [])
         ).compactMap { $0.first?.integer }
     }

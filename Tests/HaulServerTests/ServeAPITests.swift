@@ -91,7 +91,7 @@ struct ServeAPITests {
         #expect(try list("sort=-queue").ids == [2, 1, 3])
         #expect(try list("sort=-added").ids == [3, 2, 1])  // added at the same time: by id
         #expect(try list("sort=name").ids == [2, 3, 1])  // http://h/b, http://h/c, zeta.iso
-        #expect(try list("sort=size").status == 400 && list("sort=--added").status == 400)
+        #expect(try list("sort=--added").status == 400)
         let start = try list("")
         #expect(start.json["latest"] as? Int == 3 && start.json["removed"] == nil)
         // Polling: what changed after event 3, then after the next.
@@ -101,9 +101,20 @@ struct ServeAPITests {
         #expect(try d.call("POST", "/api/v1/downloads/1/remove", body: "{}").status == 200)
         let removed = try list("since=4")
         #expect(removed.ids == [] && removed.json["removed"] as? [Int] == [1], "\(removed.json)")
-        let all = try list("since=0&state=paused")
-        #expect(all.ids == [2] && all.json["removed"] as? [Int] == [1] && all.json["reset"] == nil)
-        #expect(try list("since=x").status == 400)
+        let all = try list("since=0&sort=-added")
+        #expect(all.ids == [3, 2] && all.json["removed"] as? [Int] == [1] && all.json["reset"] == nil)
+        // A move shifts others too: each download whose place changed is in the poll.
+        #expect(try d.call("POST", "/api/v1/downloads", body: #"{"urls":["http://h/d","http://h/e"]}"#).status == 201)
+        let before = try list("").json["latest"] as? Int ?? 0
+        #expect(try d.call("POST", "/api/v1/downloads/5/move", body: #"{"to":"up"}"#).status == 200)
+        let moved = try list("since=\(before)")
+        #expect(moved.ids.sorted() == [4, 5], "\(moved.json)")
+        // Every change or none: no page, no state filter; a number ahead of the events is a reset.
+        for bad in ["since=0&limit=1", "since=0&offset=1", "since=0&state=queued", "since=x", "sort=size"] {
+            #expect(try list(bad).status == 400, "\(bad)")
+        }
+        let ahead = try list("since=999")
+        #expect(ahead.status == 200 && ahead.json["reset"] as? Bool == true && ahead.ids.isEmpty, "\(ahead.json)")
     }
 
     @Test func thePageLoadsWithoutTheTokenUnderItsPolicyAndTakesNoChange() throws {

@@ -212,4 +212,29 @@ struct ServeStoreTests {
         #expect(try store.add([new], now: 30).first?.session == "s")
         #expect(try ServeStore(path: path).list(session: "s").map(\.url) == ["http://h/new"])
     }
+
+    @Test func theListSortsEveryWayWithTheUnknownLast() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = try ServeStore(path: dir.path + "/s.sqlite")
+        let added = try store.add(
+            [
+                Self.new("http://h/b", name: "Zeta.iso"), Self.new("http://h/a", name: "alpha.iso"),
+                Self.new("http://h/c"),
+            ],
+            now: 1)
+        let (zeta, alpha, c) = (added[0].id, added[1].id, added[2].id)
+        try store.setState(alpha, .completed, now: 5)
+        try store.setState(zeta, .failed, error: "x", now: 3)
+        try store.setProgress(zeta, file: nil, done: 0, total: 900)
+        try store.setProgress(alpha, file: nil, done: 0, total: 100)
+        func order(_ o: ListOrder, descending: Bool = false) throws -> [Int64] {
+            try store.list(order: o, descending: descending).map(\.id)
+        }
+        #expect(try order(.finished) == [zeta, alpha, c] && order(.finished, descending: true) == [alpha, zeta, c])
+        #expect(try order(.total) == [alpha, zeta, c] && order(.total, descending: true) == [zeta, alpha, c])
+        // Case ignored: alpha.iso, http://h/c, Zeta.iso.
+        #expect(try order(.name) == [alpha, c, zeta] && order(.name, descending: true) == [zeta, c, alpha])
+        #expect(try order(.added, descending: true) == [c, alpha, zeta])
+    }
 }

@@ -109,30 +109,42 @@ extension ServeAPI {
             let names = ListOrder.allCases.map(\.rawValue).joined(separator: ", ")
             throw ServeError(.badRequest, "sort is one of \(names), with '-' before it for the other way round")
         }
-        // The polling form: what changed after event N (a client further behind than the
-        // events kept gets the whole list again, and `reset` says so).
         let latest = try store.latestEvent()
-        var since: Int64?
-        if query["since"] != nil {
-            since = Int64(try Self.number(query["since"], default: 0, in: 0...Int.max, "since"))
+        guard let sinceText = query["since"] else {
+            let items = try store.list(
+                states: states, session: session, order: order, descending: descending, limit: limit, offset: offset)
+            return try Self.json(200, ListAnswer(downloads: items.map(shown), latest: latest))
         }
-        var reset = false
-        if let asked = since, asked < (try store.oldestEvent()) - 1 { (reset, since) = (true, nil) }
+        // The polling form: every download changed after event N as it is now (not its bytes:
+        // those are the stream's progress), and the ids removed. All of them, so no page, and
+        // no state filter (a download that left it could not be told from one unchanged).
+        guard query["limit"] == nil, query["offset"] == nil, query["state"] == nil else {
+            throw ServeError(.badRequest, "since gives every change: no limit, offset or state with it")
+        }
+        let since = Int64(try Self.number(sinceText, default: 0, in: 0...Int.max, "since"))
+        // Further behind than the events kept, or ahead of them (another store): list again.
+        guard since >= (try store.oldestEvent()) - 1, since <= latest else {
+            return try Self.json(200, ListAnswer(downloads: [], latest: latest, reset: true))
+        }
         let items = try store.list(
-            states: states, session: session, changedSince: since, order: order, descending: descending, limit: limit,
-            offset: offset)
-        struct Answer: Encodable {
-            var downloads: [DownloadJSON]
-            /// Removed after `since`.
-            var removed: [Int64]?
-            /// The latest event's number: the `since` of the next poll.
-            var latest: Int64
-            var reset: Bool?
-        }
-        var removed: [Int64]?
-        if let since { removed = try store.removed(since: since, session: session) }
+            session: session, changedSince: since, order: order, descending: descending, limit: ServeStore.everything)
         return try Self.json(
-            200, Answer(downloads: items.map(shown), removed: removed, latest: latest, reset: reset ? true : nil))
+            200,
+            ListAnswer(
+                downloads: items.map(shown), removed: try store.removed(since: since, session: session), latest: latest)
+        )
+    }
+
+    /// What the list answers.
+    struct ListAnswer: Encodable {
+        var downloads: [DownloadJSON]
+        /// With `since`: the ids removed after it.
+        var removed: [Int64]?
+        /// The latest event's number: the `since` of the next poll.
+        var latest: Int64
+        /// With `since`: the events after it are no longer kept (or it is ahead of them), so
+        /// the client lists again (in pages) and polls from this answer's `latest`.
+        var reset: Bool?
     }
 
     func add(_ body: [UInt8]) throws(ServeError) -> HTTPReply {
