@@ -204,48 +204,7 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
             let data = Data(event.data.utf8)
             let decoder = JSONDecoder()
             switch event.name {
-            case "snapshot":
-                struct Snapshot: Decodable {
-                    var downloads: [BackgroundDownload.Wire]
-                    var count: Int
-                }
-                guard let snapshot = try? decoder.decode(Snapshot.self, from: data) else {
-                    unreadable = true
-                    return
-                }
-                snapshotTaken = true
-                // Ends whose tell failed first, asked about again with this iteration's claim.
-                ready += retold.map { .finished($0) }
-                retold = []
-                var untold = 0
-                var seen: Set<BackgroundDownload.ID> = []
-                for wire in snapshot.downloads {
-                    guard let download = BackgroundDownload(wire, root: session.downloadDirectory) else { continue }
-                    seen.insert(download.id)
-                    if download.state.isEnded {
-                        known[download.id] = nil
-                        if wire.told != true {
-                            ready.append(.finished(download))
-                            untold += 1
-                        }
-                    } else {
-                        if caughtUp && known[download.id] != download.state { ready.append(.updated(download)) }
-                        known[download.id] = download.state
-                    }
-                }
-                let complete = snapshot.count <= snapshot.downloads.count
-                if caughtUp && complete {
-                    missing = known.filter { !seen.contains($0.key) }.map { (id: $0.key, state: $0.value) }
-                    for (id, _) in missing { known[id] = nil }
-                }
-                // More than one snapshot holds: the rest once these are told (each told one
-                // leaves the next snapshot).
-                if !complete && untold > 0 {
-                    more = true
-                } else if !caughtUp {
-                    caughtUp = true
-                    ready.append(.caughtUp)
-                }
+            case "snapshot": takeSnapshot(data)
             case _ where !snapshotTaken:
                 unreadable = true  // the daemon begins every stream of a session with one
             case "added", "state":
@@ -275,6 +234,52 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
                 known[removed.id] = nil
                 ready.append(.removed(id: removed.id))
             default: break
+            }
+        }
+
+        /// The snapshot a connection begins with: the ends to tell (any whose tell failed
+        /// first), what changed while the iteration was away, then `caughtUp` or more to fetch.
+        private mutating func takeSnapshot(_ data: Data) {
+            struct Snapshot: Decodable {
+                var downloads: [BackgroundDownload.Wire]
+                var count: Int
+            }
+            guard let snapshot = try? JSONDecoder().decode(Snapshot.self, from: data) else {
+                unreadable = true
+                return
+            }
+            snapshotTaken = true
+            // Ends whose tell failed first, asked about again with this iteration's claim.
+            ready += retold.map { .finished($0) }
+            retold = []
+            var untold = 0
+            var seen: Set<BackgroundDownload.ID> = []
+            for wire in snapshot.downloads {
+                guard let download = BackgroundDownload(wire, root: session.downloadDirectory) else { continue }
+                seen.insert(download.id)
+                if download.state.isEnded {
+                    known[download.id] = nil
+                    if wire.told != true {
+                        ready.append(.finished(download))
+                        untold += 1
+                    }
+                } else {
+                    if caughtUp && known[download.id] != download.state { ready.append(.updated(download)) }
+                    known[download.id] = download.state
+                }
+            }
+            let complete = snapshot.count <= snapshot.downloads.count
+            if caughtUp && complete {
+                missing = known.filter { !seen.contains($0.key) }.map { (id: $0.key, state: $0.value) }
+                for (id, _) in missing { known[id] = nil }
+            }
+            // More than one snapshot holds: the rest once these are told (each told one
+            // leaves the next snapshot).
+            if !complete && untold > 0 {
+                more = true
+            } else if !caughtUp {
+                caughtUp = true
+                ready.append(.caughtUp)
             }
         }
     }

@@ -244,24 +244,7 @@ extension ServeAPI {
             default: cancel(item)
             }
         case "move": try self.move(item, body)
-        case "told":
-            // Once per end, to whichever caller asks first: two processes attached to one
-            // session cannot both be told; the same caller (its claim) may ask again.
-            struct Tell: Decodable {
-                var session: String
-                var claim: String
-            }
-            guard let asked = try? JSONDecoder().decode(Tell.self, from: Data(body)),
-                BackgroundSession.isValidIdentifier(asked.session), (16...64).contains(asked.claim.utf8.count),
-                asked.claim.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
-            else {
-                throw ServeError(.badRequest, "the body is not {\"session\": ID, \"claim\": 16 to 64 hex digits}")
-            }
-            guard let told = try store.tell(id, session: asked.session, claim: asked.claim) else {
-                throw ServeError(
-                    .badRequest, "download \(id) is not an ended download of session \(asked.session)")
-            }
-            return try Self.json(200, ["told": told])
+        case "told": return try tell(id, body)
         case "remove":
             struct Remove: Decodable { var files: Bool? }
             let files = (try? JSONDecoder().decode(Remove.self, from: Data(body)))?.files ?? false
@@ -283,6 +266,26 @@ extension ServeAPI {
         }
         guard let changed = try store.download(id) else { throw Self.noSuchDownload(String(id)) }
         return try Self.json(200, shown(changed))
+    }
+
+    /// `POST /api/v1/downloads/ID/told` `{"session", "claim"}`: once per end, to whichever
+    /// caller asks first (two processes attached to one session cannot both be told); the same
+    /// caller (its claim) may ask again.
+    func tell(_ id: Int64, _ body: [UInt8]) throws(ServeError) -> HTTPReply {
+        struct Tell: Decodable {
+            var session: String
+            var claim: String
+        }
+        guard let asked = try? JSONDecoder().decode(Tell.self, from: Data(body)),
+            BackgroundSession.isValidIdentifier(asked.session), (16...64).contains(asked.claim.utf8.count),
+            asked.claim.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+        else {
+            throw ServeError(.badRequest, "the body is not {\"session\": ID, \"claim\": 16 to 64 hex digits}")
+        }
+        guard let told = try store.tell(id, session: asked.session, claim: asked.claim) else {
+            throw ServeError(.badRequest, "download \(id) is not an ended download of session \(asked.session)")
+        }
+        return try Self.json(200, ["told": told])
     }
 
     /// `POST /api/v1/downloads/ID/move` `{"to": "top"|"up"|"down"|"bottom"}`: a queued download
