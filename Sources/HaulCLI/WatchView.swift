@@ -39,19 +39,11 @@ struct WatchView {
             downloads[item.id] = item
             if before != item.state { changed(item) }
         case "removed":
-            struct Removed: Decodable { var id: Int64 }
-            guard let removed = try? decoder.decode(Removed.self, from: data) else { return }
+            guard let removed = try? decoder.decode(RemovedEvent.self, from: data) else { return }
             downloads[removed.id] = nil
             Output.emit("\(removed.id) removed\n", to: 1)
         case "progress":
-            struct Progress: Decodable {
-                var id: Int64
-                var done: Int64
-                var total: Int64?
-                var speed: Double?
-                var eta: Double?
-            }
-            guard let p = try? decoder.decode(Progress.self, from: data), downloads[p.id] != nil else { return }
+            guard let p = try? decoder.decode(ProgressEvent.self, from: data), downloads[p.id] != nil else { return }
             (downloads[p.id]!.done, downloads[p.id]!.total) = (p.done, p.total)
             (downloads[p.id]!.speed, downloads[p.id]!.eta) = (p.speed, p.eta)
         case "moved":

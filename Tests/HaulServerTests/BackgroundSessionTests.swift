@@ -43,6 +43,14 @@ struct BackgroundSessionTests {
         await Reader(session).read(until: done)
     }
 
+    /// Writes the daemon's address file as it does (0600) with another port: what a client
+    /// finds after a `kill -9`, or with something in front of the daemon.
+    static func pointAddress(of state: String, to port: Int) -> Bool {
+        FileManager.default.createFile(
+            atPath: state + "/address", contents: Data("http://127.0.0.1:\(port)\n".utf8),
+            attributes: [.posixPermissions: 0o600])
+    }
+
     static func finished(_ events: [BackgroundEvent]) -> [BackgroundDownload] {
         events.compactMap { if case .finished(let d) = $0 { d } else { nil } }
     }
@@ -169,10 +177,7 @@ struct BackgroundSessionTests {
         // The first tell reaches the daemon, which records it; its answer never comes back.
         let relay = try LossyRelay(to: d.daemon.port, losing: 1, of: "/told ")
         defer { relay.stop() }
-        #expect(
-            FileManager.default.createFile(
-                atPath: state + "/address", contents: Data("http://127.0.0.1:\(relay.port)\n".utf8),
-                attributes: [.posixPermissions: 0o600]))
+        #expect(Self.pointAddress(of: state, to: relay.port))
         let events = await Self.read(try await Self.attach(d)) { $0.contains(.caughtUp) }
         #expect(relay.lost.get() == 1)
         #expect(Self.finished(events).map(\.id).sorted() == [1, 2] && events.last == .caughtUp, "\(events)")
@@ -186,14 +191,11 @@ struct BackgroundSessionTests {
         let d = try Running(state: state, root: root)
         defer { dir.remove() }
         let session = try await Self.attach(d)
-        let address = try String(contentsOfFile: state + "/address", encoding: .utf8)
         await d.daemon.stop()
         // As after a kill -9: the address file stays, and another process takes the port.
         let squatter = try Squatter(port: d.daemon.port)
         defer { squatter.stop() }
-        #expect(
-            FileManager.default.createFile(
-                atPath: state + "/address", contents: Data(address.utf8), attributes: [.posixPermissions: 0o600]))
+        #expect(Self.pointAddress(of: state, to: d.daemon.port))
         do {
             _ = try await session.downloads()
             Issue.record("a call went through to what holds a dead daemon's port")

@@ -219,18 +219,11 @@ public struct BackgroundEvents: AsyncSequence, Sendable {
                     ready.append(.updated(download))
                 }
             case "progress":
-                struct Progress: Decodable {
-                    var id: Int64
-                    var done: Int64
-                    var total: Int64?
-                    var speed: Double?
-                }
-                guard let p = try? decoder.decode(Progress.self, from: data) else { return }
+                guard let p = try? decoder.decode(ProgressEvent.self, from: data) else { return }
                 ready.append(
                     .progress(id: p.id, BackgroundDownload.progress(done: p.done, total: p.total, speed: p.speed)))
             case "removed":
-                struct Removed: Decodable { var id: Int64 }
-                guard let removed = try? decoder.decode(Removed.self, from: data) else { return }
+                guard let removed = try? decoder.decode(RemovedEvent.self, from: data) else { return }
                 known[removed.id] = nil
                 ready.append(.removed(id: removed.id))
             default: break

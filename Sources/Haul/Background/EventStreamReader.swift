@@ -64,3 +64,22 @@ package struct EventStreamReader {
         }
     }
 }
+
+/// The bodies of `haul serve`'s `progress` and `removed` events (docs/api.md): written by the
+/// daemon, read by `haul watch` and ``BackgroundSession``.
+package struct ProgressEvent: Codable, Equatable, Sendable {
+    package var id: Int64
+    package var done: Int64
+    package var total: Int64?
+    /// Bytes per second and seconds left, while known.
+    package var speed: Double?
+    package var eta: Double?
+
+    package init(id: Int64, done: Int64, total: Int64?, speed: Double?, eta: Double?) {
+        (self.id, self.done, self.total, self.speed, self.eta) = (id, done, total, speed, eta)
+    }
+}
+
+package struct RemovedEvent: Codable, Equatable, Sendable {
+    package var id: Int64
+}

@@ -1,3 +1,4 @@
+import Haul
 import HaulCore
 
 #if canImport(FoundationEssentials)
@@ -161,13 +162,6 @@ extension ServeAPI {
 
     /// `progress` events of the running downloads whose bytes moved since this stream's last.
     private func progressEvents(_ running: [StoredDownload], _ stream: inout EventStreams.Stream) -> String {
-        struct Progress: Encodable {
-            var id: Int64
-            var done: Int64
-            var total: Int64?
-            var speed: Double?
-            var eta: Double?
-        }
         var text = ""
         var seen: [Int64: RunProgress] = [:]
         for item in running {
@@ -175,7 +169,7 @@ extension ServeAPI {
             seen[item.id] = progress
             guard stream.progress[item.id] != progress else { continue }
             let total = progress.total ?? item.total
-            let event = Progress(
+            let event = ProgressEvent(
                 id: item.id, done: progress.done, total: total, speed: progress.speed,
                 eta: DownloadJSON.eta(done: progress.done, total: total, speed: progress.speed))
             guard let body = try? Self.text(event) else { continue }
