@@ -35,6 +35,7 @@ static struct {
     const char *(*version)(void);
     void *(*easy_init)(void);
     void (*easy_cleanup)(void *);
+    void (*easy_reset)(void *);
     int (*easy_setopt)(void *, int, ...);
     int (*easy_getinfo)(void *, int, ...);
     int (*easy_pause)(void *, int);
@@ -104,6 +105,7 @@ static void load(void) {
     RESOLVE(version, "curl_version");
     RESOLVE(easy_init, "curl_easy_init");
     RESOLVE(easy_cleanup, "curl_easy_cleanup");
+    RESOLVE(easy_reset, "curl_easy_reset");
     RESOLVE(easy_setopt, "curl_easy_setopt");
     RESOLVE(easy_getinfo, "curl_easy_getinfo");
     RESOLVE(easy_pause, "curl_easy_pause");
@@ -137,6 +139,7 @@ int haul_curl_load(char *err, size_t errlen) {
 const char *haul_curl_version(void) { return api.version(); }
 haul_curl *haul_easy_init(void) { return api.easy_init(); }
 void haul_easy_cleanup(haul_curl *h) { api.easy_cleanup(h); }
+void haul_easy_reset(haul_curl *h) { api.easy_reset(h); }
 int haul_easy_setopt_long(haul_curl *h, int o, long v) { return api.easy_setopt(h, o, v); }
 int haul_easy_setopt_off(haul_curl *h, int o, int64_t v) { return api.easy_setopt(h, o, (int64_t)v); }
 int haul_easy_setopt_ptr(haul_curl *h, int o, const void *v) { return api.easy_setopt(h, o, v); }

@@ -16,15 +16,16 @@ final class Reporter: Sendable {
     /// Its place among the URLs given (`-j`); nil for a download on its own.
     let number: Int?
     private let shown: String
-    /// The file's name as the answer named it, the bytes so far, and where they are kept.
-    private let state: Shared<(name: String, bytes: Int64, partial: String?)>
+    /// How the answer began (the file's name and where its bytes are kept, worked out only when
+    /// a line needs them), and the bytes so far.
+    private let state: Shared<(start: DownloadStart?, bytes: Int64)>
 
     init(output: Output, url: URL, number: Int? = nil) {
         self.output = output
         self.url = url
         self.number = number
         shown = HaulRequest.redacted(url)
-        state = Shared((url.lastPathComponent, 0, nil))
+        state = Shared((nil, 0))
     }
 
     /// `#N name: ` in a `-j` run (built only when a note is written), nothing on its own.
@@ -33,7 +34,7 @@ final class Reporter: Sendable {
     func report(_ event: DownloadEvent) {
         switch event {
         case .started(let s):
-            state.withLock { $0 = (s.destination.lastPathComponent, s.offset, s.partialFileURL.path) }
+            state.withLock { $0 = (s, s.offset) }
             output.json(
                 "start",
                 [
@@ -47,9 +48,9 @@ final class Reporter: Sendable {
                 output.note("\(prefix())resuming at \(Output.bytes(s.offset))")
             }
         case .progress(let p):
-            let name = state.withLock { s -> String in
+            let start = state.withLock { s -> DownloadStart? in
                 s.bytes = p.completedBytes
-                return s.name
+                return s.start
             }
             if let number {
                 output.json(
@@ -59,7 +60,7 @@ final class Reporter: Sendable {
                         ("speed", p.bytesPerSecond), ("eta", p.estimatedTimeRemaining),
                     ])
             } else {
-                output.progress(p, name: name)
+                output.progress(p, name: start?.destination.lastPathComponent ?? url.lastPathComponent)
             }
         case .retrying(let attempt, let error, let delay):
             output.json(
@@ -111,7 +112,7 @@ final class Reporter: Sendable {
                 ])
             if error.code == .cancelled && number == nil {
                 output.clearLine()
-                let (bytes, partial) = state.withLock { ($0.bytes, $0.partial) }
+                let (bytes, partial) = state.withLock { ($0.bytes, $0.start?.partialFileURL.path) }
                 if let part = error.path ?? partial {
                     output.note(
                         "interrupted; kept \(Output.bytes(bytes)) in \(part). Run the same command again to resume.")

@@ -13,6 +13,30 @@ struct ParsingTests {
         #expect(HTTPParsing.contentRange("bytes 9-5/1000") == nil)
         #expect(HTTPParsing.contentRange("bytes 0-1000/1000") == nil)
         #expect(HTTPParsing.contentRange("items 0-1/2") == nil)
+        // Case, spaces around the value and after `bytes`; nothing else bends.
+        #expect(HTTPParsing.contentRange(" BYTES   0-9/10\t") == .init(start: 0, end: 9, total: 10))
+        #expect(HTTPParsing.contentRange("bytes 0-9/10/20") == nil)
+        #expect(HTTPParsing.contentRange("bytes 0-4-9/10") == nil)
+        #expect(HTTPParsing.contentRange("bytes +0-9/10") == nil)
+        #expect(HTTPParsing.contentRange("bytes 0-9/") == nil)
+        #expect(HTTPParsing.contentRange("bytes -9/10") == nil)
+        #expect(HTTPParsing.contentRange("bytes */*") == .init(start: nil, end: nil, total: nil))
+        #expect(HTTPParsing.contentRange("bytes *\u{301}/10") == nil)
+        #expect(HTTPParsing.contentRange("bytes 0-9/9223372036854775808") == nil)  // past Int64
+        #expect(
+            HTTPParsing.contentRange("bytes 0-9/9223372036854775807")
+                == .init(start: 0, end: 9, total: 9_223_372_036_854_775_807))
+    }
+
+    @Test func contentLengthProblems() {
+        #expect(HTTPHeaders([("Content-Length", "5")]).contentLengthProblem == nil)
+        #expect(HTTPHeaders([("Content-Length", "5"), ("content-length", "5")]).contentLengthProblem == nil)
+        #expect(HTTPHeaders([("Content-Length", " 5 ")]).contentLengthProblem == nil)
+        #expect(HTTPHeaders([]).contentLengthProblem == nil)
+        #expect(HTTPHeaders([("Content-Length", "0x25")]).contentLengthProblem?.contains("not a number") == true)
+        #expect(HTTPHeaders([("Content-Length", "5"), ("Content-Length", "-5")]).contentLengthProblem != nil)
+        #expect(HTTPHeaders([("Content-Length", "5, 7")]).contentLengthProblem?.contains("conflicting") == true)
+        #expect(HTTPHeaders([("Content-Length", "5"), ("Content-Length", "7")]).contentLengthProblem != nil)
     }
 
     @Test func conflictingContentLengths() {

@@ -70,6 +70,43 @@ struct TransportConformanceTests {
         }
     }
 
+    /// A finished transfer's handle is reset and kept for the next one: nothing of the first
+    /// (its method, body, headers, content coding) reaches the second.
+    @Test func aReusedCurlHandleCarriesNothingOfTheTransferBefore() async throws {
+        final class Body: RequestBodySource, @unchecked Sendable {
+            var sent = false
+            var length: Int64? { 1000 }
+            func read(into buffer: UnsafeMutableRawBufferPointer) throws(HaulError) -> Int {
+                guard !sent else { return 0 }
+                sent = true
+                for i in 0..<1000 { buffer[i] = UInt8(i & 0xFF) }
+                return 1000
+            }
+            func rewind() throws(HaulError) { sent = false }
+        }
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let transport = try CurlTransport()  // a pool of its own: the second takes the first's handle
+        var put = TransportRequest(url: server.url("/first?upload=count"))
+        put.method = "PUT"
+        put.body = Body()
+        put.decodeContent = true
+        put.headers = HTTPHeaders([("X-First", "1")])
+        put.maxReceiveRate = 1 << 20
+        let first = await transport.start(put, handler: Collector()).finished()
+        #expect((try? first.get()) != nil, "\(first)")
+        let collector = Collector()
+        let second = await transport.start(TransportRequest(url: server.url("/second?size=100")), handler: collector)
+            .finished()
+        #expect((try? second.get()) != nil && collector.count == 100, "\(second)")
+        let seen = try #require(server.requests(path: "/second").first)
+        #expect(seen.method == "GET")
+        #expect(seen.header("X-First") == nil)
+        #expect(seen.header("Content-Length") == nil && seen.header("Transfer-Encoding") == nil)
+        #expect(seen.header("Accept-Encoding") == "identity")
+        #expect(server.requests(path: "/first").first?.method == "PUT")
+    }
+
     func fetch(
         _ kind: TransportKind, _ url: URL, headers: [(String, String)] = [], idle: Double = 30,
         collector: Collector = Collector()

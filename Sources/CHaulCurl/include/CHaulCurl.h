@@ -26,6 +26,9 @@ const char *haul_curl_version(void);
 
 haul_curl *haul_easy_init(void);
 void haul_easy_cleanup(haul_curl *h);
+/// curl_easy_reset: every option back to its default (and the auth state cleared), keeping the
+/// handle's buffers for the next transfer.
+void haul_easy_reset(haul_curl *h);
 int haul_easy_setopt_long(haul_curl *h, int option, long value);
 int haul_easy_setopt_off(haul_curl *h, int option, int64_t value);
 int haul_easy_setopt_ptr(haul_curl *h, int option, const void *value);

@@ -14,20 +14,18 @@ extension Sys {
     /// disk only once ``linkUnnamed(_:to:)`` names it, and a process that dies first leaves
     /// nothing. Nil where the kernel or the file system has no unnamed files (then a named
     /// partial is the way).
-    /// The mode is `mode` less the process's umask, set explicitly: kernels before 6.0 skipped
-    /// the umask for O_TMPFILE on file systems without POSIX ACLs.
+    /// The mode asked for is `mode` less the process's umask, worked out here: kernels before
+    /// 6.0 skipped the umask for O_TMPFILE on file systems without POSIX ACLs, and a later one
+    /// applying it again changes nothing. Given to the open rather than set after it, as for
+    /// any file created (a directory's default ACL applies, as to a partial), and one system
+    /// call fewer per file.
     package static func openUnnamed(inDirectory directory: String, mode: mode_t = 0o644) throws(Errno) -> Int32? {
         guard let umask = processUmask else { return nil }
         while true {
-            let r = FaultInjection.check(.open, path: directory).map { -$0.rawValue } ?? haul_open_unnamed(directory, 0)
-            if r >= 0 {
-                guard fchmod(r, mode & ~umask) == 0 else {
-                    let failure = Errno.current
-                    close(r)
-                    throw failure
-                }
-                return r
-            }
+            let r =
+                FaultInjection.check(.open, path: directory).map { -$0.rawValue }
+                ?? haul_open_unnamed(directory, Int32(mode & ~umask))
+            if r >= 0 { return r }
             switch -r {
             case EINTR: continue
             // No O_TMPFILE: EOPNOTSUPP (the file system), EISDIR or EINVAL (a kernel before 3.11).

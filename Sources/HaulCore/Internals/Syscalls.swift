@@ -413,9 +413,18 @@ package enum Sys {
     }
 
     package static func parentDirectory(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        if slash == path.startIndex { return "/" }
-        return String(path[..<slash])
+        split(path).directory
+    }
+
+    /// `path` split at its last `/` byte: the directory (`.` when there is none, `/` for the
+    /// root) and the name after it. Bytes, not Characters: a `/` followed by a combining mark is
+    /// one Character, and still a separator to the kernel.
+    package static func split(_ path: String) -> (directory: String, name: String) {
+        let bytes = path.utf8
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return (".", path) }
+        let name = String(decoding: bytes[bytes.index(after: slash)...], as: UTF8.self)
+        if slash == bytes.startIndex { return ("/", name) }
+        return (String(decoding: bytes[..<slash], as: UTF8.self), name)
     }
 }
 

@@ -114,7 +114,7 @@ package enum ProbeAnswer: Equatable, Sendable {
     case nothingToKeep
 
     package static func judge(status: Int, headers: HTTPHeaders, limit: Int) -> ProbeAnswer {
-        let encoded = (headers["Content-Encoding"] ?? "identity").lowercased() != "identity"
+        let encoded = headers["Content-Encoding"].map { !$0.equalsIgnoringASCIICase("identity") } ?? false
         guard let length = headers.contentLength, !encoded else { return .nothingToKeep }
         let range = headers["Content-Range"].flatMap(HTTPParsing.contentRange)
         switch status {

@@ -122,9 +122,7 @@ package final class DestinationClaims: Sendable {
     /// directory that is not there gives the normalised path itself.
     private static func key(_ path: String) -> String {
         let normal = Sys.lexicallyNormalized(path)
-        let slash = normal.lastIndex(of: "/")
-        let directory = slash.map { $0 == normal.startIndex ? "/" : String(normal[..<$0]) } ?? "."
-        let name = slash.map { String(normal[normal.index(after: $0)...]) } ?? normal
+        let (directory, name) = Sys.split(normal)
         guard let (device, inode) = Sys.fileIdentity(directory) else { return normal }
         return "\(device):\(inode)/\(name)"
     }

@@ -103,6 +103,14 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
     /// `-5` or a number past 2^63 are not lengths, and a reader that takes `0x25` as 0, or ignores
     /// an overflow, saves the wrong bytes), and several must agree (RFC 9112 6.3).
     package var contentLengthProblem: String? {
+        // The usual answer, checked first: one field, one number.
+        var lengths = 0
+        var plain = true
+        for field in fields where field.name.equalsIgnoringASCIICase("Content-Length") {
+            lengths += 1
+            plain = plain && lengths == 1 && Self.decimal(field.value) != nil
+        }
+        if plain { return nil }
         for field in fields where field.name.equalsIgnoringASCIICase("Content-Length") {
             for part in field.value.split(separator: ",", omittingEmptySubsequences: false) {
                 let value = part.trimmingASCIIWhitespace()
@@ -127,26 +135,50 @@ package enum HTTPParsing {
     }
 
     package static func contentRange(_ value: String) -> ContentRange? {
-        let v = value.trimmingASCIIWhitespace()
-        guard v.prefix(6).equalsIgnoringASCIICase("bytes ") else { return nil }
-        let spec = v.dropFirst(6).trimmingASCIIWhitespace()
-        let parts = spec.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2 else { return nil }
-        var result = ContentRange()
-        if parts[1] != "*" {
-            guard let total = HTTPHeaders.decimal(parts[1]) else { return nil }
-            result.total = total
+        // Parsed on the bytes, with no String made: it is read for every answer to a range.
+        var bytes = Substring(value).utf8[...]
+        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
+        func trim(_ b: Substring.UTF8View.SubSequence) -> Substring.UTF8View.SubSequence {
+            var b = b
+            while let f = b.first, isSpace(f) { b = b.dropFirst() }
+            while let l = b.last, isSpace(l) { b = b.dropLast() }
+            return b
         }
-        if parts[0] != "*" {
-            let se = parts[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-            guard se.count == 2, let s = HTTPHeaders.decimal(se[0]), let e = HTTPHeaders.decimal(se[1]), e >= s else {
-                return nil
-            }
+        bytes = trim(bytes)
+        guard bytes.count >= 6, Substring(bytes.prefix(6)).equalsIgnoringASCIICase("bytes ") else { return nil }
+        let spec = trim(bytes.dropFirst(6))
+        guard let slash = spec.firstIndex(of: UInt8(ascii: "/")) else { return nil }
+        let range = spec[..<slash]
+        let total = spec[spec.index(after: slash)...]
+        let star = UInt8(ascii: "*")
+        var result = ContentRange()
+        if !(total.count == 1 && total.first == star) {
+            guard let t = number(total) else { return nil }
+            result.total = t
+        }
+        if !(range.count == 1 && range.first == star) {
+            guard let dash = range.firstIndex(of: UInt8(ascii: "-")), let s = number(range[..<dash]),
+                let e = number(range[range.index(after: dash)...]), e >= s
+            else { return nil }
             if let total = result.total, e >= total { return nil }
             result.start = s
             result.end = e
         }
         return result
+    }
+
+    /// ASCII digits only, within Int64 (as ``HTTPHeaders/decimal(_:)``), read from bytes.
+    private static func number(_ digits: Substring.UTF8View.SubSequence) -> Int64? {
+        guard !digits.isEmpty else { return nil }
+        var n: Int64 = 0
+        for b in digits {
+            guard b >= 0x30 && b <= 0x39 else { return nil }
+            let (times, o1) = n.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = times.addingReportingOverflow(Int64(b - 0x30))
+            if o1 || o2 { return nil }
+            n = sum
+        }
+        return n
     }
 
     /// `Retry-After`: delay seconds or an HTTP date. Returns seconds from `now`, never negative.

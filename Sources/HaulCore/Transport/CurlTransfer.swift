@@ -1,6 +1,5 @@
 import CHaulCurl
 import Synchronization
-
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -69,7 +68,11 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
     func onFinish(_ body: @escaping @Sendable (Result<Void, TransportError>) -> Void) { done.whenFulfilled(body) }
     func complete(_ r: Result<Void, TransportError>) { done.fulfill(r) }
 
-    func makeEasyHandle() -> Result<UnsafeMutableRawPointer, TransportError> {
+    /// Sets up the transfer's handle: `reused` (a finished transfer's, reset to every default)
+    /// when there is one, else a new one.
+    func makeEasyHandle(
+        reusing reused: UnsafeMutableRawPointer? = nil
+    ) -> Result<UnsafeMutableRawPointer, TransportError> {
         guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             return .failure(TransportError(.invalidURL, "unsupported URL scheme"))
         }
@@ -77,7 +80,9 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
         if scheme == "http" && !request.connection.pinnedPublicKeys.isEmpty {
             return .failure(TransportError(.tls, "public keys are pinned, and an http:// URL has no TLS"))
         }
-        guard let h = haul_easy_init() else { return .failure(TransportError(.other, "curl_easy_init failed")) }
+        guard let h = reused ?? haul_easy_init() else {
+            return .failure(TransportError(.other, "curl_easy_init failed"))
+        }
         easy = h
         let me = Unmanaged.passUnretained(self).toOpaque()
         var headers = request.headers
@@ -240,6 +245,13 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
 
     func cleanup() {
         if let easy { haul_easy_cleanup(easy) }
+        easy = nil
+        detach()
+    }
+
+    /// Gives up the handle without destroying it (the transport resets it for another
+    /// transfer), and frees the header list it pointed to.
+    func detach() {
         easy = nil
         if let headerList { haul_slist_free_all(headerList) }
         headerList = nil

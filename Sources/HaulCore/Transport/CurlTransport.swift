@@ -40,6 +40,12 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
     private let inbox = Locked(Inbox())
     // Owned by the multi thread.
     private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+    /// Handles of finished transfers, reset, for the next ones (libcurl's advice): a new one is
+    /// a curl_easy_init per transfer, a tenth of the curl thread's own work for a small file.
+    /// (libcurl 7.88 still allocates the receive buffer, ``bufferSize``, per transfer.)
+    private var idleHandles: [UnsafeMutableRawPointer] = []
+    /// The most handles kept idle.
+    private static let idleHandleLimit = 32
     /// The longest the multi thread sleeps in poll with nothing due, in milliseconds.
     private let idlePollMilliseconds: Int32
 
@@ -149,7 +155,7 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
                 t.complete(.failure(TransportError(.cancelled, "cancelled")))
                 return
             }
-            switch t.makeEasyHandle() {
+            switch t.makeEasyHandle(reusing: idleHandles.popLast()) {
             case .success(let easy):
                 active[easy] = t
                 _ = haul_multi_add_handle(multi, easy)
@@ -199,7 +205,15 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
         guard let t = active.removeValue(forKey: easy) else { return }
         _ = haul_multi_remove_handle(multi, easy)
         let outcome = result(t)
-        t.cleanup()
+        if idleHandles.count < Self.idleHandleLimit {
+            // Reset before it is kept: no option, credential or callback of this transfer
+            // reaches the next one.
+            haul_easy_reset(easy)
+            idleHandles.append(easy)
+            t.detach()
+        } else {
+            t.cleanup()
+        }
         t.complete(outcome)
     }
 }
