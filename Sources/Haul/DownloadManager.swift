@@ -177,7 +177,7 @@ public final class DownloadManager: Sendable {
     }
 
     /// How many items are in `state`.
-    package func count(in state: Item.State) -> Int { queue.withLock { $0.counts[state, default: 0] } }
+    package func count(in state: Item.State) -> Int { queue.withLock { $0.counts[state] } }
 
     /// The list as it changes (an observable list): the current list first, then a new one
     /// within 0.1 s of changes; a burst of changes gives one list, the latest.

@@ -78,7 +78,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
     private var options: [UUID: DownloadOptions] = [:]
     private var completions: [UUID: Completion] = [:]
     // Kept in step with the items so that scheduling never scans or sorts the whole list.
-    private(set) var counts: [Item.State: Int] = [:]
+    private(set) var counts = StateCounts()
     private var runningByHost: [String: Int] = [:]
     /// Queued items in run order: higher priority first, then the order added. Entries are left
     /// behind when an item stops being queued; only one with the item's queue stamp counts.
@@ -103,8 +103,8 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
 
     var isIdle: Bool {
         if stoppedForGood { return delivering == 0 }
-        return counts[.queued, default: 0] == 0 && counts[.running, default: 0] == 0
-            && counts[.waitingForNetwork, default: 0] == 0 && delivering == 0
+        return counts[.queued] == 0 && counts[.running] == 0
+            && counts[.waitingForNetwork] == 0 && delivering == 0
     }
 
     // MARK: - Events from the caller
@@ -117,7 +117,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
         if let options { self.options[item.id] = options }
         if let completion { completions[item.id] = completion }
         items[item.id] = item
-        counts[item.state, default: 0] += 1
+        counts[item.state] += 1
         if item.state == .queued { enqueue(item.id) }
         if item.state == .completed || item.state == .failed { noteFinished(item.id) }
         return schedule()
@@ -327,7 +327,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
         guard !shutDown else { return forgetOldFinished() }
         var actions: [Action] = []
         var index = pending.startIndex
-        while index < pending.endIndex, counts[.running, default: 0] < max(1, policy.maxRunning) {
+        while index < pending.endIndex, counts[.running] < max(1, policy.maxRunning) {
             let id = pending[index].id
             guard isLive(pending[index]), let item = items[id] else {
                 index = pending.remove(at: index)  // paused, cancelled or started elsewhere
@@ -369,8 +369,8 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
 
     private mutating func set(_ id: UUID, _ state: Item.State) {
         guard let item = items[id], item.state != state else { return }
-        counts[item.state, default: 0] -= 1
-        counts[state, default: 0] += 1
+        counts[item.state] -= 1
+        counts[state] += 1
         if item.state == .running { runningByHost[item.origin, default: 0] -= 1 }
         if state == .running { runningByHost[item.origin, default: 0] += 1 }
         items[id]!.state = state
@@ -425,7 +425,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
         finishOrder.append((id, stamp))
         // Entries go stale when an item is resumed or removed; past twice the finished items
         // (and a few hundred), only the live ones are kept.
-        let finished = counts[.completed, default: 0] + counts[.failed, default: 0]
+        let finished = counts[.completed] + counts[.failed]
         if finishOrder.count - finishStart > 2 * finished + 256 {
             finishOrder = finishOrder[finishStart...].filter { entry in
                 items[entry.id].map { $0.finishStamp == entry.stamp && ($0.state == .completed || $0.state == .failed) }
@@ -438,7 +438,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
     /// Drops the oldest finished items past ``Policy/maxFinished``.
     private mutating func forgetOldFinished() -> [Action] {
         var actions: [Action] = []
-        while counts[.completed, default: 0] + counts[.failed, default: 0] > max(0, policy.maxFinished),
+        while counts[.completed] + counts[.failed] > max(0, policy.maxFinished),
             finishStart < finishOrder.count
         {
             let (id, stamp) = finishOrder[finishStart]
@@ -458,7 +458,7 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
 
     private mutating func drop(_ id: UUID) {
         guard let item = items.removeValue(forKey: id) else { return }
-        counts[item.state, default: 0] -= 1
+        counts[item.state] -= 1
         options[id] = nil
         completions[id] = nil
     }
@@ -469,4 +469,34 @@ struct QueueStateMachine<Handle: AnyObject & Sendable>: Sendable {
 
     /// Why `path` cannot carry downloads.
     static func unusable(_ path: NetworkPath) -> String { path.reason ?? "the path is not allowed" }
+}
+
+/// How many items are in each state. A dictionary keyed by the state hashed the state's raw
+/// `String` (RawRepresentable's hashing), made anew at each of the dozen look-ups a download's
+/// start and end cost.
+struct StateCounts: Sendable {
+    private var queued = 0, running = 0, paused = 0, completed = 0, failed = 0, waitingForNetwork = 0
+
+    subscript(_ state: DownloadManager.Item.State) -> Int {
+        get {
+            switch state {
+            case .queued: queued
+            case .running: running
+            case .paused: paused
+            case .completed: completed
+            case .failed: failed
+            case .waitingForNetwork: waitingForNetwork
+            }
+        }
+        set {
+            switch state {
+            case .queued: queued = newValue
+            case .running: running = newValue
+            case .paused: paused = newValue
+            case .completed: completed = newValue
+            case .failed: failed = newValue
+            case .waitingForNetwork: waitingForNetwork = newValue
+            }
+        }
+    }
 }
