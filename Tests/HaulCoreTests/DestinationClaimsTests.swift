@@ -65,6 +65,27 @@ struct DestinationClaimsTests {
         #expect(!claims.isClaimed("\(base)/link/f.bin") && !claims.isClaimed("\(real)/g.bin"))
     }
 
+    /// A name that begins with a combining mark: its `/` and the mark are one Character, and
+    /// still two things to the kernel. The file is found through its directory (here a symlink
+    /// to the real one) all the same.
+    @Test func aNameBeginningWithACombiningMarkIsInItsDirectory() throws {
+        let real = "\(base)/marks"
+        try FileManager.default.createDirectory(atPath: real, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        try FileManager.default.createSymbolicLink(atPath: "\(base)/alias", withDestinationPath: real)
+        #expect(Sys.parentDirectory(of: "\(real)/\u{301}x.bin") == real)
+        #expect(Sys.split("/\u{301}x") == ("/", "\u{301}x"))
+        #expect(Sys.split("\u{301}x") == (".", "\u{301}x"))
+        let claims = DestinationClaims()
+        let first = DestinationClaims.Owner()
+        try claims.claim("\(real)/\u{301}x.bin", for: first)
+        let error = #expect(throws: HaulError.self) {
+            try claims.claim("\(base)/alias/\u{301}x.bin", for: DestinationClaims.Owner())
+        }
+        #expect(error?.code == .destinationInUse)
+        claims.releaseAll(of: first)
+    }
+
     @Test(arguments: [
         ("/a/./b//c", "/a/b/c"), ("/a/x/../b", "/a/b"), ("/../a", "/a"), ("/", "/"), ("a/../../b", "../b"),
         ("./a/", "a"), (".", "."), ("a/..", "."), ("", "."), ("/a/b/", "/a/b"), ("a//b", "a/b"), ("/a/..", "/"),
