@@ -165,7 +165,8 @@ final class Output: Sendable {
     }
 
     /// Renders progress: redrawn in place on a terminal, a plain line every 5 s otherwise.
-    func progress(_ p: TransferProgress, name: String) {
+    /// `name` is worked out only for a line that shows it.
+    func progress(_ p: TransferProgress, name nameOfFile: @autoclosure () -> String) {
         switch mode {
         case .quiet: return
         case .json:
@@ -177,6 +178,7 @@ final class Output: Sendable {
                 ])
         case .human:
             let now = Date().timeIntervalSince1970
+            let name = nameOfFile()
             if isTerminal {
                 let frame = state.withLock { s -> Int in
                     s.lineShown = true

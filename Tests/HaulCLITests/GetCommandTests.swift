@@ -42,6 +42,56 @@ struct GetCommandTests {
         #expect(dir.contents() == ["big.bin", "small.bin"])
     }
 
+    /// A small file (written whole, unnamed until it is synced) and a large one (a partial)
+    /// get the same mode: the umask's, or under a directory's default ACL the ACL's (the kernel
+    /// then ignores the umask). Run under umask 077.
+    @Test func smallAndLargeFilesGetTheModeTheUmaskOrADefaultACLGives() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let plain = dir.file("plain")
+        let shared = dir.file("acl")
+        try FileManager.default.createDirectory(atPath: plain, withIntermediateDirectories: false)
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
+        try setDefaultACL(shared, user: 6, group: 4, other: 4)
+        let urls = ["/small.bin?size=100000", "/large.bin?size=3145728"].map { "'\(server.url($0).absoluteString)'" }
+        for (directory, expected) in [(plain, 0o600), (shared, 0o644)] {
+            let command =
+                "umask 077 && exec '\(CLI.binary.path)' get -q -d '\(directory)' " + urls.joined(separator: " ")
+            let r = try await CLI.run(["-c", command], executable: URL(fileURLWithPath: "/bin/sh"))
+            #expect(r.status == 0, "\(r.stderr)")
+            for name in ["small.bin", "large.bin"] {
+                var st = stat()
+                #expect(stat(directory + "/" + name, &st) == 0)
+                let mode = Int(st.st_mode & 0o777)
+                #expect(mode == expected, "\(directory)/\(name): \(String(mode, radix: 8))")
+            }
+        }
+    }
+
+    /// A directory's default POSIX ACL of the owner's, the group's and the others' permissions,
+    /// in the kernel's extended-attribute format (linux/posix_acl_xattr.h): version 2, then
+    /// (tag, permissions, id) entries in tag order.
+    private func setDefaultACL(_ path: String, user: UInt16, group: UInt16, other: UInt16) throws {
+        var bytes: [UInt8] = []
+        withUnsafeBytes(of: UInt32(2).littleEndian) { bytes += $0 }
+        for (tag, permissions) in [(UInt16(0x01), user), (0x04, group), (0x20, other)] {
+            withUnsafeBytes(of: tag.littleEndian) { bytes += $0 }
+            withUnsafeBytes(of: permissions.littleEndian) { bytes += $0 }
+            withUnsafeBytes(of: UInt32.max.littleEndian) { bytes += $0 }
+        }
+        // setxattr(2) through libc's symbol: Swift's Glibc module leaves out <sys/xattr.h>.
+        typealias SetXattr =
+            @convention(c) (
+                UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeRawPointer, Int, Int32
+            ) -> Int32
+        let symbol = try #require(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "setxattr"))
+        let setxattr = unsafeBitCast(symbol, to: SetXattr.self)
+        guard setxattr(path, "system.posix_acl_default", bytes, bytes.count, 0) == 0 else {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+    }
+
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs util-linux's script"))
     func onATerminalTheLineIsRedrawnInPlaceWithASpinnerThatTurns() async throws {
         let server = try TestServer()

@@ -105,6 +105,28 @@ struct TransportConformanceTests {
         #expect(seen.header("Content-Length") == nil && seen.header("Transfer-Encoding") == nil)
         #expect(seen.header("Accept-Encoding") == "identity")
         #expect(server.requests(path: "/first").first?.method == "PUT")
+        #expect(transport.reusedHandleCount == 1, "the second transfer ran on the first's handle")
+    }
+
+    /// A transfer that fails inside libcurl's connect leaves its handle holding state a reset
+    /// does not clear (libcurl 7.88 then refuses it a receive buffer size): the next transfer
+    /// of the transport must not inherit that handle and fail with it.
+    @Test func aTransferAfterOneThatFailedToConnectSucceeds() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let transport = try CurlTransport()
+        // A port past 65535: libcurl refuses it while connecting, with nothing sent anywhere.
+        let refused = await transport.start(
+            TransportRequest(url: try #require(URL(string: "http://127.0.0.1:99999/x"))), handler: Collector()
+        ).finished()
+        #expect((try? refused.get()) == nil)
+        for n in 0..<3 {
+            let collector = Collector()
+            let result = await transport.start(
+                TransportRequest(url: server.url("/after\(n)?size=100")), handler: collector
+            ).finished()
+            #expect((try? result.get()) != nil && collector.count == 100, "transfer \(n): \(result)")
+        }
     }
 
     func fetch(

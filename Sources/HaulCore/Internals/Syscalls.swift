@@ -242,21 +242,25 @@ package enum Sys {
     /// the file system (`/..` is `/`; a relative path keeps its leading `..`).
     package static func lexicallyNormalized(_ path: String) -> String {
         if isNormal(path) { return path }
-        let absolute = path.hasPrefix("/")
-        var parts: [Substring] = []
-        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
-            switch part {
-            case ".": continue
-            case "..":
-                if let last = parts.last, last != ".." {
+        // Components split and compared on bytes, as the kernel reads them: a "/" or "." followed
+        // by a combining mark is one Character, and still a separator or a dot.
+        let absolute = path.utf8.first == UInt8(ascii: "/")
+        let dot = Array(".".utf8)
+        let dotDot = Array("..".utf8)
+        var parts: [Substring.UTF8View] = []
+        for part in Substring(path).utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
+            if part.elementsEqual(dot) { continue }
+            if part.elementsEqual(dotDot) {
+                if let last = parts.last, !last.elementsEqual(dotDot) {
                     parts.removeLast()
                 } else if !absolute {
                     parts.append(part)
                 }
-            default: parts.append(part)
+                continue
             }
+            parts.append(part)
         }
-        let joined = parts.joined(separator: "/")
+        let joined = parts.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
         return absolute ? "/" + joined : (joined.isEmpty ? "." : joined)
     }
 

@@ -68,18 +68,24 @@ final class CurlTransfer: TransportTask, @unchecked Sendable {
     func onFinish(_ body: @escaping @Sendable (Result<Void, TransportError>) -> Void) { done.whenFulfilled(body) }
     func complete(_ r: Result<Void, TransportError>) { done.fulfill(r) }
 
-    /// Sets up the transfer's handle: `reused` (a finished transfer's, reset to every default)
-    /// when there is one, else a new one.
-    func makeEasyHandle(
-        reusing reused: UnsafeMutableRawPointer? = nil
-    ) -> Result<UnsafeMutableRawPointer, TransportError> {
+    /// Why the request cannot go out at all, before any handle is taken for it.
+    func refusal() -> TransportError? {
         guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            return .failure(TransportError(.invalidURL, "unsupported URL scheme"))
+            return TransportError(.invalidURL, "unsupported URL scheme")
         }
         // Plain http has no key to pin: a pinned download (or a redirect of one) never goes there.
         if scheme == "http" && !request.connection.pinnedPublicKeys.isEmpty {
-            return .failure(TransportError(.tls, "public keys are pinned, and an http:// URL has no TLS"))
+            return TransportError(.tls, "public keys are pinned, and an http:// URL has no TLS")
         }
+        return nil
+    }
+
+    /// Sets up the transfer's handle (after ``refusal()`` found nothing): `reused` (a finished
+    /// transfer's, reset to every default) when there is one, else a new one. On failure the
+    /// handle is destroyed.
+    func makeEasyHandle(
+        reusing reused: UnsafeMutableRawPointer? = nil
+    ) -> Result<UnsafeMutableRawPointer, TransportError> {
         guard let h = reused ?? haul_easy_init() else {
             return .failure(TransportError(.other, "curl_easy_init failed"))
         }

@@ -46,6 +46,9 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
     private var idleHandles: [UnsafeMutableRawPointer] = []
     /// The most handles kept idle.
     private static let idleHandleLimit = 32
+    /// Transfers that ran on a kept handle (for tests).
+    private let reusedHandles = Atomic<Int>(0)
+    package var reusedHandleCount: Int { reusedHandles.load(ordering: .relaxed) }
     /// The longest the multi thread sleeps in poll with nothing due, in milliseconds.
     private let idlePollMilliseconds: Int32
 
@@ -155,8 +158,23 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
                 t.complete(.failure(TransportError(.cancelled, "cancelled")))
                 return
             }
-            switch t.makeEasyHandle(reusing: idleHandles.popLast()) {
+            if let refusal = t.refusal() {
+                t.complete(.failure(refusal))
+                return
+            }
+            // `haul doctor`'s report wants a handshake of its own: a kept handle holds the TLS
+            // sessions of its earlier transfers (libcurl 7.88 caches them per handle), and a
+            // resumed session shows no certificate.
+            let kept = t.request.reportsConnection ? nil : idleHandles.popLast()
+            var made = t.makeEasyHandle(reusing: kept)
+            var reused = kept != nil
+            if case .failure = made, kept != nil {
+                made = t.makeEasyHandle()  // a kept handle refused an option: a new one
+                reused = false
+            }
+            switch made {
             case .success(let easy):
+                if reused { reusedHandles.add(1, ordering: .relaxed) }
                 active[easy] = t
                 _ = haul_multi_add_handle(multi, easy)
             case .failure(let error):
@@ -205,16 +223,22 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
         guard let t = active.removeValue(forKey: easy) else { return }
         _ = haul_multi_remove_handle(multi, easy)
         let outcome = result(t)
-        if idleHandles.count < Self.idleHandleLimit {
-            // Reset before it is kept: no option, credential or callback of this transfer
-            // reaches the next one.
-            haul_easy_reset(easy)
+        if idleHandles.count < Self.idleHandleLimit && Self.resetForReuse(easy) {
             idleHandles.append(easy)
             t.detach()
         } else {
             t.cleanup()
         }
         t.complete(outcome)
+    }
+
+    /// Resets a finished transfer's handle for the next one (no option, credential or callback
+    /// of this transfer reaches it) and says whether it takes a transfer's settings again. One
+    /// that failed while connecting keeps libcurl 7.88's receive buffer through the reset, and
+    /// then refuses ``bufferSize`` with CURLE_BAD_FUNCTION_ARGUMENT: it is not kept.
+    private static func resetForReuse(_ easy: UnsafeMutableRawPointer) -> Bool {
+        haul_easy_reset(easy)
+        return haul_easy_setopt_long(easy, Int32(HAUL_CURLOPT_BUFFERSIZE), bufferSize) == 0
     }
 }
 
