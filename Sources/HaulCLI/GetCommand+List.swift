@@ -1,4 +1,5 @@
 import Haul
+import HaulCore
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -80,10 +81,10 @@ extension GetCommand {
                 switch key {
                 case "out":
                     // A list may come from elsewhere: its names stay inside their directory
-                    // (dir= chooses another one openly).
-                    let parts = value.split(separator: "/", omittingEmptySubsequences: false)
-                    guard !value.isEmpty, !value.hasPrefix("/"), !parts.contains(".."), parts.last?.isEmpty == false
-                    else {
+                    // (dir= chooses another one openly). Judged on bytes, as the kernel reads
+                    // the path: "/" and a combining mark after it are one Character.
+                    let parts = Sys.components(value)
+                    guard parts.count > 0, parts[0] != "", !parts.contains(".."), parts.last?.isEmpty == false else {
                         throw UsageError(
                             "\(path):\(number + 1): out=\(value) is not a file name inside the directory (use dir=)")
                     }

@@ -178,8 +178,8 @@ final class Output: Sendable {
                 ])
         case .human:
             let now = Date().timeIntervalSince1970
-            let name = nameOfFile()
             if isTerminal {
+                let name = nameOfFile()
                 let frame = state.withLock { s -> Int in
                     s.lineShown = true
                     s.last = (p, name)
@@ -188,13 +188,12 @@ final class Output: Sendable {
                 let line = Output.terminalLine(p, name: name, spinner: frame, width: Output.columns())
                 write("\r\u{1B}[2K" + line, 2)
             } else {
-                let line = Output.progressLine(p, name: name, spinner: nil)
                 let due = state.withLock { s -> Bool in
                     guard now - s.lastPlain >= 5 else { return false }
                     s.lastPlain = now
                     return true
                 }
-                if due { write(line + "\n", 2) }
+                if due { write(Output.progressLine(p, name: nameOfFile(), spinner: nil) + "\n", 2) }
             }
         }
     }

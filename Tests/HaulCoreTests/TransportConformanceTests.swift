@@ -120,6 +120,7 @@ struct TransportConformanceTests {
             TransportRequest(url: try #require(URL(string: "http://127.0.0.1:99999/x"))), handler: Collector()
         ).finished()
         #expect((try? refused.get()) == nil)
+        #expect(transport.refusedHandleCount == 1, "its handle was not kept")
         for n in 0..<3 {
             let collector = Collector()
             let result = await transport.start(

@@ -55,6 +55,23 @@ struct BackgroundSessionTests {
         events.compactMap { if case .finished(let d) = $0 { d } else { nil } }
     }
 
+    /// A file name from the daemon that would leave the root is not shown, judged on bytes: a
+    /// "/" followed by a combining mark is one Character and still a "/".
+    @Test func aFileNameLeavingTheRootIsNotShown() {
+        let root = URL(fileURLWithPath: "/srv/haul")
+        func shown(_ file: String) -> URL? {
+            let wire = BackgroundDownload.Wire(
+                id: 1, url: "http://127.0.0.1:1/a", state: "completed", priority: nil, added: nil, finished: nil,
+                error: nil, file: file, done: nil, total: nil, speed: nil, told: nil)
+            return BackgroundDownload(wire, root: root)?.fileURL
+        }
+        #expect(shown("a.bin")?.path == "/srv/haul/a.bin")
+        #expect(shown("sub/\u{301}a.bin")?.path == "/srv/haul/sub/\u{301}a.bin")
+        for file in ["../a.bin", "/etc/passwd", "a//b", "./a", "../\u{301}/../\u{301}x", "/\u{301}x", ""] {
+            #expect(shown(file) == nil, "\(file)")
+        }
+    }
+
     @Test func endsWhileAwayAreToldOnceThenCaughtUpAndSessionsAreKeptApart() async throws {
         let server = try TestServer()
         let (dir, state, root) = try ServeDaemonTests.directories()

@@ -145,8 +145,10 @@ int haul_start_writeback(int fd);
 /// cannot do it).
 int haul_rename_noreplace(const char *from, const char *to);
 /// A regular file with no name yet in `directory` (O_TMPFILE, write-only, close-on-exec): a file
-/// descriptor, or -errno (-EOPNOTSUPP where the kernel or file system has no unnamed files).
-int haul_open_unnamed(const char *directory, int mode);
+/// descriptor, or -errno (-EOPNOTSUPP where the kernel or file system has no unnamed files). Its
+/// permissions are `mode` less `umask_bits`, or, under the directory's default ACL, what the
+/// ACL gives `mode` (as for any file created there).
+int haul_open_unnamed(const char *directory, int mode, int umask_bits);
 /// Gives the unnamed file `fd` the name `path` (linkat through /proc/self/fd): fails with EEXIST
 /// when anything is at `path` (a symbolic link there is not followed). 0 or an errno.
 int haul_link_unnamed(int fd, const char *path);

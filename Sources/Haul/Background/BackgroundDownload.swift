@@ -77,8 +77,9 @@ extension BackgroundDownload {
         self.state = state
         fileURL = nil
         if let file = wire.file, let root {
-            // The daemon gives a path under its root; one that would leave it is not shown.
-            let parts = file.split(separator: "/", omittingEmptySubsequences: false)
+            // The daemon gives a path under its root; one that would leave it is not shown
+            // (judged on bytes: "/" and a combining mark after it are one Character).
+            let parts = Sys.components(file)
             if !file.isEmpty, !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }) {
                 fileURL = root.appendingPathComponent(file, isDirectory: false)
             }

@@ -14,18 +14,15 @@ extension Sys {
     /// disk only once ``linkUnnamed(_:to:)`` names it, and a process that dies first leaves
     /// nothing. Nil where the kernel or the file system has no unnamed files (then a named
     /// partial is the way).
-    /// The mode is given to the open, as for any file created: on Linux 6.0 and later the
-    /// kernel then applies the umask, or the directory's default ACL, as it does to a partial.
-    /// Kernels before 6.0 skipped the umask for O_TMPFILE on file systems without POSIX ACLs:
-    /// there `mode` less the process's umask is asked for (with a default ACL the file is then
-    /// stricter than a partial: the umask and the ACL both apply).
+    /// The mode is given to the open, as a partial's is: the directory's default ACL decides it
+    /// where there is one, else `mode` less the process's umask (applied by haul as well:
+    /// kernels before 6.0 skipped it for O_TMPFILE on file systems without POSIX ACLs).
     package static func openUnnamed(inDirectory directory: String, mode: mode_t = 0o644) throws(Errno) -> Int32? {
         guard let umask = processUmask else { return nil }
-        let asked = kernelMasksUnnamedFiles ? mode : mode & ~umask
         while true {
             let r =
                 FaultInjection.check(.open, path: directory).map { -$0.rawValue }
-                ?? haul_open_unnamed(directory, Int32(asked))
+                ?? haul_open_unnamed(directory, Int32(mode), Int32(umask))
             if r >= 0 { return r }
             switch -r {
             case EINTR: continue
@@ -44,19 +41,6 @@ extension Sys {
             return mode_t(line.dropFirst(6).trimmingASCIIWhitespace(), radix: 8)
         }
         return nil
-    }()
-
-    /// Whether the kernel applies the umask (or a default ACL) to O_TMPFILE files as to others:
-    /// Linux 6.0 and later ("fs: Add missing umask strip in vfs_tmpfile"). False when unknown.
-    private static let kernelMasksUnnamedFiles: Bool = {
-        var names = utsname()
-        guard uname(&names) == 0 else { return false }
-        let release = withUnsafeBytes(of: &names.release) { Array($0.prefix { $0 != 0 }) }
-        let digits = release.prefix { $0 >= 0x30 && $0 <= 0x39 }
-        guard !digits.isEmpty, digits.count <= 4, let major = Int(String(decoding: digits, as: UTF8.self)) else {
-            return false
-        }
-        return major >= 6
     }()
 
     /// Names the unnamed file `fd` `path`, failing with `EEXIST` when anything is there: never

@@ -420,6 +420,15 @@ package enum Sys {
         split(path).directory
     }
 
+    /// `path`'s components, split at every `/` byte, empty ones kept (a leading `/` gives an
+    /// empty first one). Bytes, not Characters: a `/` followed by a combining mark is one
+    /// Character, and still a separator to the kernel.
+    package static func components(_ path: String) -> [String] {
+        path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map {
+            String(decoding: $0, as: UTF8.self)
+        }
+    }
+
     /// `path` split at its last `/` byte: the directory (`.` when there is none, `/` for the
     /// root) and the name after it. Bytes, not Characters: a `/` followed by a combining mark is
     /// one Character, and still a separator to the kernel.

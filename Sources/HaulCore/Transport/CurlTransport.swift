@@ -46,9 +46,12 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
     private var idleHandles: [UnsafeMutableRawPointer] = []
     /// The most handles kept idle.
     private static let idleHandleLimit = 32
-    /// Transfers that ran on a kept handle (for tests).
+    /// Transfers that ran on a kept handle, and handles not kept because they refused a
+    /// transfer's settings after their reset (for tests).
     private let reusedHandles = Atomic<Int>(0)
+    private let refusedHandles = Atomic<Int>(0)
     package var reusedHandleCount: Int { reusedHandles.load(ordering: .relaxed) }
+    package var refusedHandleCount: Int { refusedHandles.load(ordering: .relaxed) }
     /// The longest the multi thread sleeps in poll with nothing due, in milliseconds.
     private let idlePollMilliseconds: Int32
 
@@ -164,7 +167,7 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
             }
             // `haul doctor`'s report wants a handshake of its own: a kept handle holds the TLS
             // sessions of its earlier transfers (libcurl 7.88 caches them per handle), and a
-            // resumed session shows no certificate.
+            // resumed one stands on an earlier handshake's checks.
             let kept = t.request.reportsConnection ? nil : idleHandles.popLast()
             var made = t.makeEasyHandle(reusing: kept)
             var reused = kept != nil
@@ -223,9 +226,14 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
         guard let t = active.removeValue(forKey: easy) else { return }
         _ = haul_multi_remove_handle(multi, easy)
         let outcome = result(t)
-        if idleHandles.count < Self.idleHandleLimit && Self.resetForReuse(easy) {
-            idleHandles.append(easy)
-            t.detach()
+        if idleHandles.count < Self.idleHandleLimit {
+            if Self.resetForReuse(easy) {
+                idleHandles.append(easy)
+                t.detach()
+            } else {
+                refusedHandles.add(1, ordering: .relaxed)
+                t.cleanup()
+            }
         } else {
             t.cleanup()
         }
