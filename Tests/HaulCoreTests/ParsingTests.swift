@@ -79,6 +79,13 @@ struct ParsingTests {
             (".hidden", "hidden"),
             ("-rf", "rf"),
             ("", nil),
+            // A "/" or "\\" followed by a combining mark is one Character, and still a separator.
+            ("sub/\u{301}x.txt", "\u{301}x.txt"),
+            ("sub\\\u{301}x.txt", "\u{301}x.txt"),
+            ("a/\u{301}/\u{301}b", "\u{301}b"),
+            (".\u{301}hidden", "\u{301}hidden"),
+            ("-\u{301}rf", "\u{301}rf"),
+            ("..\u{301}", "\u{301}"),
         ] as [(String, String?)])
     func safeNames(raw: String, expected: String?) {
         #expect(SafeFileName.sanitize(raw) == expected)

@@ -26,8 +26,8 @@ const char *haul_curl_version(void);
 
 haul_curl *haul_easy_init(void);
 void haul_easy_cleanup(haul_curl *h);
-/// curl_easy_reset: every option back to its default (and the auth state cleared), keeping the
-/// handle's buffers for the next transfer.
+/// curl_easy_reset: every option back to its default and the auth state cleared, the handle
+/// kept for another transfer (curl_easy_reset(3) lists the caches it keeps).
 void haul_easy_reset(haul_curl *h);
 int haul_easy_setopt_long(haul_curl *h, int option, long value);
 int haul_easy_setopt_off(haul_curl *h, int option, int64_t value);

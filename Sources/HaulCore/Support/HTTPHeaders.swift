@@ -223,8 +223,12 @@ package enum SafeFileName {
     /// leading dot or dash, at most ``maxBytes`` bytes (keeping the extension); nil when nothing
     /// usable is left.
     package static func sanitize(_ raw: String) -> String? {
-        // Only the last path component counts, with either separator.
-        let lastComponent = raw.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
+        // Only the last path component counts, with either separator, split on bytes: a "/" or
+        // "\\" followed by a combining mark is one Character, and still a separator to the kernel.
+        let lastComponent =
+            raw.utf8.split(whereSeparator: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "\\") }).last.map {
+                String(decoding: $0, as: UTF8.self)
+            } ?? ""
         var name: String
         if lastComponent.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) {
             // Printable ASCII, the usual case: no controls to drop, only ASCII spaces to trim
@@ -238,7 +242,11 @@ package enum SafeFileName {
                     }))
             name = name.trimmingUnicodeWhitespace()
         }
-        while name.hasPrefix(".") || name.hasPrefix("-") { name.removeFirst() }
+        // Leading dots and dashes go byte by byte: ".\u{301}x" begins with a Character that is
+        // not ".", and with a "." all the same (a hidden file).
+        while let first = name.utf8.first, first == UInt8(ascii: ".") || first == UInt8(ascii: "-") {
+            name = String(decoding: name.utf8.dropFirst(), as: UTF8.self)
+        }
         if name.isEmpty || name == "." || name == ".." { return nil }
         name = cut(name, to: maxBytes)
         // A download's side files are haul's alone: a name that ends like one (judged after the

@@ -1,5 +1,6 @@
 import CHaulCurl
 import Synchronization
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else

@@ -242,8 +242,9 @@ package final class CurlTransport: HTTPTransport, @unchecked Sendable {
 
     /// Resets a finished transfer's handle for the next one (no option, credential or callback
     /// of this transfer reaches it) and says whether it takes a transfer's settings again. One
-    /// that failed while connecting keeps libcurl 7.88's receive buffer through the reset, and
-    /// then refuses ``bufferSize`` with CURLE_BAD_FUNCTION_ARGUMENT: it is not kept.
+    /// whose transfer failed before connecting (a URL libcurl rejects, a name that does not
+    /// resolve) keeps libcurl 7.88's receive buffer through the reset, and then refuses
+    /// ``bufferSize`` with CURLE_BAD_FUNCTION_ARGUMENT: it is not kept.
     private static func resetForReuse(_ easy: UnsafeMutableRawPointer) -> Bool {
         haul_easy_reset(easy)
         return haul_easy_setopt_long(easy, Int32(HAUL_CURLOPT_BUFFERSIZE), bufferSize) == 0
