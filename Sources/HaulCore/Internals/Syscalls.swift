@@ -245,13 +245,13 @@ package enum Sys {
         // Components split and compared on bytes, as the kernel reads them: a "/" or "." followed
         // by a combining mark is one Character, and still a separator or a dot.
         let absolute = path.utf8.first == UInt8(ascii: "/")
-        let dot = Array(".".utf8)
-        let dotDot = Array("..".utf8)
-        var parts: [Substring.UTF8View] = []
-        for part in Substring(path).utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
-            if part.elementsEqual(dot) { continue }
-            if part.elementsEqual(dotDot) {
-                if let last = parts.last, !last.elementsEqual(dotDot) {
+        func isDots(_ part: String, _ count: Int) -> Bool {
+            part.utf8.count == count && part.utf8.allSatisfy { $0 == UInt8(ascii: ".") }
+        }
+        var parts: [String] = []
+        for part in components(path) where !part.isEmpty && !isDots(part, 1) {
+            if isDots(part, 2) {
+                if let last = parts.last, !isDots(last, 2) {
                     parts.removeLast()
                 } else if !absolute {
                     parts.append(part)
@@ -260,7 +260,7 @@ package enum Sys {
             }
             parts.append(part)
         }
-        let joined = parts.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
+        let joined = parts.joined(separator: "/")
         return absolute ? "/" + joined : (joined.isEmpty ? "." : joined)
     }
 

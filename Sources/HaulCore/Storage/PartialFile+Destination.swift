@@ -18,10 +18,7 @@ extension PartialFile {
     /// A destination whose name ends like a side file (``SafeFileName/isSideFileName(_:)``) is
     /// refused: its partial and record would be another download's.
     package static func prepareDirectory(of destination: String, creating: Bool) throws(HaulError) {
-        // The last component, split on bytes (a "/" before a combining mark is one Character).
-        let name =
-            destination.utf8.split(separator: UInt8(ascii: "/")).last.map { String(decoding: $0, as: UTF8.self) }
-            ?? destination
+        let name = Sys.components(destination).last { !$0.isEmpty } ?? destination
         if SafeFileName.isSideFileName(name) {
             throw HaulError(
                 .usage,

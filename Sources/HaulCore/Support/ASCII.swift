@@ -5,9 +5,8 @@ extension StringProtocol {
     /// Without leading and trailing spaces, tabs, CRs and LFs.
     package func trimmingASCIIWhitespace() -> String {
         let text = Substring(self)
-        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
-        guard let first = text.utf8.firstIndex(where: { !isSpace($0) }) else { return "" }
-        let last = text.utf8.lastIndex(where: { !isSpace($0) })!
+        guard let first = text.utf8.firstIndex(where: { !isASCIISpace($0) }) else { return "" }
+        let last = text.utf8.lastIndex(where: { !isASCIISpace($0) })!
         return String(text[first...last])
     }
 
@@ -37,6 +36,18 @@ extension StringProtocol {
         return String(scalars[first...last])
     }
 }
+
+extension Substring.UTF8View {
+    /// Without leading and trailing spaces, tabs, CRs and LFs; no String made.
+    package func trimmingASCIIWhitespace() -> Substring.UTF8View {
+        guard let first = firstIndex(where: { !isASCIISpace($0) }) else { return self[endIndex...] }
+        return self[first...lastIndex(where: { !isASCIISpace($0) })!]
+    }
+}
+
+/// A space, tab, CR or LF.
+@inline(__always)
+private func isASCIISpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
 
 /// Whether two bytes are the same letter in either ASCII case, or the same byte.
 @inline(__always)

@@ -41,9 +41,20 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     /// `text` as a byte count or offset: ASCII digits only (no sign, no space, no hex), within
     /// Int64. `Int64(_:)` alone takes `+37` and `-0`.
-    package static func decimal<S: StringProtocol>(_ text: S) -> Int64? {
-        guard !text.utf8.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return Int64(text)
+    package static func decimal<S: StringProtocol>(_ text: S) -> Int64? { decimal(bytes: text.utf8) }
+
+    /// ``decimal(_:)`` read from UTF-8 bytes, with no String made.
+    package static func decimal<C: Collection<UInt8>>(bytes digits: C) -> Int64? {
+        guard !digits.isEmpty else { return nil }
+        var n: Int64 = 0
+        for b in digits {
+            guard b >= 0x30 && b <= 0x39 else { return nil }
+            let (times, o1) = n.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = times.addingReportingOverflow(Int64(b - 0x30))
+            if o1 || o2 { return nil }
+            n = sum
+        }
+        return n
     }
 
     /// Why a header cannot be sent as given, nil when it can: its name must be an RFC 9110 token,
@@ -136,49 +147,28 @@ package enum HTTPParsing {
 
     package static func contentRange(_ value: String) -> ContentRange? {
         // Parsed on the bytes, with no String made: it is read for every answer to a range.
-        var bytes = Substring(value).utf8[...]
-        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
-        func trim(_ b: Substring.UTF8View.SubSequence) -> Substring.UTF8View.SubSequence {
-            var b = b
-            while let f = b.first, isSpace(f) { b = b.dropFirst() }
-            while let l = b.last, isSpace(l) { b = b.dropLast() }
-            return b
-        }
-        bytes = trim(bytes)
+        let bytes = Substring(value).utf8.trimmingASCIIWhitespace()
         guard bytes.count >= 6, Substring(bytes.prefix(6)).equalsIgnoringASCIICase("bytes ") else { return nil }
-        let spec = trim(bytes.dropFirst(6))
+        let spec = bytes.dropFirst(6).trimmingASCIIWhitespace()
         guard let slash = spec.firstIndex(of: UInt8(ascii: "/")) else { return nil }
         let range = spec[..<slash]
         let total = spec[spec.index(after: slash)...]
         let star = UInt8(ascii: "*")
         var result = ContentRange()
         if !(total.count == 1 && total.first == star) {
-            guard let t = number(total) else { return nil }
+            guard let t = HTTPHeaders.decimal(bytes: total) else { return nil }
             result.total = t
         }
         if !(range.count == 1 && range.first == star) {
-            guard let dash = range.firstIndex(of: UInt8(ascii: "-")), let s = number(range[..<dash]),
-                let e = number(range[range.index(after: dash)...]), e >= s
+            guard let dash = range.firstIndex(of: UInt8(ascii: "-")),
+                let s = HTTPHeaders.decimal(bytes: range[..<dash]),
+                let e = HTTPHeaders.decimal(bytes: range[range.index(after: dash)...]), e >= s
             else { return nil }
             if let total = result.total, e >= total { return nil }
             result.start = s
             result.end = e
         }
         return result
-    }
-
-    /// ASCII digits only, within Int64 (as ``HTTPHeaders/decimal(_:)``), read from bytes.
-    private static func number(_ digits: Substring.UTF8View.SubSequence) -> Int64? {
-        guard !digits.isEmpty else { return nil }
-        var n: Int64 = 0
-        for b in digits {
-            guard b >= 0x30 && b <= 0x39 else { return nil }
-            let (times, o1) = n.multipliedReportingOverflow(by: 10)
-            let (sum, o2) = times.addingReportingOverflow(Int64(b - 0x30))
-            if o1 || o2 { return nil }
-            n = sum
-        }
-        return n
     }
 
     /// `Retry-After`: delay seconds or an HTTP date. Returns seconds from `now`, never negative.
