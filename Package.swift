@@ -75,6 +75,15 @@ let package = Package(
         .executableTarget(
             name: "HaulCLI", dependencies: ["Haul", "HaulCore", "HaulServer", "HaulTestServer", "CHaulStart"],
             exclude: ["Link"],
+            // Generic types' metadata by accessor calls, not by mangled name: a name is decoded at
+            // a type's first use, and the decoder checks its requirements (`Key: Hashable`) by
+            // scanning every conformance in the binary (docs/startup.md). Only this target may
+            // have the flag: it is an unsafe one, which a library product must not carry.
+            swiftSettings: [
+                .unsafeFlags(
+                    ["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"],
+                    .when(configuration: .release))
+            ],
             linkerSettings: [
                 .unsafeFlags(releaseLinkFlags, .when(platforms: [.linux], configuration: .release))
             ]

@@ -88,14 +88,14 @@ static void load(void) {
     const char *only = getenv("HAUL_TEST_LIBCURL");
 #endif
     if (only) {
-        lib = dlopen(only, RTLD_NOW | RTLD_LOCAL);
+        lib = dlopen(only, RTLD_LAZY | RTLD_LOCAL);
         if (!lib) {
             snprintf(load_error, sizeof load_error, "cannot load libcurl: %s", dlerror());
             return;
         }
     }
 #endif
-    for (int i = 0; candidates[i] && !lib; i++) lib = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
+    for (int i = 0; candidates[i] && !lib; i++) lib = dlopen(candidates[i], RTLD_LAZY | RTLD_LOCAL);
     if (!lib) {
         const char *e = dlerror();
         snprintf(load_error, sizeof load_error, "cannot load libcurl: %s", e ? e : "not found");

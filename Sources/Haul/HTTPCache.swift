@@ -40,7 +40,8 @@ public final class HTTPCache: Sendable {
 
     /// `$XDG_CACHE_HOME/haul/http` (default `~/.cache/haul/http`); nil without a home directory.
     public static let shared: HTTPCache? = XDGDirectory.cache.path().map {
-        HTTPCache(directory: URL(fileURLWithPath: $0 + "/haul/http"))
+        // A directory's URL without asking the file system (`fileURLWithPath:` would stat it).
+        HTTPCache(directory: URL(filePath: $0 + "/haul/http", directoryHint: .isDirectory))
     }
 
     /// Removes every stored answer.

@@ -294,10 +294,9 @@ public final class HaulSession: Sendable {
             case .none: if let unreachable = Reachability.check(url, environment: [:]) { throw unreachable }
             case .environment:
                 // `noProxy` replaces the environment's list, as it does for libcurl.
-                var environment = ProcessInfo.processInfo.environment
+                var environment = Environment.process
                 if let list = configuration.noProxy {
-                    environment["no_proxy"] = list.joined(separator: ",")
-                    environment["NO_PROXY"] = nil
+                    environment = environment.overriding(["no_proxy": list.joined(separator: ","), "NO_PROXY": .none])
                 }
                 if let unreachable = Reachability.check(url, environment: environment) { throw unreachable }
             }

@@ -157,6 +157,6 @@ struct ReachabilityTests {
         (["http_proxy": "http://p:3128", "no_proxy": "other.org"], "http://far.example/x", true),
     ])
     func theCheckIsSkippedWhenCurlWouldUseAProxy(environment: [String: String], url: String, applies: Bool) {
-        #expect(Reachability.proxyApplies(to: URL(string: url)!, environment: environment) == applies)
+        #expect(Reachability.proxyApplies(to: URL(string: url)!, environment: Environment(environment)) == applies)
     }
 }

@@ -37,11 +37,24 @@ extension Sys {
     /// by setting it, which races the other threads' creates. Nil where it cannot be read.
     private static let processUmask: mode_t? = {
         guard let bytes = try? readSmallFile("/proc/self/status", limit: 64 << 10) else { return nil }
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("Umask:") {
-            return mode_t(line.dropFirst(6).trimmingASCIIWhitespace(), radix: 8)
+        return statusUmask(bytes)
+    }()
+
+    /// The `Umask:` line's octal value in /proc/PID/status `bytes`; nil without one.
+    package static func statusUmask(_ bytes: [UInt8]) -> mode_t? {
+        let key = Array("Umask:".utf8)
+        for line in bytes.split(separator: UInt8(ascii: "\n")) where line.starts(with: key) {
+            var value: mode_t = 0
+            var digits = 0
+            for byte in line.dropFirst(key.count) where !isASCIISpace(byte) {
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "7"), digits < 6 else { return nil }
+                value = value << 3 | mode_t(byte - UInt8(ascii: "0"))
+                digits += 1
+            }
+            return digits > 0 ? value : nil
         }
         return nil
-    }()
+    }
 
     /// Names the unnamed file `fd` `path`, failing with `EEXIST` when anything is there: never
     /// replaced, a symbolic link there never followed.

@@ -11,7 +11,7 @@ package enum Reachability {
     /// nil when some address of `url`'s host has a route; else the error naming the cause.
     /// Skipped (nil) when a proxy variable applies, since curl then connects to the proxy.
     package static func check(
-        _ url: URL, environment: [String: String] = ProcessInfo.processInfo.environment
+        _ url: URL, environment: Environment = .process
     ) -> HaulError? {
         guard let host = url.host, !host.isEmpty else { return nil }
         if proxyApplies(to: url, environment: environment) { return nil }
@@ -32,7 +32,7 @@ package enum Reachability {
     }
 
     /// Whether curl would go through a proxy for `url` (its environment variables).
-    static func proxyApplies(to url: URL, environment: [String: String]) -> Bool {
+    static func proxyApplies(to url: URL, environment: Environment) -> Bool {
         let scheme = url.scheme?.lowercased() ?? "http"
         let names = [scheme + "_proxy", scheme.uppercased() + "_PROXY", "all_proxy", "ALL_PROXY"]
         // curl ignores upper-case HTTP_PROXY (CGI safety); so does this.

@@ -139,8 +139,7 @@ package final class DestinationClaims: Sendable {
     /// The per-user lock file, opened once for the process (close-on-exec); nil when no private
     /// directory for it can be had.
     private static let lockFile: Int32? = {
-        let environment = ProcessInfo.processInfo.environment
-        let runtime = environment["XDG_RUNTIME_DIR"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+        let runtime = Environment.process["XDG_RUNTIME_DIR"].flatMap { $0.hasPrefix("/") ? $0 : nil }
         let directory =
             runtime.flatMap { Sys.privateDirectory($0 + "/haul") } ?? Sys.privateDirectory("/tmp/haul-\(getuid())")
         guard let directory else { return nil }

@@ -121,7 +121,7 @@ package struct ValidatorStore: Sendable {
     /// `$XDG_STATE_HOME/haul/validators`, else `~/.local/state/haul/validators`; nil without a
     /// home (``XDGDirectory``).
     package static func defaultDirectory(
-        _ environment: [String: String] = ProcessInfo.processInfo.environment
+        _ environment: Environment = .process
     ) -> String? {
         XDGDirectory.state.path(environment).map { $0 + "/haul/validators" }
     }

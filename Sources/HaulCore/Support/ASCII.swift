@@ -47,7 +47,7 @@ extension Substring.UTF8View {
 
 /// A space, tab, CR or LF.
 @inline(__always)
-private func isASCIISpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
+func isASCIISpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
 
 /// Whether two bytes are the same letter in either ASCII case, or the same byte.
 @inline(__always)

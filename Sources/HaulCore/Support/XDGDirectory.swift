@@ -14,7 +14,7 @@ package enum XDGDirectory: Sendable {
     /// `$XDG_CACHE_HOME`, default `~/.cache`.
     case cache
 
-    package func path(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+    package func path(_ environment: Environment = .process) -> String? {
         let (variable, fallback) =
             switch self {
             case .state: ("XDG_STATE_HOME", "/.local/state")
@@ -25,7 +25,7 @@ package enum XDGDirectory: Sendable {
     }
 
     /// `$HOME` when absolute, else the password database's.
-    package static func home(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+    package static func home(_ environment: Environment = .process) -> String? {
         if let home = environment["HOME"], home.hasPrefix("/") { return home }
         return Sys.passwordHome()
     }
