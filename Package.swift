@@ -77,8 +77,9 @@ let package = Package(
             exclude: ["Link"],
             // Generic types' metadata by accessor calls, not by mangled name: a name is decoded at
             // a type's first use, and the decoder checks its requirements (`Key: Hashable`) by
-            // scanning every conformance in the binary (docs/startup.md). Only this target may
-            // have the flag: it is an unsafe one, which a library product must not carry.
+            // scanning every conformance in the binary (docs/startup.md). Only this target has
+            // the flag: it is an unsafe one, and SwiftPM refuses a versioned dependency whose
+            // product's targets carry one (the library products' targets).
             swiftSettings: [
                 .unsafeFlags(
                     ["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"],

@@ -58,6 +58,8 @@ static struct {
 static void *curl_library;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+/// How the first load binds libcurl's and its libraries' functions (haul_curl_load_lazily).
+static int load_mode = RTLD_NOW;
 static char load_error[512];
 static int load_status = -1;
 
@@ -88,14 +90,14 @@ static void load(void) {
     const char *only = getenv("HAUL_TEST_LIBCURL");
 #endif
     if (only) {
-        lib = dlopen(only, RTLD_LAZY | RTLD_LOCAL);
+        lib = dlopen(only, load_mode | RTLD_LOCAL);
         if (!lib) {
             snprintf(load_error, sizeof load_error, "cannot load libcurl: %s", dlerror());
             return;
         }
     }
 #endif
-    for (int i = 0; candidates[i] && !lib; i++) lib = dlopen(candidates[i], RTLD_LAZY | RTLD_LOCAL);
+    for (int i = 0; candidates[i] && !lib; i++) lib = dlopen(candidates[i], load_mode | RTLD_LOCAL);
     if (!lib) {
         const char *e = dlerror();
         snprintf(load_error, sizeof load_error, "cannot load libcurl: %s", e ? e : "not found");
@@ -129,6 +131,17 @@ static void load(void) {
         return;
     }
     load_status = 0;
+}
+
+static void load_lazily(void) {
+    load_mode = RTLD_LAZY;
+    load();
+}
+
+int haul_curl_load_lazily(char *err, size_t errlen) {
+    pthread_once(&load_once, load_lazily);
+    if (load_status != 0 && err && errlen) snprintf(err, errlen, "%s", load_error);
+    return load_status;
 }
 
 int haul_curl_load(char *err, size_t errlen) {

@@ -14,7 +14,9 @@
 #if defined(__GLIBC__) || defined(__APPLE__)
 static void *load_curl(void *unused) {
     (void)unused;
-    haul_curl_load(NULL, 0);  // pthread_once inside: the first transfer waits for this load
+    // pthread_once inside: the first transfer waits for this load. Lazy binding, as the `curl`
+    // program's libraries are bound (CHaulCurl.h says what that trades).
+    haul_curl_load_lazily(NULL, 0);
     return NULL;
 }
 

@@ -3,15 +3,11 @@ import Testing
 
 @testable import HaulCore
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// `Environment`: names looked up one at a time, in the process or a table, with overrides.
 struct EnvironmentTests {
-    @Test func theProcessEnvironmentIsGetenvs() {
-        let path = getenv("PATH").map { String(cString: $0) }
-        #expect(Environment.process["PATH"] == path)
+    @Test func theProcessEnvironmentIsWhatProcessInfoHas() {
+        let all = ProcessInfo.processInfo.environment
+        for name in ["PATH", "HOME"] { #expect(Environment.process[name] == all[name], "\(name)") }
         #expect(Environment.process["HAUL_TEST_SURELY_UNSET_\(UInt64.random(in: 0...UInt64.max))"] == nil)
     }
 
@@ -33,6 +29,16 @@ struct EnvironmentTests {
         #expect(Environment.process.overriding(["PATH": .none])["PATH"] == nil)
     }
 
+    /// A session's `noProxy` replaces the environment's list, as libcurl's CURLOPT_NOPROXY does:
+    /// an empty one sends every host to the proxy whatever NO_PROXY says.
+    @Test func aSessionsNoProxyListReplacesTheEnvironments() {
+        let url = URL(string: "http://far.example/x")!
+        let environment = Environment(["http_proxy": "http://p:3128", "NO_PROXY": "far.example"])
+        #expect(!Reachability.proxyApplies(to: url, environment: environment))
+        let replaced = environment.overriding(["no_proxy": "", "NO_PROXY": .none])
+        #expect(Reachability.proxyApplies(to: url, environment: replaced))
+    }
+
     /// The umask as /proc/PID/status gives it: octal after `Umask:`; anything else is no answer.
     @Test(arguments: [
         ("Name:\thaul\nUmask:\t0022\nState:\tR\n", 0o022 as mode_t?),
@@ -48,8 +54,10 @@ struct EnvironmentTests {
         #expect(Sys.statusUmask(Array(status.utf8)) == umask)
     }
 
-    @Test func theProcessStatusHasAUmask() throws {
+    /// Where the kernel has the line (Linux 4.7), this process's umask is read from it.
+    @Test func theProcessStatusUmaskIsRead() throws {
         let status = try #require(try Sys.readSmallFile("/proc/self/status", limit: 64 << 10))
+        guard String(decoding: status, as: UTF8.self).contains("\nUmask:") else { return }
         let umask = try #require(Sys.statusUmask(status))
         #expect(umask & ~0o777 == 0)
     }

@@ -21,6 +21,11 @@ typedef int (*haul_curl_xferinfo_cb)(void *userdata, int64_t dltotal, int64_t dl
 
 /// Loads libcurl once. Returns 0 on success; otherwise writes a reason into `err`.
 int haul_curl_load(char *err, size_t errlen);
+/// Loads libcurl once as `haul_curl_load` does, with lazy binding (RTLD_LAZY) if this is the
+/// first load: the `haul` command's choice (docs/startup.md). A library a dependency lacks a
+/// function of then ends the process at that function's first call, as it would the `curl`
+/// program, instead of failing the load with a message (RTLD_NOW, the library's way).
+int haul_curl_load_lazily(char *err, size_t errlen);
 /// The version string of the loaded libcurl (e.g. "libcurl/7.88.1 OpenSSL/3.0.19").
 const char *haul_curl_version(void);
 

@@ -9,8 +9,8 @@
 /// Environment variables, read one name at a time: the process's own (``process``, `getenv`,
 /// so a variable set after start is seen) or a table (tests, a session's overrides).
 ///
-/// `ProcessInfo.environment` builds a dictionary of every variable on each call, and a
-/// download's start asked it for a handful of names four times over (docs/startup.md).
+/// Not `ProcessInfo.environment`, which builds a dictionary of every variable at each call, for
+/// the handful of names a download reads (docs/startup.md).
 package struct Environment: Sendable, ExpressibleByDictionaryLiteral {
     private let table: [String: String]?
     /// Names set (a value) or unset (nil) over the table or the process's.
