@@ -84,7 +84,7 @@ extension GetCommand {
                     // (dir= chooses another one openly). Judged on bytes, as the kernel reads
                     // the path: "/" and a combining mark after it are one Character.
                     let parts = Sys.components(value)
-                    guard parts.count > 0, parts[0] != "", !parts.contains(".."), parts.last?.isEmpty == false else {
+                    guard parts.first?.isEmpty == false, !parts.contains(".."), parts.last?.isEmpty == false else {
                         throw UsageError(
                             "\(path):\(number + 1): out=\(value) is not a file name inside the directory (use dir=)")
                     }

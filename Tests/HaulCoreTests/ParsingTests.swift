@@ -91,6 +91,13 @@ struct ParsingTests {
         #expect(SafeFileName.sanitize(raw) == expected)
     }
 
+    /// A server's name of many leading dots and dashes (a header may hold 100 KB of them) loses
+    /// them all, and only them.
+    @Test func manyLeadingDotsAndDashesAllGo() {
+        #expect(SafeFileName.sanitize(String(repeating: ".-", count: 50_000) + "x.bin") == "x.bin")
+        #expect(SafeFileName.sanitize(String(repeating: ".", count: 50_000)) == nil)
+    }
+
     @Test func longNamesAreCutKeepingTheExtension() throws {
         let name = try #require(SafeFileName.sanitize(String(repeating: "x", count: 300) + ".txt"))
         #expect(name.utf8.count == SafeFileName.maxBytes)

@@ -232,11 +232,10 @@ package enum SafeFileName {
                     }))
             name = name.trimmingUnicodeWhitespace()
         }
-        // Leading dots and dashes go byte by byte: ".\u{301}x" begins with a Character that is
-        // not ".", and with a "." all the same (a hidden file).
-        while let first = name.utf8.first, first == UInt8(ascii: ".") || first == UInt8(ascii: "-") {
-            name = String(decoding: name.utf8.dropFirst(), as: UTF8.self)
-        }
+        // Leading dots and dashes go on bytes, in one pass: ".\u{301}x" begins with a Character
+        // that is not ".", and with a "." all the same (a hidden file).
+        name = String(
+            decoding: name.utf8.drop { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") }, as: UTF8.self)
         if name.isEmpty || name == "." || name == ".." { return nil }
         name = cut(name, to: maxBytes)
         // A download's side files are haul's alone: a name that ends like one (judged after the
