@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,28 @@ int haul_open_unnamed(const char *directory, int mode, int umask_bits) {
 
 int haul_link_unnamed(int fd, const char *path) {
 #ifdef __linux__
+    // The descriptor itself first (AT_EMPTY_PATH): Linux 6.10 lets the opener link its own
+    // unnamed file so; before that it takes CAP_DAC_READ_SEARCH and fails with ENOENT (or EPERM
+    // in some sandboxes), and then /proc's name for the descriptor is the way, remembered for the
+    // process. The /proc lookup costs a path walk through procfs for every file.
+    static _Atomic int empty_path_refused = 0;
+    if (!atomic_load_explicit(&empty_path_refused, memory_order_relaxed)) {
+        if (linkat(fd, "", AT_FDCWD, path, AT_EMPTY_PATH) == 0) return 0;
+        int error = errno;
+        if (error != ENOENT && error != EPERM) return error;
+    }
+    int error = haul_link_unnamed_through_proc(fd, path);
+    if (error == 0) atomic_store_explicit(&empty_path_refused, 1, memory_order_relaxed);
+    return error;
+#else
+    (void)fd;
+    (void)path;
+    return ENOSYS;
+#endif
+}
+
+int haul_link_unnamed_through_proc(int fd, const char *path) {
+#ifdef __linux__
     char self[64];
     // thread-self: /proc/self is the thread group leader's, gone if that thread has exited.
     snprintf(self, sizeof self, "/proc/thread-self/fd/%d", fd);
@@ -311,6 +334,16 @@ long long haul_fs_type(const char *path) {
     return statfs(path, &st) == 0 ? (long long)st.f_type : -1;
 #else
     (void)path;
+    return -1;
+#endif
+}
+
+long long haul_fd_fs_type(int fd) {
+#ifdef __linux__
+    struct statfs st;
+    return fstatfs(fd, &st) == 0 ? (long long)st.f_type : -1;
+#else
+    (void)fd;
     return -1;
 #endif
 }

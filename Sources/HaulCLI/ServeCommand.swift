@@ -83,6 +83,7 @@ struct ServeCommand {
         configuration.manager.network = NetworkMonitor()
     }
 
+    /// `path` as given when absolute, else under the working directory (not normalised).
     static func absolute(_ path: String) -> String {
         path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
     }

@@ -1,3 +1,4 @@
+import CHaulCurl
 import Foundation
 import HaulTestSupport
 import HaulTestTraits
@@ -21,7 +22,7 @@ struct FileWorkerTests {
         let dir = try TemporaryDirectory()
         let files = try files(8, in: dir)
         defer { for f in files { Sys.close(f.fd) } }
-        let worker = FileWorker()
+        let worker = FileWorker(lanes: 1)
         let hold = SyncHold([files[0].path])
         defer { hold.remove() }
         let first = Task { await worker.sync(files[0].fd, path: files[0].path) }
@@ -44,7 +45,7 @@ struct FileWorkerTests {
         let dir = try TemporaryDirectory()
         let files = try files(4, in: dir)
         defer { for f in files { Sys.close(f.fd) } }
-        let worker = FileWorker()
+        let worker = FileWorker(lanes: 1)
         let hold = SyncHold([files[0].path], failing: files[2].path)
         defer { hold.remove() }
         let first = Task { await worker.sync(files[0].fd, path: files[0].path) }
@@ -59,6 +60,70 @@ struct FileWorkerTests {
         // A lone sync afterwards is a group of its own.
         #expect(await worker.sync(files[1].fd, path: files[1].path) == nil)
         #expect(worker.groupedCount == 3)
+    }
+
+    /// A sync waiting for a slow disk holds only its own lane: the next file goes to an idle
+    /// one at once; with every lane busy, files wait for the least loaded one as a group.
+    @Test func aHeldSyncHoldsOnlyItsLane() async throws {
+        let dir = try TemporaryDirectory()
+        let files = try files(4, in: dir)
+        defer { for f in files { Sys.close(f.fd) } }
+        let worker = FileWorker(lanes: 2)
+        let hold = SyncHold([files[0].path, files[2].path])
+        defer { hold.remove() }
+        let first = Task { await worker.sync(files[0].fd, path: files[0].path) }
+        #expect(await eventually { hold.held == [files[0].path] })
+        // The second lane is idle: this sync is not held behind the first.
+        #expect(await worker.sync(files[1].fd, path: files[1].path) == nil)
+        let third = Task { await worker.sync(files[2].fd, path: files[2].path) }
+        #expect(await eventually { hold.held.count == 2 })
+        // Both lanes busy: the fourth waits.
+        let fourth = Task { await worker.sync(files[3].fd, path: files[3].path) }
+        #expect(await eventually { worker.waitingCount == 1 })
+        hold.release()
+        #expect(await first.value == nil)
+        #expect(await third.value == nil)
+        #expect(await fourth.value == nil)
+        #expect(worker.waitingCount == 0)
+        #expect(worker.syncedAtOnceCount == 0)
+    }
+
+    /// Where an fsync writes nothing (tmpfs) the worker syncs the file itself, and what follows
+    /// the sync still runs before the job returns; a failed sync still fails the job.
+    @Test func theWorkerSyncsFilesOnTmpfsItself() async throws {
+        let dir = try TemporaryDirectory()
+        let files = try files(3, in: dir)
+        defer { for f in files { Sys.close(f.fd) } }
+        let worker = FileWorker(syncsAtOnce: { _ in true })
+        let failing = files[1].path
+        let synced = Locked<[String]>([])
+        let id = FaultInjection.add { call, _, path in
+            guard call == .fsync, let path else { return nil }
+            synced.withLock { $0.append(path) }
+            return path == failing ? Errno(EIO) : nil
+        }
+        defer { FaultInjection.remove(id) }
+        for f in files {
+            #expect(await worker.sync(f.fd, path: f.path) == (f.path == failing ? Errno(EIO) : nil))
+        }
+        #expect(synced.get() == files.map(\.path))
+        #expect(worker.syncedAtOnceCount == 3)
+        #expect(worker.groupedCount == 0)
+    }
+
+    /// tmpfs is told from its file system type; the test directory's file system is told apart
+    /// when it is another one.
+    @Test func tmpfsIsToldFromTheFileSystemType() throws {
+        let shm = "/dev/shm"
+        if haul_fs_type(shm) == 0x0102_1994 {
+            let fd = try #require(try Sys.openUnnamed(inDirectory: shm))
+            defer { Sys.close(fd) }
+            #expect(Sys.keepsNothingOnDisk(fd))
+        }
+        let dir = try TemporaryDirectory()
+        let files = try files(1, in: dir)
+        defer { for f in files { Sys.close(f.fd) } }
+        #expect(Sys.keepsNothingOnDisk(files[0].fd) == (haul_fs_type(dir.path) == 0x0102_1994))
     }
 
     @Test func aJobsSyncAndWhatFollowsRunOnTheWorkerBeforeItReturns() async throws {

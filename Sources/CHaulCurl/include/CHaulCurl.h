@@ -154,15 +154,20 @@ int haul_rename_noreplace(const char *from, const char *to);
 /// permissions are `mode` less `umask_bits`, or, under the directory's default ACL, what the
 /// ACL gives `mode` (as for any file created there).
 int haul_open_unnamed(const char *directory, int mode, int umask_bits);
-/// Gives the unnamed file `fd` the name `path` (linkat through /proc/self/fd): fails with EEXIST
-/// when anything is at `path` (a symbolic link there is not followed). 0 or an errno.
+/// Gives the unnamed file `fd` the name `path` (linkat of the descriptor with AT_EMPTY_PATH, or
+/// where the kernel refuses that, through /proc/thread-self/fd): fails with EEXIST when anything
+/// is at `path` (a symbolic link there is not followed). 0 or an errno.
 int haul_link_unnamed(int fd, const char *path);
+/// The same, always through /proc/thread-self/fd (the way on kernels before 6.10).
+int haul_link_unnamed_through_proc(int fd, const char *path);
 /// Reserves disk space for `length` bytes of `fd` from `offset` (Linux fallocate(2), mode 0: the
 /// file grows where it is shorter); 0, or an errno (EOPNOTSUPP where the file system cannot, and
 /// ENOTSUP off Linux). Never writes the file's blocks.
 int haul_reserve(int fd, int64_t offset, int64_t length);
 /// The file system type of `path` (statfs f_type), or -1.
 long long haul_fs_type(const char *path);
+/// The file system type of the open file `fd` (fstatfs f_type), or -1.
+long long haul_fd_fs_type(int fd);
 /// What `haul_status` tells of a file, from one statx(2) (identity, kind, owner and birth time
 /// of the same inode, which two calls could each see of another).
 typedef struct {

@@ -39,6 +39,9 @@ package enum FaultInjection {
     /// Removes the hook `add` returned `id` for.
     package static func remove(_ id: Int) { hooks.withLock { _ = $0.all.removeValue(forKey: id) } }
 
+    /// Whether any hook is in place (one may hold a call, as a slow disk would).
+    package static var isActive: Bool { hooks.withLock { !$0.all.isEmpty } }
+
     /// The first error a hook gives for this call, if any.
     static func check(_ call: Syscall, _ count: Int = 0, path: String? = nil) -> Errno? {
         let all = hooks.withLock { $0.all }

@@ -144,6 +144,12 @@ package enum Sys {
         [0xEF53, 0x9123_683E, 0x0102_1994].contains(Int64(haul_fs_type(path)))
     }
 
+    /// Whether the open file `fd` is on a file system that keeps nothing across a restart
+    /// (tmpfs, ramfs): its fsync has nothing to write and returns at once.
+    package static func keepsNothingOnDisk(_ fd: Int32) -> Bool {
+        [0x0102_1994, 0x8584_58F6].contains(Int64(haul_fd_fs_type(fd)))
+    }
+
     /// Bytes an unprivileged process may still write on the file system of `path` (statvfs);
     /// nil when it cannot be told.
     package static func freeBytes(_ path: String) -> Int64? {

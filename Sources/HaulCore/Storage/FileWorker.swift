@@ -3,19 +3,23 @@ import Dispatch
 /// The process's file-system worker: partials of finished small downloads are created and
 /// written here, and every finished download is synced and renamed into place here.
 ///
-/// Two threads while there is work (the worker on Dispatch's global queue, the syncer on a serial
-/// queue of its own: see `syncerQueue`). The worker runs jobs in order: creates,
-/// writes, renames. One worker, not one thread per download: files created at the same time in
-/// one directory contend for its lock, and on ext4 the waiter spins. The syncer takes the files
-/// that jobs hand over for syncing, in groups, while the worker goes on (the disk works on both
-/// at once), and hands each file back to the worker for its rename.
+/// The worker runs on Dispatch's global queue, the syncers on serial queues of their own (see
+/// `syncerQueues`). The worker runs jobs in order: creates, writes, renames. One worker, not one
+/// thread per download: files created at the same time in one directory contend for its lock,
+/// and on ext4 the waiter spins. The syncers take the files that jobs hand over for syncing, in
+/// groups, while the worker goes on (the disk works on both at once), and hand each file back to
+/// the worker for its rename.
 ///
 /// Grouped syncs: one fsync per finished file is what keeps a renamed download whole after a
-/// power loss, but each costs a journal commit and a cache flush when issued alone. Files handed
-/// over while the syncer is busy form its next group: writeback of each is started first
+/// power loss, but each costs a journal commit and a cache flush when issued alone. Files are
+/// handed to an idle syncer (a lane) at once, so up to four fsyncs are in flight and the file
+/// system joins them in its commits and flushes; with every lane busy, files handed over form
+/// the next group of the least loaded one: writeback of each is started first
 /// (sync_file_range), so the file system allocates all of them in one journal transaction, then
 /// each is fsync()ed (the first commits the transaction, the others find little left to do). A
-/// lone download is synced at once. Every file is synced before it is renamed.
+/// lone download is synced at once. Every file is synced before it is renamed. On tmpfs, whose
+/// fsync writes nothing, the worker syncs the file itself: handing it over and back would be the
+/// whole cost.
 ///
 /// Few hops: a small download's create, write, sync and rename are one job, so its task leaves
 /// Swift's pool once and comes back once (instead of once per step).
@@ -65,26 +69,55 @@ package final class FileWorker: Sendable {
 
     private struct State {
         var jobs = Queue<@Sendable () -> PendingSync?>()
-        var syncs = Queue<PendingSync>()
+        var lanes: [Queue<PendingSync>]
+
+        /// The lane for syncs handed over now: the first idle one, so that a sync never waits
+        /// behind another while a lane is free; with every lane busy, the one with the fewest
+        /// waiting (they form its next group).
+        func laneForNewSyncs() -> Int {
+            if let idle = lanes.firstIndex(where: { !$0.draining }) { return idle }
+            return lanes.indices.min { lanes[$0].items.count < lanes[$1].items.count } ?? 0
+        }
     }
 
-    private let state = Locked(State())
-    /// The syncer's queue is a serial one of its own (``Sys/ownBlockingQueue(_:)``): a sync that
-    /// waits for a slow disk must not hold one of the threads Swift's tasks run on. The worker
-    /// (creates, writes, renames: page-cache work) stays on the global queue, whose thread is
-    /// often the one that just queued the job: a serial queue of its own would double the
-    /// context switches.
-    private let syncerQueue = Sys.ownBlockingQueue("haul.file-syncer")
+    private let state: Locked<State>
+    /// The syncers' queues are serial ones of their own (``Sys/ownBlockingQueue(_:)``): a sync
+    /// that waits for a slow disk must not hold one of the threads Swift's tasks run on. The
+    /// worker (creates, writes, renames: page-cache work) stays on the global queue, whose
+    /// thread is often the one that just queued the job: a serial queue of its own would double
+    /// the context switches.
+    private let syncerQueues: [DispatchQueue]
     /// Files synced so far in groups of more than one (for tests and benchmarks).
     private let grouped = Locked(0)
 
-    package init() {}
+    /// Whether a file is on a file system whose fsync writes nothing (tmpfs): synced by the
+    /// worker itself, not handed over to a syncer and back.
+    private let syncsAtOnce: @Sendable (Int32) -> Bool
+    /// Files synced by the worker itself (for tests).
+    private let synchronous = Locked(0)
+
+    /// A worker whose syncs run on up to `lanes` threads at once (at least one); `syncsAtOnce`
+    /// says which files the worker syncs itself: by default those on tmpfs, unless a fault
+    /// injection hook is in place (it may hold the sync, and the worker runs on the threads
+    /// Swift's tasks run on).
+    package init(
+        lanes: Int = 4,
+        syncsAtOnce: @escaping @Sendable (Int32) -> Bool = { !FaultInjection.isActive && Sys.keepsNothingOnDisk($0) }
+    ) {
+        let count = max(1, lanes)
+        state = Locked(State(lanes: Array(repeating: Queue(), count: count)))
+        syncerQueues = (0..<count).map { _ in Sys.ownBlockingQueue("haul.file-syncer") }
+        self.syncsAtOnce = syncsAtOnce
+    }
 
     /// How many files were synced as part of a group of two or more.
     package var groupedCount: Int { grouped.get() }
 
-    /// How many syncs wait for the next group.
-    package var waitingCount: Int { state.withLock { $0.syncs.items.count } }
+    /// How many files the worker synced itself.
+    package var syncedAtOnceCount: Int { synchronous.get() }
+
+    /// How many syncs wait for a lane's next group.
+    package var waitingCount: Int { state.withLock { $0.lanes.reduce(0) { $0 + $1.items.count } } }
 
     /// Runs `body` on the worker instead of Swift's cooperative pool; when it asks for a sync,
     /// the file is synced in a group and its `then` runs on the worker before this returns.
@@ -131,37 +164,53 @@ package final class FileWorker: Sendable {
         while true {
             let jobs = state.withLock { $0.jobs.take() }
             if jobs.isEmpty { return }
-            let syncs = jobs.compactMap { $0() }
+            var syncs = jobs.compactMap { $0() }
+            // Where an fsync writes nothing, the hand-over to a syncer and back would be the
+            // whole cost: two thread wake-ups for each file.
+            syncs.removeAll { pending in
+                guard syncsAtOnce(pending.fd) else { return false }
+                synchronous.withLock { $0 += 1 }
+                pending.finish(Self.fsync(pending))
+                return true
+            }
             if syncs.isEmpty { continue }
-            if state.withLock({ $0.syncs.add(syncs) }) { syncerQueue.async { self.sync() } }
+            let (lane, start) = state.withLock { s in
+                let lane = s.laneForNewSyncs()
+                return (lane, s.lanes[lane].add(syncs))
+            }
+            if start { syncerQueues[lane].async { self.sync(lane: lane) } }
         }
     }
 
     /// The syncer: syncs what the worker passed on since its last group, while the worker goes
     /// on creating and writing (the disk works on both at once), then hands each file back to
     /// the worker for what follows its sync (the rename: one thread in the directory).
-    private func sync() {
+    private func sync(lane: Int) {
         while true {
-            let group = state.withLock { $0.syncs.take() }
+            let group = state.withLock { $0.lanes[lane].take() }
             if group.isEmpty { return }
             if group.count > 1 {
                 for pending in group { Sys.startWriteback(pending.fd) }
                 grouped.withLock { $0 += group.count }
             }
             for pending in group {
-                let error: Errno?
-                do throws(Errno) {
-                    try Sys.fsync(pending.fd, path: pending.path)
-                    error = nil
-                } catch let e {
-                    error = e
-                }
+                let error = Self.fsync(pending)
                 let finish = pending.finish
                 enqueue {
                     finish(error)
                     return nil
                 }
             }
+        }
+    }
+
+    /// fsync()s the file; returns the error, if any.
+    private static func fsync(_ pending: PendingSync) -> Errno? {
+        do throws(Errno) {
+            try Sys.fsync(pending.fd, path: pending.path)
+            return nil
+        } catch {
+            return error
         }
     }
 }

@@ -1,0 +1,42 @@
+import CHaulCurl
+import Foundation
+import HaulTestSupport
+import HaulTestTraits
+import Testing
+
+@testable import HaulCore
+
+/// `Sys.linkUnnamed` names an unnamed file by its descriptor where the kernel lets its opener
+/// (Linux 6.10), else through /proc: both ways give the name, and neither replaces what is there.
+@Suite(.fewAtOnce) struct UnnamedFileTests {
+    /// An unnamed file in `dir` holding `bytes`; nil where there are none (then nothing to test).
+    func unnamed(in dir: TemporaryDirectory, _ bytes: [UInt8]) throws -> Int32? {
+        guard let fd = try Sys.openUnnamed(inDirectory: dir.path) else { return nil }
+        try bytes.withUnsafeBytes { try Sys.pwriteAll(fd, $0, at: 0) }
+        return fd
+    }
+
+    @Test(arguments: ["descriptor or proc", "proc"])
+    func eitherWayNamesTheFileAndNeverReplaces(way: String) throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let link: (Int32, String) -> Int32 = { fd, path in
+            way == "proc" ? haul_link_unnamed_through_proc(fd, path) : haul_link_unnamed(fd, path)
+        }
+        guard let fd = try unnamed(in: dir, Array("first".utf8)) else { return }
+        defer { Sys.close(fd) }
+        #expect(link(fd, dir.file("a")) == 0)
+        #expect(try Sys.readSmallFile(dir.file("a")) == Array("first".utf8))
+        #expect(FileManager.default.createFile(atPath: dir.file("taken"), contents: Data("theirs".utf8)))
+        guard let other = try unnamed(in: dir, Array("second".utf8)) else { return }
+        defer { Sys.close(other) }
+        #expect(link(other, dir.file("taken")) == EEXIST)
+        #expect(try Sys.readSmallFile(dir.file("taken")) == Array("theirs".utf8))
+        // A symbolic link at the name is not followed: the name is taken.
+        try FileManager.default.createSymbolicLink(atPath: dir.file("sym"), withDestinationPath: dir.file("elsewhere"))
+        #expect(link(other, dir.file("sym")) == EEXIST)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("elsewhere")))
+        #expect(link(other, dir.file("missing/b")) == ENOENT)
+        #expect(dir.contents() == ["a", "sym", "taken"])
+    }
+}
