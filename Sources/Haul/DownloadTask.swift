@@ -35,12 +35,27 @@ public final class DownloadTask: Sendable {
 
     private enum Stop { case suspend, cancel, cancelKeepingData }
 
+    /// The file being written: the one asked for, or the one the start reported, whose path is
+    /// read only when it is needed (a URL makes its path anew at each read, and most downloads
+    /// never ask).
+    private enum Written {
+        case path(String)
+        case started(URL)
+
+        var path: String {
+            switch self {
+            case .path(let path): path
+            case .started(let url): url.path
+            }
+        }
+    }
+
     private struct Inner {
         var state = State.suspended
         var error: HaulError?
         var result: DownloadResult?
         var progress: TransferProgress?
-        var destination: String?
+        var destination: Written?
         var runner: Task<Void, Never>?
         var generation = 0
         var stop: Stop?
@@ -64,7 +79,9 @@ public final class DownloadTask: Sendable {
         self.url = url
         self.destination = destination
         self.options = options
-        if case .file(let file) = destination { inner.withLock { $0.destination = Sys.lexicallyNormalized(file.path) } }
+        if case .file(let file) = destination {
+            inner.withLock { $0.destination = .path(Sys.lexicallyNormalized(file.path)) }
+        }
     }
 
     /// The current state.
@@ -185,7 +202,7 @@ public final class DownloadTask: Sendable {
         case .completed:
             return nil
         }
-        guard let destination = inner.withLock({ $0.destination }),
+        guard let destination = inner.withLock({ $0.destination?.path }),
             let record = DownloadStore.resumeRecord(of: url, at: destination),
             record.contiguousBytes > 0
         else { return nil }
@@ -218,7 +235,7 @@ public final class DownloadTask: Sendable {
     // MARK: - Running
 
     private func run(generation: Int) async {
-        if let d = inner.withLock({ $0.destination }),
+        if let d = inner.withLock({ $0.destination?.path }),
             let offset = DownloadStore.resumeRecord(of: url, at: d)?.contiguousBytes, offset > 0
         {
             emit(.resumed(offset: offset))
@@ -228,7 +245,7 @@ public final class DownloadTask: Sendable {
             result = .success(
                 try await session.run(url, to: destination, options: options) { [self] event in
                     inner.withLock { s in
-                        if case .started(let start) = event { s.destination = start.destination.path }
+                        if case .started(let start) = event { s.destination = .started(start.destination) }
                         if case .progress(let p) = event { s.progress = p }
                     }
                     emit(event)
@@ -255,7 +272,7 @@ public final class DownloadTask: Sendable {
         if stop == .cancel || stop == .cancelKeepingData {
             if case .success = result {} else { result = .failure(HaulError(.cancelled, "cancelled")) }
         }
-        if stop == .cancel, case .failure = result, let d = inner.withLock({ $0.destination }) {
+        if stop == .cancel, case .failure = result, let d = inner.withLock({ $0.destination?.path }) {
             // Only this URL's partial, as haul wrote it: a task cancelled before it ran (or one
             // refused for files it could not vouch for) leaves what is at those names alone.
             DownloadStore.discardPartial(of: url, at: d)

@@ -306,7 +306,7 @@ public final class HaulSession: Sendable {
         if options.revalidatesExistingFile, placement != nil {
             throw HaulError(.usage, "revalidatesExistingFile needs a .file or .directory destination, not .custom")
         }
-        let started = Locked<DownloadStart?>(nil)
+        let started = Locked<(start: DownloadStart, path: String)?>(nil)
         // With one connection the segmented engine hands over to the plain one at once, unless a
         // partial left by several connections has gaps to fill.
         let outcome = try await SegmentedDownloader(
@@ -316,13 +316,16 @@ public final class HaulSession: Sendable {
                 lowestSpeed: options.lowestSpeedLimit),
             transport: transport, onEvent: Self.publicEvents(events, started: started)
         ).run()
+        // The start's URL when it names the same file (it nearly always does): making a URL from
+        // a path parses it.
+        let startedAt = started.get().flatMap { $0.path == outcome.path ? $0.start.destination : nil }
         var result = DownloadResult(
-            fileURL: URL(filePath: outcome.path, directoryHint: .notDirectory), bytes: outcome.bytes,
+            fileURL: startedAt ?? URL(filePath: outcome.path, directoryHint: .notDirectory), bytes: outcome.bytes,
             alreadyComplete: outcome.alreadyComplete, notModified: outcome.notModified)
         if let placement {
             let temporary = result.fileURL
             let start =
-                started.get()
+                started.get()?.start
                 ?? DownloadStart(status: 200, url: url, destination: temporary, offset: 0, totalBytes: outcome.bytes)
             let (final, options) = placement(temporary, start)
             try Self.move(temporary, to: final, options: options)
@@ -386,7 +389,7 @@ public final class HaulSession: Sendable {
 
     /// The engine's events as the public ones; the start is also kept in `started`.
     private static func publicEvents(
-        _ events: @escaping @Sendable (DownloadEvent) -> Void, started: Locked<DownloadStart?>
+        _ events: @escaping @Sendable (DownloadEvent) -> Void, started: Locked<(start: DownloadStart, path: String)?>
     ) -> @Sendable (DownloadEngineEvent) -> Void {
         { event in
             switch event {
@@ -394,7 +397,7 @@ public final class HaulSession: Sendable {
                 let start = DownloadStart(
                     status: status, url: url, destination: URL(filePath: destination, directoryHint: .notDirectory),
                     offset: offset, totalBytes: total)
-                started.set(start)
+                started.set((start, destination))
                 events(.started(start))
             case .progress(let p): events(.progress(p))
             case .retrying(let attempt, let error, let delay):

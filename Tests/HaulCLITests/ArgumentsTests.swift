@@ -68,6 +68,21 @@ struct InputListTests {
         #expect(entries.map(\.options.dir) == [nil, "sub"])
     }
 
+    /// The list is split by scalars, not Characters (a thousand-line list cost milliseconds),
+    /// where Character.isNewline splits it: the same lines, CR LF one break, a combining mark
+    /// after a newline on the next line, invalid UTF-8 repaired as before.
+    @Test(arguments: [
+        "a\nb", "a\r\nb\r\n", "a\rb\n\rc", "\r\r\n\n", "x\u{0B}y\u{0C}z", "n\u{85}l\u{2028}s\u{2029}p",
+        "e\u{301}\n\u{301}f", "\n", "", "no newline", "é\r\n\u{2028}\u{2028}end\r",
+    ])
+    func linesSplitAsCharactersWould(text: String) {
+        let expected = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+        #expect(GetCommand.lines(text) == expected)
+        let invalid = String(decoding: Array(text.utf8) + [0xFF, 0x0A, 0xC3] + Array(text.utf8), as: UTF8.self)
+        let repaired = invalid.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+        #expect(GetCommand.lines(invalid) == repaired)
+    }
+
     /// Notepad and other Windows editors start a UTF-8 file with a byte order mark; it was
     /// read as part of the first URL ("invalid URL '\u{FEFF}http://…'").
     @Test func aByteOrderMarkBeforeTheFirstURLIsNotPartOfIt() throws {
