@@ -98,7 +98,7 @@ struct FileWorkerTests {
         let failing = files[1].path
         let synced = Locked<[String]>([])
         let id = FaultInjection.add { call, _, path in
-            guard call == .fsync, let path else { return nil }
+            guard call == .fsync, let path, path.hasPrefix(dir.path + "/") else { return nil }
             synced.withLock { $0.append(path) }
             return path == failing ? Errno(EIO) : nil
         }

@@ -9,10 +9,13 @@
 /// Used instead of `Synchronization.Mutex` because on Linux that one is built on raw futex calls
 /// that ThreadSanitizer cannot see, so every access it protects is reported as a race
 /// (`swift test --sanitize=thread`); pthread mutexes are understood by TSan.
-/// Unchecked Sendable: every access to `value` holds the mutex.
+/// Unchecked Sendable: every access to `value` holds the mutex, which also makes it exclusive:
+/// the runtime's own check of each access is left out. `withLock` is inlinable, so that other
+/// modules' calls are specialised and their closures inlined (it runs dozens of times for each
+/// download).
 package final class Locked<Value: Sendable>: @unchecked Sendable {
-    fileprivate let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline @exclusivity(unchecked) var value: Value
 
     package init(_ value: Value) {
         self.value = value
@@ -27,6 +30,7 @@ package final class Locked<Value: Sendable>: @unchecked Sendable {
     }
 
     /// Runs `body` with exclusive access to the value.
+    @inlinable
     package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
@@ -34,9 +38,11 @@ package final class Locked<Value: Sendable>: @unchecked Sendable {
     }
 
     /// A copy of the value.
+    @inlinable
     package func get() -> Value { withLock { $0 } }
 
     /// Replaces the value.
+    @inlinable
     package func set(_ newValue: Value) { withLock { $0 = newValue } }
 }
 
@@ -46,6 +52,7 @@ extension Locked where Value == Void {
 
     /// Runs `body` holding the lock. It touches no stored value: going through the generic
     /// `withLock` passed the empty value `inout`, which ThreadSanitizer took for a race.
+    @inlinable
     package func withLock<R>(_ body: () throws -> R) rethrows -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }

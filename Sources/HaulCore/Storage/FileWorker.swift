@@ -47,7 +47,7 @@ package final class FileWorker: Sendable {
         let finish: @Sendable (Errno?) -> Void
     }
 
-    /// Work for one of the two threads, and whether that thread is draining it.
+    /// Work for a thread (the worker, a syncer), and whether that thread is draining it.
     private struct Queue<Item: Sendable>: Sendable {
         var items: [Item] = []
         var draining = false
@@ -67,16 +67,25 @@ package final class FileWorker: Sendable {
         }
     }
 
+    /// A syncer's files: those waiting for its next group, and how many of its current group
+    /// are not synced yet.
+    private struct Lane: Sendable {
+        var waiting = Queue<PendingSync>()
+        var syncing = 0
+
+        var load: Int { waiting.items.count + syncing }
+    }
+
     private struct State {
         var jobs = Queue<@Sendable () -> PendingSync?>()
-        var lanes: [Queue<PendingSync>]
+        var lanes: [Lane]
 
-        /// The lane for syncs handed over now: the first idle one, so that a sync never waits
-        /// behind another while a lane is free; with every lane busy, the one with the fewest
-        /// waiting (they form its next group).
+        /// The lane for syncs handed over now: the least loaded, the first of equals. A sync
+        /// never waits behind another while a lane has none (a lane whose thread has not seen
+        /// that its work is done counts as free); with every lane busy, the files form the next
+        /// group of the one with the fewest left.
         func laneForNewSyncs() -> Int {
-            if let idle = lanes.firstIndex(where: { !$0.draining }) { return idle }
-            return lanes.indices.min { lanes[$0].items.count < lanes[$1].items.count } ?? 0
+            lanes.indices.min { lanes[$0].load < lanes[$1].load } ?? 0
         }
     }
 
@@ -105,7 +114,7 @@ package final class FileWorker: Sendable {
         syncsAtOnce: @escaping @Sendable (Int32) -> Bool = { !FaultInjection.isActive && Sys.keepsNothingOnDisk($0) }
     ) {
         let count = max(1, lanes)
-        state = Locked(State(lanes: Array(repeating: Queue(), count: count)))
+        state = Locked(State(lanes: Array(repeating: Lane(), count: count)))
         syncerQueues = (0..<count).map { _ in Sys.ownBlockingQueue("haul.file-syncer") }
         self.syncsAtOnce = syncsAtOnce
     }
@@ -117,7 +126,7 @@ package final class FileWorker: Sendable {
     package var syncedAtOnceCount: Int { synchronous.get() }
 
     /// How many syncs wait for a lane's next group.
-    package var waitingCount: Int { state.withLock { $0.lanes.reduce(0) { $0 + $1.items.count } } }
+    package var waitingCount: Int { state.withLock { $0.lanes.reduce(0) { $0 + $1.waiting.items.count } } }
 
     /// Runs `body` on the worker instead of Swift's cooperative pool; when it asks for a sync,
     /// the file is synced in a group and its `then` runs on the worker before this returns.
@@ -176,7 +185,7 @@ package final class FileWorker: Sendable {
             if syncs.isEmpty { continue }
             let (lane, start) = state.withLock { s in
                 let lane = s.laneForNewSyncs()
-                return (lane, s.lanes[lane].add(syncs))
+                return (lane, s.lanes[lane].waiting.add(syncs))
             }
             if start { syncerQueues[lane].async { self.sync(lane: lane) } }
         }
@@ -187,7 +196,11 @@ package final class FileWorker: Sendable {
     /// the worker for what follows its sync (the rename: one thread in the directory).
     private func sync(lane: Int) {
         while true {
-            let group = state.withLock { $0.lanes[lane].take() }
+            let group = state.withLock { s in
+                let group = s.lanes[lane].waiting.take()
+                s.lanes[lane].syncing = group.count
+                return group
+            }
             if group.isEmpty { return }
             if group.count > 1 {
                 for pending in group { Sys.startWriteback(pending.fd) }
@@ -195,6 +208,7 @@ package final class FileWorker: Sendable {
             }
             for pending in group {
                 let error = Self.fsync(pending)
+                state.withLock { $0.lanes[lane].syncing -= 1 }
                 let finish = pending.finish
                 enqueue {
                     finish(error)
