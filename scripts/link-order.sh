@@ -14,8 +14,11 @@ done
 export no_proxy='*' NO_PROXY='*'
 swift build -c release --product haul
 work=$(mktemp -d)
+# A directory on tmpfs too, where a small file is synced by the file worker itself (another
+# path than on a disk); the disk's directory again where there is no /dev/shm.
+shm=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 server=
-trap '[ -n "$server" ] && kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null || true; rm -rf "$work" "$shm"' EXIT
 # valgrind gives up on the release build's debug information ("debuginfo reader: Possibly
 # corrupted debuginfo file"); the symbol table is all it needs here.
 objcopy --strip-debug .build/release/haul "$work/haul"
@@ -35,6 +38,7 @@ record() {
     [ -s "$work/cg.$name.out" ] || { echo "link-order.sh: valgrind recorded nothing for $name" >&2; exit 1; }
 }
 record file get -o "$work/one.bin" "$url"
+record tmpfs get -o "$shm/one.bin" "$url"
 record version --version
 record stdout get -o - "$url"
 record list get -j 3 -i "$work/list.txt" -d "$work/list"
