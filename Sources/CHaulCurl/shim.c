@@ -280,16 +280,50 @@ int haul_open_unnamed(const char *directory, int mode, int umask_bits) {
 #endif
 }
 
+/* The kernel refused to link a descriptor itself (AT_EMPTY_PATH) once: /proc from then on. */
+static _Atomic int empty_path_refused = 0;
+
+#ifdef HAUL_TEST_HOOKS
+/* Tests: the errno the descriptor's own link fails with, without being tried (0: tried), and
+   how many times it was tried. */
+static _Atomic int test_empty_path_errno = 0;
+static _Atomic int test_empty_path_tries = 0;
+
+void haul_test_refuse_empty_path_links(int error) {
+    atomic_store(&test_empty_path_errno, error);
+    atomic_store(&empty_path_refused, 0);
+    atomic_store(&test_empty_path_tries, 0);
+}
+
+int haul_test_empty_path_link_tries(void) { return atomic_load(&test_empty_path_tries); }
+#endif
+
+/* linkat(fd, "", AT_EMPTY_PATH), or the errno it fails with. */
+static int link_descriptor(int fd, const char *path) {
+#ifdef HAUL_TEST_HOOKS
+    atomic_fetch_add(&test_empty_path_tries, 1);
+    int refused = atomic_load(&test_empty_path_errno);
+    if (refused) return refused;
+#endif
+#ifdef __linux__
+    return linkat(fd, "", AT_FDCWD, path, AT_EMPTY_PATH) == 0 ? 0 : errno;
+#else
+    (void)fd;
+    (void)path;
+    return ENOSYS;
+#endif
+}
+
 int haul_link_unnamed(int fd, const char *path) {
 #ifdef __linux__
     // The descriptor itself first (AT_EMPTY_PATH): Linux 6.10 lets the opener link its own
-    // unnamed file so; before that it takes CAP_DAC_READ_SEARCH and fails with ENOENT (or EPERM
-    // in some sandboxes), and then /proc's name for the descriptor is the way, remembered for the
-    // process. The /proc lookup costs a path walk through procfs for every file.
-    static _Atomic int empty_path_refused = 0;
+    // unnamed file so (and any kernel a process with CAP_DAC_READ_SEARCH); elsewhere it fails
+    // with ENOENT (or EPERM in some sandboxes), and then /proc's name for the descriptor is the
+    // way, remembered for the process once /proc has linked. The /proc lookup costs a path
+    // walk through procfs for every file.
     if (!atomic_load_explicit(&empty_path_refused, memory_order_relaxed)) {
-        if (linkat(fd, "", AT_FDCWD, path, AT_EMPTY_PATH) == 0) return 0;
-        int error = errno;
+        int error = link_descriptor(fd, path);
+        if (error == 0) return 0;
         if (error != ENOENT && error != EPERM) return error;
     }
     int error = haul_link_unnamed_through_proc(fd, path);

@@ -66,7 +66,9 @@ extension GetCommand {
         var i = start
         while i < scalars.endIndex {
             let value = scalars[i].value
-            guard [0x0A, 0x0B, 0x0C, 0x0D, 0x85, 0x2028, 0x2029].contains(value) else {
+            switch value {
+            case 0x0A, 0x0B, 0x0C, 0x0D, 0x85, 0x2028, 0x2029: break
+            default:
                 i = scalars.index(after: i)
                 continue
             }

@@ -235,7 +235,10 @@ struct GetCommand {
         } else {
             // Absolute and normalised once: every download reads the directory's path, and a URL
             // relative to the working directory resolves it again each time (about 3 µs a read).
-            let dir = Sys.lexicallyNormalized(ServeCommand.absolute(v.last("--dir") ?? "."))
+            let asked = v.last("--dir") ?? "."
+            guard let dir = Sys.absolutePath(asked) else {
+                throw UsageError("cannot tell the working directory (was it removed?) to save \(asked) there")
+            }
             return (nil, .directory(URL(filePath: dir, directoryHint: .isDirectory)))
         }
     }

@@ -52,7 +52,14 @@ struct ServeCommand {
             throw UsageError("no home directory for haul's state: set HOME or XDG_STATE_HOME")
         }
         let root: String
-        if let dir = v.last("--dir") { root = Self.absolute(dir) } else { root = try Self.defaultRoot() }
+        if let dir = v.last("--dir") {
+            guard let absolute = Sys.absolutePath(dir) else {
+                throw UsageError("cannot tell the working directory (was it removed?) for --dir \(dir)")
+            }
+            root = absolute
+        } else {
+            root = try Self.defaultRoot()
+        }
         configuration = ServeDaemon.Configuration(state: state, root: root)
         if let port = try v.integer("--port", min: 0) {
             guard port <= 65535 else { throw UsageError("--port expects 0-65535, got \(port)") }
@@ -81,11 +88,6 @@ struct ServeCommand {
         configuration.manager.session.maxConnectionsPerHost = 16
         // Downloads wait (bytes kept) while there is no network, and the page shows it.
         configuration.manager.network = NetworkMonitor()
-    }
-
-    /// `path` as given when absolute, else under the working directory (not normalised).
-    static func absolute(_ path: String) -> String {
-        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
     }
 
     /// `$XDG_DOWNLOAD_DIR` when absolute, else `~/Downloads`.

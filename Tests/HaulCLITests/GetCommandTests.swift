@@ -18,6 +18,36 @@ struct GetCommandTests {
         #expect(dir.contents() == ["hello.bin"])
     }
 
+    /// In a working directory that was removed, a relative destination is refused before any
+    /// request: it was resolved against `/` (an empty working directory), and the file saved there.
+    @Test func aRemovedWorkingDirectoryIsNotTakenForTheRoot() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let name = "gone-\(UInt32.random(in: 0...UInt32.max)).bin"
+        let url = server.url("/\(name)?size=1000").absoluteString
+        let gone = dir.file("gone")
+        func inRemoved(_ args: [String]) async throws -> CLIRun {
+            let quoted = args.map { "'\($0)'" }.joined(separator: " ")
+            let script = "mkdir '\(gone)' && cd '\(gone)' && rmdir '\(gone)' && exec '\(CLI.binary.path)' \(quoted)"
+            return try await CLI.run(["-c", script], executable: URL(fileURLWithPath: "/bin/sh"))
+        }
+        for args in [["get", url], ["get", "-d", "sub", url]] {
+            let r = try await inRemoved(args)
+            #expect(r.status == 2, "\(args): \(r.stderr)")
+            #expect(r.stderr.contains("cannot tell the working directory (was it removed?)"), "\(r.stderr)")
+        }
+        let serve = try await inRemoved(["serve", "--dir", "downloads"])
+        #expect(serve.status == 2 && serve.stderr.contains("for --dir downloads"), "\(serve.stderr)")
+        #expect(server.requests(path: "/\(name)").isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: "/" + name))
+        #expect(!FileManager.default.fileExists(atPath: "/sub/" + name))
+        // An absolute -d still works there.
+        let absolute = try await inRemoved(["get", "-q", "-d", dir.path, url])
+        #expect(absolute.status == 0, "\(absolute.stderr)")
+        expectFile(dir.file(name), equals: TestContent.bytes(count: 1000))
+    }
+
     @Test func byDefaultALargeFileUsesFourConnectionsAndASmallOneASingleRequest() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

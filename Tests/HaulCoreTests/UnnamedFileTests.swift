@@ -39,4 +39,27 @@ import Testing
         #expect(link(other, dir.file("missing/b")) == ENOENT)
         #expect(dir.contents() == ["a", "sym", "taken"])
     }
+
+    /// Where the kernel refuses the descriptor's own link (ENOENT before Linux 6.10 without
+    /// CAP_DAC_READ_SEARCH, EPERM in some sandboxes), /proc names the file, and the descriptor is
+    /// not tried again in this process. (Steered through a debug build's hook: this kernel
+    /// allows the link. Other tests' links meanwhile take /proc too, which names them alike.)
+    @Test(.serialized, arguments: [ENOENT, EPERM])
+    func aRefusedDescriptorLinkFallsBackToProcOnce(refusal: Int32) throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        haul_test_refuse_empty_path_links(refusal)
+        defer { haul_test_refuse_empty_path_links(0) }
+        guard let first = try unnamed(in: dir, Array("one".utf8)) else { return }
+        defer { Sys.close(first) }
+        #expect(haul_link_unnamed(first, dir.file("one")) == 0)
+        #expect(haul_test_empty_path_link_tries() >= 1)
+        let tried = haul_test_empty_path_link_tries()
+        guard let second = try unnamed(in: dir, Array("two".utf8)) else { return }
+        defer { Sys.close(second) }
+        #expect(haul_link_unnamed(second, dir.file("two")) == 0)
+        #expect(haul_test_empty_path_link_tries() == tried, "learned: /proc at once")
+        #expect(try Sys.readSmallFile(dir.file("one")) == Array("one".utf8))
+        #expect(try Sys.readSmallFile(dir.file("two")) == Array("two".utf8))
+    }
 }

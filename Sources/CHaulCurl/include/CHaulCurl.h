@@ -160,6 +160,12 @@ int haul_open_unnamed(const char *directory, int mode, int umask_bits);
 int haul_link_unnamed(int fd, const char *path);
 /// The same, always through /proc/thread-self/fd (the way on kernels before 6.10).
 int haul_link_unnamed_through_proc(int fd, const char *path);
+/// Debug builds (tests): from now on the descriptor's own link fails with `error` without being
+/// tried (0: it is tried again), and what was learned and counted is forgotten.
+void haul_test_refuse_empty_path_links(int error);
+/// Debug builds (tests): how many times the descriptor's own link was tried since the last call
+/// of `haul_test_refuse_empty_path_links`.
+int haul_test_empty_path_link_tries(void);
 /// Reserves disk space for `length` bytes of `fd` from `offset` (Linux fallocate(2), mode 0: the
 /// file grows where it is shorter); 0, or an errno (EOPNOTSUPP where the file system cannot, and
 /// ENOTSUP off Linux). Never writes the file's blocks.

@@ -12,7 +12,8 @@
 /// Unchecked Sendable: every access to `value` holds the mutex, which also makes it exclusive:
 /// the runtime's own check of each access is left out. `withLock` is inlinable, so that other
 /// modules' calls are specialised and their closures inlined (it runs dozens of times for each
-/// download).
+/// download); that makes `mutex` and `value` visible to the module, and nothing but `withLock`
+/// may touch `value` (no check would catch an access without the lock).
 package final class Locked<Value: Sendable>: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline @exclusivity(unchecked) var value: Value

@@ -246,6 +246,19 @@ package enum Sys {
 
     /// `path` with `.` components, repeated slashes and `dir/..` pairs removed, without touching
     /// the file system (`/..` is `/`; a relative path keeps its leading `..`).
+    /// `path` under the working directory when relative, lexically normalised; nil when it is
+    /// relative and the working directory cannot be told (removed, or not searchable): never
+    /// resolved against `/` instead, as an empty working directory would.
+    package static func absolutePath(_ path: String) -> String? {
+        if path.utf8.first == UInt8(ascii: "/") { return lexicallyNormalized(path) }
+        guard let cwd = getcwd(nil, 0) else { return nil }
+        defer { free(cwd) }
+        let directory = String(cString: cwd)
+        // Linux gives "(unreachable)..." for a directory outside the process's root.
+        guard directory.utf8.first == UInt8(ascii: "/") else { return nil }
+        return lexicallyNormalized(directory + "/" + path)
+    }
+
     package static func lexicallyNormalized(_ path: String) -> String {
         if isNormal(path) { return path }
         // Components split and compared on bytes, as the kernel reads them: a "/" or "." followed

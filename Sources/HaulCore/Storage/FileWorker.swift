@@ -173,14 +173,16 @@ package final class FileWorker: Sendable {
         while true {
             let jobs = state.withLock { $0.jobs.take() }
             if jobs.isEmpty { return }
-            var syncs = jobs.compactMap { $0() }
-            // Where an fsync writes nothing, the hand-over to a syncer and back would be the
-            // whole cost: two thread wake-ups for each file.
-            syncs.removeAll { pending in
-                guard syncsAtOnce(pending.fd) else { return false }
+            var syncs: [PendingSync] = []
+            for pending in jobs.compactMap({ $0() }) {
+                // Where an fsync writes nothing, the hand-over to a syncer and back would be the
+                // whole cost: two thread wake-ups for each file.
+                guard syncsAtOnce(pending.fd) else {
+                    syncs.append(pending)
+                    continue
+                }
                 synchronous.withLock { $0 += 1 }
                 pending.finish(Self.fsync(pending))
-                return true
             }
             if syncs.isEmpty { continue }
             let (lane, start) = state.withLock { s in

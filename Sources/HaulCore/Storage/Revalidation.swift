@@ -273,8 +273,9 @@ package struct ValidatorStore: Sendable {
         return (Hex.string(hasher.finalize()) + ".json", text)
     }
 
+    /// The path absolute where the working directory can be told, else as given (normalised).
     private static func absolute(_ path: String) -> String {
-        Sys.lexicallyNormalized(path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path)
+        Sys.absolutePath(path) ?? Sys.lexicallyNormalized(path)
     }
 
     private static let pruned = Locked<Set<String>>([])
