@@ -141,13 +141,21 @@ package enum Sys {
     /// there a record renamed into place without an fsync is the old one or the new one after a
     /// power cut. Elsewhere (XFS, say) it can be empty.
     package static func flushesRenamedFiles(_ path: String) -> Bool {
-        [0xEF53, 0x9123_683E, 0x0102_1994].contains(Int64(haul_fs_type(path)))
+        [FileSystemType.ext4, FileSystemType.btrfs, FileSystemType.tmpfs].contains(Int64(haul_fs_type(path)))
     }
 
     /// Whether the open file `fd` is on a file system that keeps nothing across a restart
     /// (tmpfs, ramfs): its fsync has nothing to write and returns at once.
     package static func keepsNothingOnDisk(_ fd: Int32) -> Bool {
-        [0x0102_1994, 0x8584_58F6].contains(Int64(haul_fd_fs_type(fd)))
+        [FileSystemType.tmpfs, FileSystemType.ramfs].contains(Int64(haul_fd_fs_type(fd)))
+    }
+
+    /// statfs(2) `f_type` values (linux/magic.h).
+    private enum FileSystemType {
+        static let ext4: Int64 = 0xEF53
+        static let btrfs: Int64 = 0x9123_683E
+        static let tmpfs: Int64 = 0x0102_1994
+        static let ramfs: Int64 = 0x8584_58F6
     }
 
     /// Bytes an unprivileged process may still write on the file system of `path` (statvfs);
@@ -244,8 +252,6 @@ package enum Sys {
         return (UInt64(st.st_dev), UInt64(st.st_ino))
     }
 
-    /// `path` with `.` components, repeated slashes and `dir/..` pairs removed, without touching
-    /// the file system (`/..` is `/`; a relative path keeps its leading `..`).
     /// `path` under the working directory when relative, lexically normalised; nil when it is
     /// relative and the working directory cannot be told (removed, or not searchable): never
     /// resolved against `/` instead, as an empty working directory would.
@@ -259,6 +265,8 @@ package enum Sys {
         return lexicallyNormalized(directory + "/" + path)
     }
 
+    /// `path` with `.` components, repeated slashes and `dir/..` pairs removed, without touching
+    /// the file system (`/..` is `/`; a relative path keeps its leading `..`).
     package static func lexicallyNormalized(_ path: String) -> String {
         if isNormal(path) { return path }
         // Components split and compared on bytes, as the kernel reads them: a "/" or "." followed
