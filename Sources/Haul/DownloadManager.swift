@@ -38,7 +38,7 @@ public final class DownloadManager: Sendable {
     public let configuration: Configuration
     /// Transfers of this manager on the wire now (the network activity indicator).
     public var activity: NetworkActivity { session.activity }
-    private let session: HaulSession
+    package let session: HaulSession
     let queue: Locked<Queue>
     private let handlers = Locked<[UUID: Handlers]>([:])
     private let publisher: ListPublisher

@@ -59,6 +59,9 @@ public struct DownloadOptions: Sendable, Equatable {
     /// `haul get` sets it, so a later URL of its run whose file has the same name is refused
     /// instead of being taken as complete or replacing it.
     package var keepsClaimWhenSaved = false
+    /// The answer to the download's first request, made ahead by an express download that
+    /// declined (``HaulSession/startExpress(_:into:options:completion:)``).
+    package var prefetched: PrefetchedProbe?
     /// Digests the file must have (SHA-256, SHA-512, SHA-1, MD5; several at once). Two different
     /// digests of one algorithm fail the download with ``HaulError/Code/usage`` before any
     /// request. A file that does not match is deleted, never put in place, and the
@@ -338,7 +341,7 @@ public final class HaulSession: Sendable {
     private static let defaultValidators = ValidatorStore.defaultDirectory()
 
     /// The engine's options for one download: the session's settings with the download's.
-    private func engineOptions(_ options: DownloadOptions, for url: URL) throws(HaulError) -> EngineOptions {
+    func engineOptions(_ options: DownloadOptions, for url: URL) throws(HaulError) -> EngineOptions {
         var engineOptions = EngineOptions()
         engineOptions.headers = try headers(adding: options.headers, for: url)
         engineOptions.retry = retryPolicy
@@ -363,6 +366,7 @@ public final class HaulSession: Sendable {
             throw HaulError(.usage, "maxBytesPerSecond needs the curl transport (\(reason))")
         }
         engineOptions.sharedRate = overallRate
+        engineOptions.prefetched = options.prefetched
         return engineOptions
     }
 

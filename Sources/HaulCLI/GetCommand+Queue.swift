@@ -17,31 +17,58 @@ extension GetCommand {
             return ExitCode(error)
         }
         let codes = Shared<[ExitCode]>([])
-        var numbers: [UUID: Int] = [:]
-        for (index, url) in urls.enumerated() {
-            let target: DownloadManager.Target
-            switch self.target(for: index) {
-            case .file(let f): target = .file(f)
-            case .directory(let d): target = .directory(d)
-            case .custom: target = .directory(URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
-            }
-            let reporter = Reporter(output: output, url: url, number: places[index])
-            let id = manager.add(
-                url, to: target, options: options(for: index), events: { reporter.report($0) },
+        let numbers = Shared<[UUID: Int]>([:])
+        let (urls, places) = (self.urls, self.places)
+        let targets = urls.indices.map(managerTarget(for:))
+        let allOptions = urls.indices.map(options(for:))
+        let reporters = urls.indices.map { Reporter(output: output, url: urls[$0], number: places[$0]) }
+        let manage: @Sendable (Int, DownloadOptions?, @escaping @Sendable () -> Void) -> Void = {
+            index, options, finished in
+            let reporter = reporters[index]
+            let id = UUID()
+            numbers.withLock { $0[id] = places[index] }
+            _ = manager.add(
+                urls[index], to: targets[index], options: options ?? allOptions[index], id: id,
+                events: { reporter.report($0) },
                 completion: { result in
                     let code = reporter.finished(result)
                     codes.withLock { $0.append(code) }
+                    finished()
                 })
-            numbers[id] = places[index]
+        }
+        // Without a live display (drawn from the manager's items), small files take the express
+        // way first.
+        let feed =
+            output.mode == .human
+            ? nil
+            : ExpressFeed(
+                count: urls.count, jobs: jobs,
+                express: { [session = manager.session] index, ended in
+                    guard case .directory(let directory) = targets[index] else { return nil }
+                    return session.startExpress(
+                        urls[index], into: directory, options: allOptions[index], completion: ended)
+                },
+                manage: manage,
+                saved: { index, result, start in
+                    let reporter = reporters[index]
+                    reporter.report(.started(start))
+                    reporter.report(.progress(TransferProgress(completedBytes: result.bytes, totalBytes: result.bytes)))
+                    let code = reporter.finished(.success(result))
+                    codes.withLock { $0.append(code) }
+                })
+        if feed == nil {
+            for index in urls.indices { manage(index, nil) {} }
         }
         let interrupted = Shared(false)
         let token = interrupts.onInterrupt {
             interrupted.set(true)
+            feed?.stop()
             Task { await manager.shutdown() }
         }
         defer { interrupts.remove(token) }
-        let watcher = Task { [numbers] in await Self.reportNetworkWaits(of: manager, numbers: numbers, output: output) }
-        let renderer = Task { [numbers] in await Self.drawBlock(of: manager, numbers: numbers, output: output) }
+        let watcher = Task { await Self.reportNetworkWaits(of: manager, numbers: numbers, output: output) }
+        let renderer = Task { await Self.drawBlock(of: manager, numbers: numbers.get(), output: output) }
+        await feed?.run()
         await manager.waitUntilIdle()
         watcher.cancel()
         renderer.cancel()
@@ -52,6 +79,16 @@ extension GetCommand {
             return .interrupted
         }
         return summarize(codes.get())
+    }
+
+    /// Where the manager puts URL `index`: a list line's own file or directory, else `-d` (a
+    /// custom destination means the working directory).
+    private func managerTarget(for index: Int) -> DownloadManager.Target {
+        switch target(for: index) {
+        case .file(let f): .file(f)
+        case .directory(let d): .directory(d)
+        case .custom: .directory(URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
+        }
     }
 
     /// The run's manager: `-j` downloads at once (and to one host), nothing persisted, every
@@ -72,7 +109,9 @@ extension GetCommand {
     }
 
     /// `--json`: a download held for the network says so, and again when it goes on.
-    private static func reportNetworkWaits(of manager: DownloadManager, numbers: [UUID: Int], output: Output) async {
+    private static func reportNetworkWaits(
+        of manager: DownloadManager, numbers: Shared<[UUID: Int]>, output: Output
+    ) async {
         guard output.mode == .json else { return }
         var last: [UUID: DownloadManager.Item.State] = [:]
         for await items in manager.updates {
@@ -81,11 +120,11 @@ extension GetCommand {
                     output.json(
                         "waiting",
                         [
-                            ("id", numbers[item.id] ?? 0),
+                            ("id", numbers.get()[item.id] ?? 0),
                             ("reason", manager.networkUnavailableReason ?? "no usable network"),
                         ])
                 } else if last[item.id] == .waitingForNetwork {
-                    output.json("network", [("id", numbers[item.id] ?? 0), ("status", "satisfied")])
+                    output.json("network", [("id", numbers.get()[item.id] ?? 0), ("status", "satisfied")])
                 }
                 last[item.id] = item.state
             }

@@ -100,6 +100,42 @@ struct QueueTests {
         #expect(human.stderr.contains("retry 1 in"), "\(human.stderr)")
     }
 
+    /// `-q` and `--json` runs (no live display) take small files the express way
+    /// (docs/small-downloads.md): every URL is asked once, a larger file's first range too (the
+    /// engine goes on from the answer), and a failed one is reported as ever. (`-j` holding for
+    /// them: ``runsAtMostJAtOnceAndSavesEverything()``, whose files are small.)
+    @Test(arguments: ["-q", "--json"])
+    func withoutALiveDisplayEveryURLIsAskedOnce(mode: String) async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var urls = (1...12).map { server.url("/s\($0).bin?size=\(1000 * $0)&seed=\($0)&hold=1").absoluteString }
+        urls.append(server.url("/large.bin?size=5000000&seed=20").absoluteString)
+        urls.append(server.url("/missing.bin?status=404").absoluteString)
+        let r = try await CLI.run(["get", mode, "-j", "3", "-d", dir.path] + urls)
+        #expect(r.status == 4, "the 404's exit code: \(r.stderr)")
+        #expect((mode == "-q" ? r.stderr : r.stdout).contains("404"), "\(r.stderr)")
+        for i in 1...12 {
+            expectFile(dir.file("s\(i).bin"), equals: TestContent.bytes(seed: i, count: 1000 * i))
+            #expect(server.requests(path: "/s\(i).bin").count == 1)
+        }
+        expectFile(dir.file("large.bin"), equals: TestContent.bytes(seed: 20, count: 5_000_000))
+        let probes = server.requests(path: "/large.bin").filter { $0.header("Range") == "bytes=0-2097151" }
+        #expect(probes.count == 1, "\(server.requests(path: "/large.bin").map { $0.header("Range") ?? "-" })")
+        #expect(server.requests(path: "/missing.bin").count == 1)
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: dir.path)).count == 13, "no side files")
+        guard mode == "--json" else { return }
+        let events = r.stdout.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+        }
+        let started = events.filter { $0["event"] as? String == "start" }.compactMap { $0["id"] as? Int }
+        let done = events.filter { $0["event"] as? String == "done" }.compactMap { $0["id"] as? Int }
+        #expect(Set(started) == Set(1...13) && started.count == 13, "\(r.stdout)")
+        #expect(Set(done) == Set(1...13) && done.count == 13, "\(r.stdout)")
+        let failed = events.filter { $0["event"] as? String == "error" }.compactMap { $0["id"] as? Int }
+        #expect(failed == [14], "\(r.stdout)")
+    }
+
     @Test func theConnectionCapPerHostHoldsForAllDownloadsAndRangesTogether() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -62,6 +62,9 @@ package struct EngineOptions: Sendable {
     package var maxBytesPerSecond: Int64?
     /// A budget shared with other downloads (an overall limit).
     package var sharedRate: RateBudget?
+    /// The answer to the first probe, already made (``ExpressDownload``); the
+    /// ``SegmentedDownloader`` takes it or cancels it.
+    package var prefetched: PrefetchedProbe?
 
     package init() {}
 }

@@ -106,8 +106,13 @@ extension SegmentedDownloader {
         let probeLimit = probeLimit(resuming: resuming)
         var chain = RedirectChain(
             url: url, headers: options.headers, maxRedirects: options.maxRedirects, netrc: options.netrc)
+        // An answer made ahead (the express way's) is this first probe's, unless the probe is
+        // to continue a partial or ask about a file in place: those ask other questions.
+        var prefetched: (ProbeFetch, any TransportTask)?
+        if resuming || condition != nil { dropPrefetched() } else { prefetched = takePrefetched(limit: probeLimit) }
         while true {
-            let (head, task) = startProbe(chain, limit: probeLimit, asking: condition)
+            let (head, task) = prefetched ?? startProbe(chain, limit: probeLimit, asking: condition)
+            prefetched = nil
             // Ends with the answer's end, or with its head when a larger file's first range is
             // held for a connection.
             let result = await withTaskCancellationHandler {
@@ -208,6 +213,24 @@ final class ProbeFetch: TransportHandler, @unchecked Sendable {
         await head.value()
         if holding { return nil }  // the transfer goes on, paused, for a connection to adopt
         return await task.finished()
+    }
+
+    /// Calls `body` once: with nil when a larger file's first range is held (the transfer goes
+    /// on, paused), else with the transfer's end. For a caller that is not a task.
+    func onHeadOrEnd(of task: any TransportTask, _ body: @escaping @Sendable (Result<Void, TransportError>?) -> Void) {
+        let called = Locked(false)
+        let once: @Sendable (Result<Void, TransportError>?) -> Void = { result in
+            let first = called.withLock { c -> Bool in
+                defer { c = true }
+                return !c
+            }
+            if first { body(result) }
+        }
+        head.whenFulfilled { [self] _ in if holding { once(nil) } }
+        task.onFinish { [head] result in
+            once(result)
+            head.fulfill(())  // lets go of the observer above (and what it holds)
+        }
     }
 
     /// From now on the body goes to `handler` (a range fetch), from the first byte.

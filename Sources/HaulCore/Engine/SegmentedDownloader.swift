@@ -39,6 +39,9 @@ package final class SegmentedDownloader: Sendable {
     let onEvent: @Sendable (DownloadEngineEvent) -> Void
     /// The download's claim on its file, shared with the one-connection download it may become.
     private let claims = DestinationClaims.Owner()
+    /// The answer to the first probe, when it was made ahead (``EngineOptions/prefetched``):
+    /// taken by the probe, or dropped (its transfer cancelled) by a download that makes none.
+    private let first: Locked<PrefetchedProbe?>
 
     package init(
         url: URL, target: DownloadTarget, options: EngineOptions, segments: SegmentOptions,
@@ -50,6 +53,7 @@ package final class SegmentedDownloader: Sendable {
         self.segmentOptions = segments
         self.transport = transport
         self.onEvent = onEvent
+        first = Locked(options.prefetched)
     }
 
     private var store: DownloadStore {
@@ -63,7 +67,10 @@ package final class SegmentedDownloader: Sendable {
     }
 
     package func run() async throws(HaulError) -> DownloadOutcome {
-        defer { DestinationClaims.shared.releaseAll(of: claims) }
+        defer {
+            dropPrefetched()
+            DestinationClaims.shared.releaseAll(of: claims)
+        }
         let resuming = store.waitingRecord(at: target)
         // A file in place is asked about (`-N`) unless a partial of this URL is to be continued,
         // or it is to be replaced anyway (`--overwrite`).
@@ -94,6 +101,7 @@ package final class SegmentedDownloader: Sendable {
         // its ranges: then they are fetched one after another, where a plain resume would ask
         // for everything after the first range's bytes again.
         if segmentOptions.connections == 1, (resuming?.ranges.count ?? 0) < 2 {
+            dropPrefetched()  // a held transfer must not keep a connection slot from this one
             return try await single(condition).run()
         }
         try FileDownloader.validate(url)
@@ -189,6 +197,30 @@ package final class SegmentedDownloader: Sendable {
         return DownloadOutcome(
             path: destination, bytes: total, alreadyComplete: false, etag: probe.etagAsSent,
             lastModified: probe.lastModified)
+    }
+
+    /// The prefetched answer, for a fresh download's first probe to `url` with `limit`: taken
+    /// once; nil (and its transfer cancelled) when it was not made for this probe.
+    func takePrefetched(limit: Int) -> (ProbeFetch, any TransportTask)? {
+        guard
+            let prefetched = first.withLock({ f in
+                defer { f = nil }
+                return f
+            })
+        else { return nil }
+        guard prefetched.limit == limit, prefetched.url == url, let answer = prefetched.take() else {
+            prefetched.drop()
+            return nil
+        }
+        return answer
+    }
+
+    /// Cancels the prefetched answer's transfer, if it was not taken.
+    func dropPrefetched() {
+        first.withLock { f in
+            defer { f = nil }
+            return f
+        }?.drop()
     }
 
     /// A range answer did not match: never mix versions. The partial goes, and the download

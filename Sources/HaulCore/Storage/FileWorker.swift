@@ -134,26 +134,35 @@ package final class FileWorker: Sendable {
         _ body: @escaping @Sendable () throws(HaulError) -> Step<T>
     ) async throws(HaulError) -> T {
         let result = await withCheckedContinuation { (c: CheckedContinuation<Result<T, HaulError>, Never>) in
-            enqueue {
-                let step: Step<T>
-                do throws(HaulError) { step = try body() } catch {
-                    c.resume(returning: .failure(error))
-                    return nil
-                }
-                switch step {
-                case .done(let value):
-                    c.resume(returning: .success(value))
-                    return nil
-                case .sync(let fd, let path, let then):
-                    return PendingSync(fd: fd, path: path) { error in
-                        do throws(HaulError) { c.resume(returning: .success(try then(error))) } catch {
-                            c.resume(returning: .failure(error))
-                        }
+            submit(body) { c.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    /// ``perform(_:)`` for a caller that is not a task: `completion` is called once, on the
+    /// worker or a syncer, with the job's value or error.
+    package func submit<T: Sendable>(
+        _ body: @escaping @Sendable () throws(HaulError) -> Step<T>,
+        completion: @escaping @Sendable (Result<T, HaulError>) -> Void
+    ) {
+        enqueue {
+            let step: Step<T>
+            do throws(HaulError) { step = try body() } catch {
+                completion(.failure(error))
+                return nil
+            }
+            switch step {
+            case .done(let value):
+                completion(.success(value))
+                return nil
+            case .sync(let fd, let path, let then):
+                return PendingSync(fd: fd, path: path) { error in
+                    do throws(HaulError) { completion(.success(try then(error))) } catch {
+                        completion(.failure(error))
                     }
                 }
             }
         }
-        return try result.get()
     }
 
     /// fsync()s `fd` in a group; returns the error, if any.

@@ -1,0 +1,54 @@
+import HaulCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The express way of a small file into a directory (``ExpressDownload``, docs/small-downloads.md),
+/// for `haul get -j`: the download without a task, a session run or a manager's item.
+extension HaulSession {
+    /// How an express download ended.
+    package enum ExpressEnd: Sendable {
+        /// Saved, with how its answer began.
+        case saved(DownloadResult, DownloadStart)
+        /// Not done; nothing of it is left: the full engine takes it, with these options (the
+        /// answer so far, as its first probe).
+        case declined(DownloadOptions)
+    }
+
+    /// Starts `url` into `directory` the express way, or returns nil where its options need
+    /// the full engine: one connection (its request has no Range), digests to check,
+    /// `overwrite`, revalidation, a reachability check, a resource timeout. `completion` is called once, on a thread of the transport or the file
+    /// worker (possibly before this returns).
+    package func startExpress(
+        _ url: URL, into directory: URL, options: DownloadOptions,
+        completion: @escaping @Sendable (ExpressEnd) -> Void
+    ) -> ExpressDownload? {
+        guard options.connections > 1, options.checksums.isEmpty, !options.overwrite, !options.revalidatesExistingFile,
+            !options.checksReachability, configuration.timeout.resource == nil,
+            let transport = try? readyTransport(),
+            let engineOptions = try? engineOptions(options, for: url)
+        else { return nil }
+        let limit = Int(min(2 * max(options.minSplitSize, 1), 8 << 20))
+        return ExpressDownload.start(
+            url, into: Sys.lexicallyNormalized(directory.path), options: engineOptions, limit: limit,
+            connections: options.connections, transport: transport
+        ) { end in
+            switch end {
+            case .declined(let prefetched):
+                var options = options
+                options.prefetched = prefetched
+                completion(.declined(options))
+            case .saved(let outcome, let status, let finalURL):
+                let file = URL(filePath: outcome.path, directoryHint: .notDirectory)
+                completion(
+                    .saved(
+                        DownloadResult(fileURL: file, bytes: outcome.bytes, alreadyComplete: false),
+                        DownloadStart(
+                            status: status, url: finalURL, destination: file, offset: 0, totalBytes: outcome.bytes)))
+            }
+        }
+    }
+}

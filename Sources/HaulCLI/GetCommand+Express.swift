@@ -1,0 +1,161 @@
+import Haul
+import HaulCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// `-j` with no live display (`-q`, `--json`): each URL is first tried the express way
+/// (``HaulSession/startExpress(_:into:options:completion:)``, docs/small-downloads.md), which
+/// saves a small file without a task or a manager's item; one it declines goes to the run's
+/// ``DownloadManager`` as every URL does otherwise. At most `-j` downloads run at once, express
+/// and managed together.
+final class ExpressFeed: Sendable {
+    private struct State {
+        /// The next URL to start.
+        var next = 0
+        /// Express downloads started and not ended.
+        var running = 0
+        /// URLs handed to the manager and not finished.
+        var managed = 0
+        var stopped = false
+        /// The URLs counted in `running`, and the express downloads among them (for a stop).
+        var live: Set<Int> = []
+        var handles: [Int: ExpressDownload] = [:]
+        /// Whether a thread is starting URLs, and whether it should look again: a start can end
+        /// at once (and start the next), which must not recurse.
+        var pumping = false
+        var again = false
+        var fed: CheckedContinuation<Void, Never>?
+        var isFed = false
+    }
+
+    private let count: Int
+    private let jobs: Int
+    /// Starts URL `index` the express way; nil where it takes the manager at once.
+    private let express: @Sendable (Int, @escaping @Sendable (HaulSession.ExpressEnd) -> Void) -> ExpressDownload?
+    /// Hands URL `index` to the manager, with the options of a declined express download (nil:
+    /// the URL's own); the closure given is called when it has finished.
+    private let manage: @Sendable (Int, DownloadOptions?, @escaping @Sendable () -> Void) -> Void
+    /// Reports an express download's result.
+    private let saved: @Sendable (Int, DownloadResult, DownloadStart) -> Void
+    private let state = Shared(State())
+
+    init(
+        count: Int, jobs: Int,
+        express: @escaping @Sendable (Int, @escaping @Sendable (HaulSession.ExpressEnd) -> Void) -> ExpressDownload?,
+        manage: @escaping @Sendable (Int, DownloadOptions?, @escaping @Sendable () -> Void) -> Void,
+        saved: @escaping @Sendable (Int, DownloadResult, DownloadStart) -> Void
+    ) {
+        self.count = count
+        self.jobs = max(1, jobs)
+        self.express = express
+        self.manage = manage
+        self.saved = saved
+    }
+
+    /// Starts as many URLs as `-j` allows, and more as they end; returns once every URL has
+    /// ended the express way or been handed to the manager (or, after ``stop()``, once no express
+    /// download runs).
+    func run() async {
+        pump()
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.isFed { return true }
+                s.fed = c
+                return false
+            }
+            if now { c.resume() }
+        }
+    }
+
+    /// Ctrl-C: no URL starts any more, and the express downloads stop (they leave nothing).
+    func stop() {
+        let handles = state.withLock { s -> [ExpressDownload] in
+            s.stopped = true
+            return Array(s.handles.values)
+        }
+        for handle in handles { handle.cancel() }
+        pump()
+    }
+
+    private func pump() {
+        let mine = state.withLock { s -> Bool in
+            if s.pumping {
+                s.again = true
+                return false
+            }
+            s.pumping = true
+            return true
+        }
+        guard mine else { return }
+        repeat {
+            while let index = take() {
+                if let handle = express(index, { [self] end in ended(index, end) }) {
+                    state.withLock { s in if s.live.contains(index) { s.handles[index] = handle } }
+                } else {
+                    handOver(index, options: nil)
+                }
+            }
+        } while state.withLock { s -> Bool in
+            defer { s.again = false }
+            if !s.again { s.pumping = false }
+            return s.again
+        }
+        let fed = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard !s.isFed, s.running == 0, s.stopped || s.next == count else { return nil }
+            s.isFed = true
+            defer { s.fed = nil }
+            return s.fed
+        }
+        fed?.resume()
+    }
+
+    /// The next URL to start, counted as running, while fewer than `-j` run.
+    private func take() -> Int? {
+        state.withLock { s -> Int? in
+            guard !s.stopped, s.next < count, s.running + s.managed < jobs else { return nil }
+            s.next += 1
+            s.running += 1
+            s.live.insert(s.next - 1)
+            return s.next - 1
+        }
+    }
+
+    private func ended(_ index: Int, _ end: HaulSession.ExpressEnd) {
+        switch end {
+        case .saved(let result, let start):
+            saved(index, result, start)
+            finish(index)
+        case .declined(let options):
+            if state.withLock({ $0.stopped }) {
+                options.prefetched?.drop()  // after a stop, the answer so far goes (its transfer cancelled)
+                finish(index)
+            } else {
+                handOver(index, options: options)
+            }
+        }
+        pump()
+    }
+
+    /// URL `index` no longer runs the express way.
+    private func finish(_ index: Int) {
+        state.withLock { s in
+            s.running -= 1
+            s.live.remove(index)
+            s.handles[index] = nil
+        }
+    }
+
+    /// URL `index` goes to the manager; it counts against `-j` until it finishes there.
+    private func handOver(_ index: Int, options: DownloadOptions?) {
+        state.withLock { $0.managed += 1 }
+        finish(index)
+        manage(index, options) { [self] in
+            state.withLock { $0.managed -= 1 }
+            pump()
+        }
+    }
+}

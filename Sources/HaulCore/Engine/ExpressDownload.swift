@@ -1,0 +1,172 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A small file into a directory, fetched and saved without a task of its own
+/// (docs/small-downloads.md): one request, the same the ``SegmentedDownloader`` probes with, and
+/// when its answer is the whole file, one job on the ``FileWorker`` that claims the name the
+/// answer gives, writes the file with no name, syncs it and links it. Everything runs in the
+/// transport's and the worker's callbacks.
+///
+/// It either saves the file, done, or declines and leaves nothing of its own behind: no file,
+/// no partial, no claim. Anything but a plain whole answer (a redirect, an error status, a
+/// failure, a larger file, a partial or a file already at the name, a digest that does not
+/// match, a name another download holds) declines, and the caller runs the full engine with
+/// the answer as its first probe (``PrefetchedProbe``): no request is made twice, a larger
+/// file's first range is held for the engine as its own probe's is, and the engine says what
+/// went wrong as it always does. So the full engine stays the one place where retries,
+/// resumes, redirects and errors are decided.
+package final class ExpressDownload: Sendable {
+    /// How it ended.
+    package enum End: Sendable {
+        /// Saved: the outcome, and how the answer began (for the `started` event).
+        case saved(DownloadOutcome, status: Int, finalURL: URL)
+        /// Not done here; nothing of it is left. The full engine takes the download, with the
+        /// answer so far as its first probe (nil: no request was made).
+        case declined(PrefetchedProbe?)
+    }
+
+    private let url: URL
+    private let directory: String
+    private let options: EngineOptions
+    private let claims = DestinationClaims.Owner()
+    private let task = Locked<(any TransportTask)?>(nil)
+    /// Called once, then let go: what it holds (the caller's state, the answer it is given)
+    /// must not live as long as a held transfer's callbacks.
+    private let completion: Locked<(@Sendable (End) -> Void)?>
+
+    private init(url: URL, directory: String, options: EngineOptions, completion: @escaping @Sendable (End) -> Void) {
+        self.url = url
+        self.directory = directory
+        self.options = options
+        self.completion = Locked(completion)
+    }
+
+    private func end(_ end: End) {
+        let completion = completion.withLock { c in
+            defer { c = nil }
+            return c
+        }
+        task.set(nil)
+        completion?(end)
+    }
+
+    /// Starts the download of `url` into `directory` (absolute, normalised). `limit`: the largest
+    /// file taken whole (the probe's); `connections`: the download's, for its pacing share.
+    /// `completion` is called once, on the transport's or the file worker's thread, possibly
+    /// before this returns.
+    @discardableResult
+    package static func start(
+        _ url: URL, into directory: String, options: EngineOptions, limit: Int, connections: Int,
+        transport: any HTTPTransport, completion: @escaping @Sendable (End) -> Void
+    ) -> ExpressDownload {
+        let download = ExpressDownload(url: url, directory: directory, options: options, completion: completion)
+        download.begin(limit: limit, connections: connections, transport: transport)
+        return download
+    }
+
+    /// Stops it; it declines (a cancelled transfer, which the engine takes as a cancelled probe)
+    /// unless its file is being saved.
+    package func cancel() { task.get()?.cancel() }
+
+    private func begin(limit: Int, connections: Int, transport: any HTTPTransport) {
+        let store = DownloadStore(url: url, owner: claims, resume: options.resume, overwrite: options.overwrite)
+        // A partial of this URL waiting in the directory is the full engine's to continue; so
+        // are a URL it refuses and a directory it cannot make.
+        let free: Bool
+        do throws(HaulError) {
+            try FileDownloader.validate(url)
+            free = try store.knownDestination(of: .directory(directory), creatingDirectories: false) == nil
+        } catch {
+            free = false
+        }
+        guard free else { return end(.declined(nil)) }
+        var request = options.request(url, headers: options.headers, connections: connections)
+        request.headers.replace("Range", "bytes=0-\(limit - 1)")
+        let fetch = ProbeFetch(limit: limit)
+        let started = transport.start(request, handler: fetch)
+        task.set(started)
+        // The answer is wrapped for the engine only when it declines: a wrapper held by these
+        // callbacks could not cancel a held transfer nobody takes (see `PrefetchedProbe`).
+        let answer = { @Sendable [url] in PrefetchedProbe(fetch: fetch, task: started, limit: limit, url: url) }
+        fetch.onHeadOrEnd(of: started) { [self] result in
+            guard case .success? = result, let response = fetch.response, !fetch.holding,
+                RedirectChain.target(of: response, askedFor: url) == nil,
+                let expected = fetch.expected, Int64(fetch.body.count) == expected
+            else { return end(.declined(answer())) }
+            save(fetch.body, response, store: store, answer: answer)
+        }
+    }
+
+    /// The file worker's job: the name the answer gives, claimed; the file written with no
+    /// name, synced, and linked there. Declines wherever the full engine would do more.
+    private func save(
+        _ body: [UInt8], _ response: TransportResponse, store: DownloadStore,
+        answer: @escaping @Sendable () -> PrefetchedProbe
+    ) {
+        let name = SafeFileName.suggestedName(contentDisposition: response.headers["Content-Disposition"], url: url)
+        let destination = directory + "/" + name
+        let expected = options.expected(vouched: Checksum.vouched(by: response.headers, status: response.status))
+        FileWorker.shared.submit { () throws(HaulError) -> FileWorker.Step<Bool> in
+            let place = try store.claim(destination)
+            guard place.record == nil, !place.replacesFile, place.existingSize == nil,
+                let whole = try WholeFile.create(for: destination)
+            else { return .done(false) }
+            try whole.write(body, verifying: Verification(expected))
+            return whole.committing { $0 == .linked }
+        } completion: { [self] result in
+            guard case .success(true) = result else {
+                DestinationClaims.shared.releaseAll(of: claims)
+                return end(.declined(answer()))
+            }
+            if options.keepsClaimWhenSaved {
+                DestinationClaims.shared.keep(claims, savedFrom: url)
+            } else {
+                DestinationClaims.shared.releaseAll(of: claims)
+            }
+            end(
+                .saved(
+                    DownloadOutcome(
+                        path: destination, bytes: Int64(body.count), alreadyComplete: false,
+                        etag: response.headers.etag, lastModified: response.headers.lastModified),
+                    status: response.status, finalURL: response.url))
+        }
+    }
+}
+
+/// A probe's answer made ahead of its download (an express download's that declined), for the
+/// ``SegmentedDownloader`` to take as the answer to its own first probe: the same request, with
+/// its transfer ended, or paused after a larger file's head. Taken once; one never taken is
+/// cancelled when the last copy of its options goes, so a held transfer cannot outlive them.
+package final class PrefetchedProbe: Sendable, Equatable {
+    let fetch: ProbeFetch
+    let task: any TransportTask
+    /// The probe's Range limit, and the URL asked.
+    let limit: Int
+    let url: URL
+    private let taken = Locked(false)
+
+    init(fetch: ProbeFetch, task: any TransportTask, limit: Int, url: URL) {
+        self.fetch = fetch
+        self.task = task
+        self.limit = limit
+        self.url = url
+    }
+
+    deinit { if !taken.get() { task.cancel() } }
+
+    /// The answer, the first time only.
+    func take() -> (ProbeFetch, any TransportTask)? {
+        taken.withLock { t in
+            defer { t = true }
+            return t ? nil : (fetch, task)
+        }
+    }
+
+    /// Cancels its transfer unless it was taken (a download that went another way).
+    package func drop() { if take() != nil { task.cancel() } }
+
+    package static func == (a: PrefetchedProbe, b: PrefetchedProbe) -> Bool { a === b }
+}

@@ -1,0 +1,195 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import HaulTestTraits
+import Testing
+
+@testable import HaulCore
+
+/// The express way of a small file (`haul get -j` without a live display,
+/// docs/small-downloads.md): saved in callbacks, or declined with nothing left behind and the
+/// answer so far handed to the full engine, which never asks twice.
+@Suite("Express downloads of small files", .fewAtOnce)
+struct ExpressTests {
+    /// The options `haul get` gives a download: four connections, the claim kept.
+    private static var options: DownloadOptions {
+        var o = DownloadOptions()
+        o.connections = 4
+        o.keepsClaimWhenSaved = true
+        return o
+    }
+
+    /// Starts `url` the express way and waits (bounded) for its end; nil when it was not started.
+    private func express(
+        _ session: HaulSession, _ url: URL, into dir: URL, options: DownloadOptions = Self.options
+    ) async throws -> HaulSession.ExpressEnd? {
+        let ended = OneShot<HaulSession.ExpressEnd>()
+        weak let download = session.startExpress(url, into: dir, options: options) { ended.fulfill($0) }
+        guard download != nil || ended.isFulfilled else { return nil }
+        let end = try await Self.value(of: ended)
+        // Nothing keeps a saved one: no callback of its transfer, no reference cycle. (A declined
+        // one lives as long as the transfer its answer holds, which the engine takes or cancels.)
+        if case .saved? = end {
+            for _ in 0..<500 where download != nil { try await Task.sleep(nanoseconds: 10_000_000) }
+            #expect(download == nil, "a saved express download is let go")
+        }
+        return end
+    }
+
+    /// The value of `shot` once set, looked at every 10 ms for at most 30 s (nil after that).
+    private static func value<T: Sendable>(of shot: OneShot<T>) async throws -> T? {
+        for _ in 0..<3000 where !shot.isFulfilled { try await Task.sleep(nanoseconds: 10_000_000) }
+        return shot.isFulfilled ? await shot.value() : nil
+    }
+
+    private func declinedOptions(_ end: HaulSession.ExpressEnd?) -> DownloadOptions? {
+        guard case .declined(let options)? = end else { return nil }
+        return options
+    }
+
+    @Test func aSmallFileIsSavedWithOneRequestAndNothingBesideIt() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/small.bin?size=5000")
+        let end = try await express(testSession(), url, into: dir.url)
+        guard case .saved(let result, let start)? = end else {
+            Issue.record("not saved: \(String(describing: end))")
+            return
+        }
+        #expect(result.bytes == 5000 && !result.alreadyComplete)
+        #expect(result.fileURL.path == dir.file("small.bin"))
+        #expect(start.offset == 0 && start.totalBytes == 5000 && start.destination == result.fileURL)
+        expectFile(dir.file("small.bin"), equals: TestContent.bytes(count: 5000))
+        #expect(dir.contents() == ["small.bin"])
+        #expect(server.requests.count == 1)
+        // The same request the engine's probe makes.
+        #expect(server.requests.first?.header("Range") == "bytes=0-2097151")
+        #expect(DestinationClaims.shared.isClaimed(dir.file("small.bin")) == false, "kept as saved, not held")
+    }
+
+    @Test func theServersNameIsTakenAsTheEngineTakesIt() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let end = try await express(testSession(), server.url("/dl?size=300&cd=traversal"), into: dir.url)
+        guard case .saved(let result, _)? = end else {
+            Issue.record("not saved: \(String(describing: end))")
+            return
+        }
+        #expect(result.fileURL.path == dir.file("evil.txt"))
+        #expect(dir.contents() == ["evil.txt"])
+    }
+
+    @Test func aLargerFileGoesToTheEngineWithItsFirstRangeAskedOnce() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession()
+        let url = server.url("/big.bin?size=5000000")
+        let end = try await express(session, url, into: dir.url)
+        let options = try #require(declinedOptions(end), "declined: \(String(describing: end))")
+        #expect(options.prefetched != nil)
+        #expect(dir.contents().isEmpty, "nothing of its own left")
+        let (result, _) = await run(session, url, to: .directory(dir.url), options: options)
+        #expect(result.value?.bytes == 5_000_000, "\(String(describing: result.error))")
+        expectFile(dir.file("big.bin"), equals: TestContent.bytes(count: 5_000_000))
+        let probes = server.requests.filter { $0.header("Range") == "bytes=0-2097151" }
+        #expect(probes.count == 1, "the held answer is the engine's probe: \(server.requests.map(\.target))")
+    }
+
+    @Test func anErrorStatusIsTheEnginesToReportWithoutAskingAgain() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession()
+        let url = server.url("/gone.bin?status=404")
+        let options = try #require(declinedOptions(try await express(session, url, into: dir.url)))
+        let (result, _) = await run(session, url, to: .directory(dir.url), options: options)
+        #expect(result.error?.httpStatus == 404, "\(String(describing: result.error))")
+        #expect(server.requests.count == 1)
+        #expect(dir.contents().isEmpty)
+    }
+
+    @Test func aFileAlreadyThereIsLeftAloneAndTheEngineJudgesIt() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let mine = Array("not the server's".utf8)
+        #expect(FileManager.default.createFile(atPath: dir.file("a.bin"), contents: Data(mine)))
+        let session = testSession()
+        let url = server.url("/a.bin?size=4000")
+        let options = try #require(declinedOptions(try await express(session, url, into: dir.url)))
+        expectFile(dir.file("a.bin"), equals: mine)
+        let (result, _) = await run(session, url, to: .directory(dir.url), options: options)
+        #expect(result.error?.code == .destinationExists, "\(String(describing: result.error))")
+        expectFile(dir.file("a.bin"), equals: mine)
+        #expect(server.requests.count == 1)
+    }
+
+    @Test func aPartialOfTheURLIsTheEnginesToContinueAndNothingIsAsked() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/p.bin?size=4000")
+        let content = TestContent.bytes(count: 4000)
+        plantPartial(
+            dir.file("p.bin"), Array(content[0..<1000]),
+            record: ResumeRecord(
+                url: url.absoluteString, etag: "\"s1-v0-4000\"", totalLength: 4000, ranges: [ByteRange(0, 1000)]))
+        let end = try await express(testSession(), url, into: dir.url)
+        guard case .declined(let options)? = end else {
+            Issue.record("not declined: \(String(describing: end))")
+            return
+        }
+        #expect(options.prefetched == nil)
+        #expect(server.requests.isEmpty)
+    }
+
+    @Test func anAnswerNobodyTakesIsCancelledWithItsOptions() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var options = try #require(
+            declinedOptions(try await express(testSession(), server.url("/held.bin?size=5000000"), into: dir.url)))
+        let task = try #require(options.prefetched?.task)
+        let ended = OneShot<Result<Void, TransportError>>()
+        task.onFinish { ended.fulfill($0) }
+        #expect(ended.isFulfilled == false, "held, paused after its head")
+        options.prefetched = nil  // the last reference
+        let result = try await Self.value(of: ended)
+        guard case .failure(let error)? = result else {
+            Issue.record("not cancelled: \(String(describing: result))")
+            return
+        }
+        #expect(error.kind == .cancelled)
+    }
+
+    @Test func optionsTheExpressWayCannotHonourTakeTheEngine() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession()
+        let url = server.url("/x.bin?size=100")
+        var variants: [DownloadOptions] = []
+        for change in [
+            { (o: inout DownloadOptions) in o.connections = 1 },
+            { (o: inout DownloadOptions) in o.overwrite = true },
+            { (o: inout DownloadOptions) in
+                o.checksums = [try! Checksum("sha-256=" + String(repeating: "0", count: 64))]
+            },
+            { (o: inout DownloadOptions) in o.revalidatesExistingFile = true },
+            { (o: inout DownloadOptions) in o.checksReachability = true },
+        ] {
+            var o = Self.options
+            change(&o)
+            variants.append(o)
+        }
+        for options in variants {
+            #expect(try await express(session, url, into: dir.url, options: options).map { _ in 1 } == nil)
+        }
+        let timed = testSession { $0.timeout.resource = 60 }
+        #expect(try await express(timed, url, into: dir.url).map { _ in 1 } == nil)
+        #expect(server.requests.isEmpty)
+    }
+}
