@@ -42,6 +42,7 @@ record tmpfs get -o "$shm/one.bin" "$url"
 record version --version
 record stdout get -o - "$url"
 record list get -j 3 -i "$work/list.txt" -d "$work/list"
+record quiet-list get -q -j 3 -i "$work/list.txt" -d "$work/quiet"
 record connections get -x 4 -o "$work/four.bin" "$url"
 record refused get "http://127.0.0.1:1/x"
 record usage get -P "$work" "$url"

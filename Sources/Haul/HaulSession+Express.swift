@@ -20,8 +20,9 @@ extension HaulSession {
 
     /// Starts `url` into `directory` the express way, or returns nil where its options need
     /// the full engine: one connection (its request has no Range), digests to check,
-    /// `overwrite`, revalidation, a reachability check, a resource timeout. `completion` is called once, on a thread of the transport or the file
-    /// worker (possibly before this returns).
+    /// `overwrite`, revalidation, a reachability check, a resource timeout. `completion` is
+    /// called once, on a thread of the transport or the file worker (possibly before this
+    /// returns).
     package func startExpress(
         _ url: URL, into directory: URL, options: DownloadOptions,
         completion: @escaping @Sendable (ExpressEnd) -> Void
@@ -31,10 +32,9 @@ extension HaulSession {
             let transport = try? readyTransport(),
             let engineOptions = try? engineOptions(options, for: url)
         else { return nil }
-        let limit = Int(min(2 * max(options.minSplitSize, 1), 8 << 20))
         return ExpressDownload.start(
-            url, into: Sys.lexicallyNormalized(directory.path), options: engineOptions, limit: limit,
-            connections: options.connections, transport: transport
+            url, into: Sys.lexicallyNormalized(directory.path), options: engineOptions,
+            minSplit: options.minSplitSize, connections: options.connections, transport: transport
         ) { end in
             switch end {
             case .declined(let prefetched):

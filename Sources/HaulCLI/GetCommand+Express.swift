@@ -94,7 +94,11 @@ final class ExpressFeed: Sendable {
         repeat {
             while let index = take() {
                 if let handle = express(index, { [self] end in ended(index, end) }) {
-                    state.withLock { s in if s.live.contains(index) { s.handles[index] = handle } }
+                    let stopped = state.withLock { s -> Bool in
+                        if s.live.contains(index) { s.handles[index] = handle }
+                        return s.stopped
+                    }
+                    if stopped { handle.cancel() }  // a stop that came while it was started
                 } else {
                     handOver(index, options: nil)
                 }
@@ -152,10 +156,11 @@ final class ExpressFeed: Sendable {
     /// URL `index` goes to the manager; it counts against `-j` until it finishes there.
     private func handOver(_ index: Int, options: DownloadOptions?) {
         state.withLock { $0.managed += 1 }
-        finish(index)
+        // In the manager before it stops counting as running: the run must not end between.
         manage(index, options) { [self] in
             state.withLock { $0.managed -= 1 }
             pump()
         }
+        finish(index)
     }
 }

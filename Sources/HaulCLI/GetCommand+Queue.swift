@@ -44,7 +44,11 @@ extension GetCommand {
             : ExpressFeed(
                 count: urls.count, jobs: jobs,
                 express: { [session = manager.session] index, ended in
-                    guard case .directory(let directory) = targets[index] else { return nil }
+                    // A URL the network policy holds goes to the queue, which waits for the
+                    // network (or the path it allows).
+                    guard case .directory(let directory) = targets[index], manager.mayStartNow(urls[index]) else {
+                        return nil
+                    }
                     return session.startExpress(
                         urls[index], into: directory, options: allOptions[index], completion: ended)
                 },

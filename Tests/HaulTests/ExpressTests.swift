@@ -165,6 +165,60 @@ struct ExpressTests {
         #expect(error.kind == .cancelled)
     }
 
+    /// The express request is the engine's probe request: netrc's credentials go with it.
+    @Test func netrcCredentialsGoWithTheExpressRequest() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let netrc = dir.file("netrc")
+        try Data("machine 127.0.0.1 login alice password one\n".utf8).write(to: URL(fileURLWithPath: netrc))
+        let out = dir.url.appendingPathComponent("out")
+        try FileManager.default.createDirectory(at: out, withIntermediateDirectories: false)
+        let session = testSession { $0.netrcFile = netrc }
+        let end = try await express(session, server.url("/secret.bin?size=100&auth=alice:one"), into: out)
+        guard case .saved(let result, _)? = end else {
+            Issue.record("not saved: \(String(describing: end))")
+            return
+        }
+        #expect(result.bytes == 100)
+        let basic = "Basic " + Data("alice:one".utf8).base64EncodedString()
+        #expect(server.requests(path: "/secret.bin").map { $0.header("Authorization") } == [basic])
+    }
+
+    /// `-k` as large as a byte count goes: the probe's limit is 8 MiB, not an overflow.
+    @Test func theLargestSplitSizeIsNoOverflow() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        var options = Self.options
+        options.minSplitSize = .max
+        let end = try await express(testSession(), server.url("/k.bin?size=3000"), into: dir.url, options: options)
+        guard case .saved? = end else {
+            Issue.record("not saved: \(String(describing: end))")
+            return
+        }
+        #expect(server.requests.first?.header("Range") == "bytes=0-8388607")
+        let (result, _) = await run(
+            testSession(), server.url("/k2.bin?size=3000000"), to: .directory(dir.url), options: options)
+        #expect(result.value?.bytes == 3_000_000, "\(String(describing: result.error))")
+    }
+
+    /// A declined answer lets its body go once the engine has taken it (a manager keeps its
+    /// items' options to the end of a run).
+    @Test func aTakenAnswerHoldsNoBody() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        #expect(
+            FileManager.default.createFile(atPath: dir.file("t.bin"), contents: Data(TestContent.bytes(count: 9000))))
+        let session = testSession()
+        let url = server.url("/t.bin?size=9000")
+        let options = try #require(declinedOptions(try await express(session, url, into: dir.url)))
+        weak let fetch = options.prefetched?.take().map { $0.0 }
+        #expect(fetch == nil, "taken, the answer is held by nothing")
+        #expect(options.prefetched?.task == nil)
+    }
+
     @Test func optionsTheExpressWayCannotHonourTakeTheEngine() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

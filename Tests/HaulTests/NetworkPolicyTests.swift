@@ -47,6 +47,25 @@ struct NetworkPolicyTests {
         adjust(&c)
         return try DownloadManager(configuration: c)
     }
+    /// What the express way of `haul get -j` asks before each URL: the policy's word now.
+    @Test func mayStartNowFollowsThePathAndThePolicy() async throws {
+        let network = FakeNetwork()
+        let remote = URL(string: "http://example.invalid/f")!
+        let local = URL(string: "http://127.0.0.1:9/f")!
+        let offline = try manager(network) { $0.appliesNetworkPolicyToLoopback = false }
+        network.changeQuietly(nil)
+        #expect(!offline.mayStartNow(remote))
+        #expect(offline.mayStartNow(local), "loopback needs no network")
+        network.changeQuietly(.wifi)
+        #expect(offline.mayStartNow(remote))
+        let noCellular = try manager(network) { $0.allowsCellularAccess = false }
+        network.changeQuietly(.cellular)
+        #expect(!noCellular.mayStartNow(remote))
+        var unwatched = DownloadManager.Configuration()
+        unwatched.persistence = .ephemeral
+        #expect(try DownloadManager(configuration: unwatched).mayStartNow(remote))
+    }
+
     @Test func downloadsWaitWhileOfflineAndContinueFromTheirBytes() async throws {
         // The first answer stalls after 1 MB: a throttled one can be all there before the network
         // goes (likely the one failure in five loaded runs, where the last request started at 0:

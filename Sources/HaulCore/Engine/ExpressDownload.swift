@@ -32,7 +32,9 @@ package final class ExpressDownload: Sendable {
     private let directory: String
     private let options: EngineOptions
     private let claims = DestinationClaims.Owner()
-    private let task = Locked<(any TransportTask)?>(nil)
+    /// Its transfer while it runs, and whether it was stopped (before or after the transfer
+    /// began).
+    private let task = Locked<(transfer: (any TransportTask)?, cancelled: Bool)>((nil, false))
     /// Called once, then let go: what it holds (the caller's state, the answer it is given)
     /// must not live as long as a held transfer's callbacks.
     private let completion: Locked<(@Sendable (End) -> Void)?>
@@ -49,27 +51,33 @@ package final class ExpressDownload: Sendable {
             defer { c = nil }
             return c
         }
-        task.set(nil)
+        task.withLock { $0.transfer = nil }
         completion?(end)
     }
 
-    /// Starts the download of `url` into `directory` (absolute, normalised). `limit`: the largest
-    /// file taken whole (the probe's); `connections`: the download's, for its pacing share.
+    /// Starts the download of `url` into `directory` (absolute, normalised). `minSplit` and
+    /// `connections`: the download's, for the probe's limit and its pacing share.
     /// `completion` is called once, on the transport's or the file worker's thread, possibly
     /// before this returns.
     @discardableResult
     package static func start(
-        _ url: URL, into directory: String, options: EngineOptions, limit: Int, connections: Int,
+        _ url: URL, into directory: String, options: EngineOptions, minSplit: Int64, connections: Int,
         transport: any HTTPTransport, completion: @escaping @Sendable (End) -> Void
     ) -> ExpressDownload {
         let download = ExpressDownload(url: url, directory: directory, options: options, completion: completion)
-        download.begin(limit: limit, connections: connections, transport: transport)
+        download.begin(
+            limit: SegmentedDownloader.probeLimit(minSplit: minSplit), connections: connections, transport: transport)
         return download
     }
 
     /// Stops it; it declines (a cancelled transfer, which the engine takes as a cancelled probe)
     /// unless its file is being saved.
-    package func cancel() { task.get()?.cancel() }
+    package func cancel() {
+        task.withLock { t in
+            t.cancelled = true
+            return t.transfer
+        }?.cancel()
+    }
 
     private func begin(limit: Int, connections: Int, transport: any HTTPTransport) {
         let store = DownloadStore(url: url, owner: claims, resume: options.resume, overwrite: options.overwrite)
@@ -83,15 +91,26 @@ package final class ExpressDownload: Sendable {
             free = false
         }
         guard free else { return end(.declined(nil)) }
-        var request = options.request(url, headers: options.headers, connections: connections)
-        request.headers.replace("Range", "bytes=0-\(limit - 1)")
+        let chain = RedirectChain(
+            url: url, headers: options.headers, maxRedirects: options.maxRedirects, netrc: options.netrc)
+        let request = SegmentedDownloader.probeRequest(
+            chain, options: options, limit: limit, connections: connections, asking: nil)
         let fetch = ProbeFetch(limit: limit)
         let started = transport.start(request, handler: fetch)
-        task.set(started)
+        if task.withLock({ t in
+            t.transfer = started
+            return t.cancelled
+        }) {
+            started.cancel()  // stopped while it was being started
+        }
         // The answer is wrapped for the engine only when it declines: a wrapper held by these
         // callbacks could not cancel a held transfer nobody takes (see `PrefetchedProbe`).
         let answer = { @Sendable [url] in PrefetchedProbe(fetch: fetch, task: started, limit: limit, url: url) }
         fetch.onHeadOrEnd(of: started) { [self] result in
+            // No answer at all (a refused connection, a name that does not resolve, a stop):
+            // nothing to hand over. The engine asks itself, when the network policy and its
+            // retries say so, rather than taking an old failure for its own.
+            guard fetch.response != nil else { return end(.declined(nil)) }
             guard case .success? = result, let response = fetch.response, !fetch.holding,
                 RedirectChain.target(of: response, askedFor: url) == nil,
                 let expected = fetch.expected, Int64(fetch.body.count) == expected
@@ -141,32 +160,34 @@ package final class ExpressDownload: Sendable {
 /// its transfer ended, or paused after a larger file's head. Taken once; one never taken is
 /// cancelled when the last copy of its options goes, so a held transfer cannot outlive them.
 package final class PrefetchedProbe: Sendable, Equatable {
-    let fetch: ProbeFetch
-    let task: any TransportTask
     /// The probe's Range limit, and the URL asked.
     let limit: Int
     let url: URL
-    private let taken = Locked(false)
+    /// The answer and its transfer until taken or dropped: let go then, so that a copy of the
+    /// options kept afterwards (a manager keeps its items' options) holds no body.
+    private let answer: Locked<(fetch: ProbeFetch, task: any TransportTask)?>
 
     init(fetch: ProbeFetch, task: any TransportTask, limit: Int, url: URL) {
-        self.fetch = fetch
-        self.task = task
+        answer = Locked((fetch, task))
         self.limit = limit
         self.url = url
     }
 
-    deinit { if !taken.get() { task.cancel() } }
+    deinit { drop() }
 
     /// The answer, the first time only.
     func take() -> (ProbeFetch, any TransportTask)? {
-        taken.withLock { t in
-            defer { t = true }
-            return t ? nil : (fetch, task)
+        answer.withLock { a in
+            defer { a = nil }
+            return a
         }
     }
 
     /// Cancels its transfer unless it was taken (a download that went another way).
-    package func drop() { if take() != nil { task.cancel() } }
+    package func drop() { take()?.1.cancel() }
+
+    /// Its transfer, while not taken (tests).
+    var task: (any TransportTask)? { answer.withLock { $0?.task } }
 
     package static func == (a: PrefetchedProbe, b: PrefetchedProbe) -> Bool { a === b }
 }

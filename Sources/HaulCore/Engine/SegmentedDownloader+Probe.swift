@@ -40,11 +40,21 @@ extension SegmentedDownloader {
     private func startProbe(
         _ chain: RedirectChain, limit: Int, asking condition: Condition?
     ) -> (ProbeFetch, any TransportTask) {
-        var request = options.request(chain.current, headers: chain.headers, connections: segmentOptions.connections)
+        let head = ProbeFetch(limit: limit)
+        let request = Self.probeRequest(
+            chain, options: options, limit: limit, connections: segmentOptions.connections, asking: condition)
+        return (head, transport.start(request, handler: head))
+    }
+
+    /// The probe's request to where `chain` is (with its headers: netrc's credentials among
+    /// them), asking for the first `limit` bytes; the express way sends the same one.
+    static func probeRequest(
+        _ chain: RedirectChain, options: EngineOptions, limit: Int, connections: Int, asking condition: Condition?
+    ) -> TransportRequest {
+        var request = options.request(chain.current, headers: chain.headers, connections: connections)
         request.headers.replace("Range", "bytes=0-\(limit - 1)")
         for (name, value) in condition?.headers ?? [] { request.headers.replace(name, value) }
-        let head = ProbeFetch(limit: limit)
-        return (head, transport.start(request, handler: head))
+        return request
     }
 
     /// A probe answered with neither the file nor a range: one connection goes on, after the
@@ -87,7 +97,12 @@ extension SegmentedDownloader {
     /// When a partial download of this file is there to resume (`resuming`), its first range is
     /// probably written already: then the probe asks for one byte, so nothing is fetched twice.
     private func probeLimit(resuming: Bool) -> Int {
-        resuming ? 1 : Int(min(2 * segmentOptions.minSplit, 8 << 20))
+        resuming ? 1 : Self.probeLimit(minSplit: segmentOptions.minSplit)
+    }
+
+    /// Twice the smallest split, at most 8 MiB (a split that large cannot overflow it).
+    static func probeLimit(minSplit: Int64) -> Int {
+        minSplit >= 4 << 20 ? 8 << 20 : Int(2 * max(1, minSplit))
     }
 
     /// `GET Range: bytes=0-(limit-1)` (HEAD is often refused or wrong): size, range support,

@@ -137,7 +137,7 @@ package final class SegmentedDownloader: Sendable {
         }
         // Without a validator (no strong ETag, no Last-Modified) a change of the file between two
         // ranges could not be seen, and the parts could come from two versions: one connection.
-        guard let total = probe.total, total >= 2 * segmentOptions.minSplit,
+        guard let total = probe.total, total / 2 >= segmentOptions.minSplit,
             probe.etag != nil || probe.lastModified != nil
         else {
             probe.held?.task.cancel()  // before the single download: it must not hold a connection slot
@@ -208,11 +208,11 @@ package final class SegmentedDownloader: Sendable {
                 return f
             })
         else { return nil }
-        guard prefetched.limit == limit, prefetched.url == url, let answer = prefetched.take() else {
+        guard prefetched.limit == limit, prefetched.url == url else {
             prefetched.drop()
             return nil
         }
-        return answer
+        return prefetched.take()
     }
 
     /// Cancels the prefetched answer's transfer, if it was not taken.
