@@ -15,14 +15,13 @@ extension DownloadManager {
         queue.withLock { q in q.blockedPath.map(Queue.unusable) }
     }
 
-    /// Whether the network policy lets a download of `url` start now: no path is watched, the
-    /// URL needs none, or the current one is allowed (and the queue is not holding for it). The
-    /// express way of `haul get -j` asks before each URL; one held goes to the queue, which
-    /// waits for the network.
+    /// Whether the network policy lets a download of `url` start now, as the queue would start
+    /// one of its items: no path is watched, the URL needs none, or the watcher's last path is
+    /// allowed (nothing is read from the system here). The express way of `haul get -j` asks
+    /// before each URL; one held goes to the queue.
     package func mayStartNow(_ url: URL) -> Bool {
-        guard let network = configuration.network, Self.needsNetwork(url, configuration) else { return true }
-        guard queue.withLock({ $0.networkAllowed }) else { return false }
-        return network.pathNow.map(allows) ?? true
+        guard configuration.network != nil, Self.needsNetwork(url, configuration) else { return true }
+        return queue.withLock { $0.networkAllowed }
     }
 
     /// Whether this configuration may use `path`.

@@ -47,20 +47,22 @@ struct NetworkPolicyTests {
         adjust(&c)
         return try DownloadManager(configuration: c)
     }
-    /// What the express way of `haul get -j` asks before each URL: the policy's word now.
+    /// What the express way of `haul get -j` asks before each URL: the queue's word now, from
+    /// the watcher's last path.
     @Test func mayStartNowFollowsThePathAndThePolicy() async throws {
         let network = FakeNetwork()
         let remote = URL(string: "http://example.invalid/f")!
         let local = URL(string: "http://127.0.0.1:9/f")!
+        network.send(nil)
         let offline = try manager(network) { $0.appliesNetworkPolicyToLoopback = false }
-        network.changeQuietly(nil)
-        #expect(!offline.mayStartNow(remote))
+        #expect(await eventually(timeout: 10) { !offline.mayStartNow(remote) })
         #expect(offline.mayStartNow(local), "loopback needs no network")
-        network.changeQuietly(.wifi)
-        #expect(offline.mayStartNow(remote))
-        let noCellular = try manager(network) { $0.allowsCellularAccess = false }
-        network.changeQuietly(.cellular)
-        #expect(!noCellular.mayStartNow(remote))
+        network.send(.wifi)
+        #expect(await eventually(timeout: 10) { offline.mayStartNow(remote) })
+        let cellular = FakeNetwork()
+        cellular.send(.cellular)
+        let noCellular = try manager(cellular) { $0.allowsCellularAccess = false }
+        #expect(await eventually(timeout: 10) { !noCellular.mayStartNow(remote) })
         var unwatched = DownloadManager.Configuration()
         unwatched.persistence = .ephemeral
         #expect(try DownloadManager(configuration: unwatched).mayStartNow(remote))

@@ -14,9 +14,10 @@
 /// no partial, no claim. Anything but a plain whole answer (a redirect, an error status, a
 /// failure, a larger file, a partial or a file already at the name, a digest that does not
 /// match, a name another download holds) declines, and the caller runs the full engine with
-/// the answer as its first probe (``PrefetchedProbe``): no request is made twice, a larger
-/// file's first range is held for the engine as its own probe's is, and the engine says what
-/// went wrong as it always does. So the full engine stays the one place where retries,
+/// the answer as its first probe (``PrefetchedProbe``): no answered request is made twice, a
+/// larger file's first range is held for the engine as its own probe's is, and the engine says
+/// what went wrong as it always does. A request that got no answer at all is the engine's to
+/// make again. So the full engine stays the one place where retries,
 /// resumes, redirects and errors are decided.
 package final class ExpressDownload: Sendable {
     /// How it ended.
@@ -24,7 +25,7 @@ package final class ExpressDownload: Sendable {
         /// Saved: the outcome, and how the answer began (for the `started` event).
         case saved(DownloadOutcome, status: Int, finalURL: URL)
         /// Not done here; nothing of it is left. The full engine takes the download, with the
-        /// answer so far as its first probe (nil: no request was made).
+        /// answer so far as its first probe (nil: no request was made, or it got no answer).
         case declined(PrefetchedProbe?)
     }
 
@@ -157,8 +158,9 @@ package final class ExpressDownload: Sendable {
 
 /// A probe's answer made ahead of its download (an express download's that declined), for the
 /// ``SegmentedDownloader`` to take as the answer to its own first probe: the same request, with
-/// its transfer ended, or paused after a larger file's head. Taken once; one never taken is
-/// cancelled when the last copy of its options goes, so a held transfer cannot outlive them.
+/// its transfer ended, or paused after a larger file's head. Taken once by the engine, or
+/// dropped (its transfer cancelled) by a download that goes another way or a stopped run; one
+/// never taken nor dropped is cancelled when the last copy of its options goes.
 package final class PrefetchedProbe: Sendable, Equatable {
     /// The probe's Range limit, and the URL asked.
     let limit: Int
