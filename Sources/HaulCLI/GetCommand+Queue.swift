@@ -22,44 +22,23 @@ extension GetCommand {
         let targets = urls.indices.map(managerTarget(for:))
         let allOptions = urls.indices.map(options(for:))
         let reporters = urls.indices.map { Reporter(output: output, url: urls[$0], number: places[$0]) }
-        let manage: @Sendable (Int, DownloadOptions?, @escaping @Sendable () -> Void) -> Void = {
-            index, options, finished in
-            let reporter = reporters[index]
-            let id = UUID()
-            numbers.withLock { $0[id] = places[index] }
-            _ = manager.add(
-                urls[index], to: targets[index], options: options ?? allOptions[index], id: id,
-                events: { reporter.report($0) },
-                completion: { result in
-                    let code = reporter.finished(result)
-                    codes.withLock { $0.append(code) }
-                    finished()
-                })
-        }
+        let manage = Self.managing(
+            manager, urls: urls, places: places, targets: targets, options: allOptions, reporters: reporters,
+            codes: codes, numbers: numbers)
         // Without a live display (drawn from the manager's items), small files take the express
         // way first.
         let feed =
             output.mode == .human
             ? nil
-            : ExpressFeed(
-                count: urls.count, jobs: jobs,
-                express: { [session = manager.session] index, ended in
-                    // A URL the network policy holds goes to the queue, which waits for the
-                    // network (or the path it allows).
-                    guard case .directory(let directory) = targets[index], manager.mayStartNow(urls[index]) else {
-                        return nil
-                    }
-                    return session.startExpress(
-                        urls[index], into: directory, options: allOptions[index], completion: ended)
-                },
-                manage: manage,
-                saved: { index, result, start in
-                    let reporter = reporters[index]
-                    reporter.report(.started(start))
-                    reporter.report(.progress(TransferProgress(completedBytes: result.bytes, totalBytes: result.bytes)))
-                    let code = reporter.finished(.success(result))
-                    codes.withLock { $0.append(code) }
-                })
+            : Self.expressFeed(
+                manager: manager, jobs: jobs, urls: urls, targets: targets, options: allOptions, manage: manage
+            ) { index, result, start in
+                let reporter = reporters[index]
+                reporter.report(.started(start))
+                reporter.report(.progress(TransferProgress(completedBytes: result.bytes, totalBytes: result.bytes)))
+                let code = reporter.finished(.success(result))
+                codes.withLock { $0.append(code) }
+            }
         if feed == nil {
             for index in urls.indices { manage(index, nil) {} }
         }
@@ -83,6 +62,47 @@ extension GetCommand {
             return .interrupted
         }
         return summarize(codes.get())
+    }
+
+    /// Hands URL `index` to the manager (with the options given, else its own), its number
+    /// noted first for the JSON lines; its outcome is reported and counted, then `finished` runs.
+    private static func managing(
+        _ manager: DownloadManager, urls: [URL], places: [Int], targets: [DownloadManager.Target],
+        options: [DownloadOptions], reporters: [Reporter], codes: Shared<[ExitCode]>, numbers: Shared<[UUID: Int]>
+    ) -> @Sendable (Int, DownloadOptions?, @escaping @Sendable () -> Void) -> Void {
+        { index, given, finished in
+            let reporter = reporters[index]
+            let id = UUID()
+            numbers.withLock { $0[id] = places[index] }
+            _ = manager.add(
+                urls[index], to: targets[index], options: given ?? options[index], id: id,
+                events: { reporter.report($0) },
+                completion: { result in
+                    let code = reporter.finished(result)
+                    codes.withLock { $0.append(code) }
+                    finished()
+                })
+        }
+    }
+
+    /// The feed of a run without a live display: URLs into a directory that the network policy
+    /// lets start now are tried the express way; the others, and those it declines, go to
+    /// `manage`.
+    private static func expressFeed(
+        manager: DownloadManager, jobs: Int, urls: [URL], targets: [DownloadManager.Target],
+        options: [DownloadOptions],
+        manage: @escaping @Sendable (Int, DownloadOptions?, @escaping @Sendable () -> Void) -> Void,
+        saved: @escaping @Sendable (Int, DownloadResult, DownloadStart) -> Void
+    ) -> ExpressFeed {
+        ExpressFeed(
+            count: urls.count, jobs: jobs,
+            express: { [session = manager.session] index, ended in
+                guard case .directory(let directory) = targets[index], manager.mayStartNow(urls[index]) else {
+                    return nil
+                }
+                return session.startExpress(urls[index], into: directory, options: options[index], completion: ended)
+            },
+            manage: manage, saved: saved)
     }
 
     /// Where the manager puts URL `index`: a list line's own file or directory, else `-d` (a
