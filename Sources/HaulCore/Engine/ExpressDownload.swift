@@ -33,9 +33,8 @@ package final class ExpressDownload: Sendable {
     private let directory: String
     private let options: EngineOptions
     private let claims = DestinationClaims.Owner()
-    /// Its transfer while it runs, and whether it was stopped (before or after the transfer
-    /// began).
-    private let task = Locked<(transfer: (any TransportTask)?, cancelled: Bool)>((nil, false))
+    /// Its transfer while it runs (set before ``start`` returns, so before any ``cancel()``).
+    private let task = Locked<(any TransportTask)?>(nil)
     /// Called once, then let go: what it holds (the caller's state, the answer it is given)
     /// must not live as long as a held transfer's callbacks.
     private let completion: Locked<(@Sendable (End) -> Void)?>
@@ -52,7 +51,7 @@ package final class ExpressDownload: Sendable {
             defer { c = nil }
             return c
         }
-        task.withLock { $0.transfer = nil }
+        task.set(nil)
         completion?(end)
     }
 
@@ -73,12 +72,7 @@ package final class ExpressDownload: Sendable {
 
     /// Stops it; it declines (a cancelled transfer, which the engine takes as a cancelled probe)
     /// unless its file is being saved.
-    package func cancel() {
-        task.withLock { t in
-            t.cancelled = true
-            return t.transfer
-        }?.cancel()
-    }
+    package func cancel() { task.get()?.cancel() }
 
     private func begin(limit: Int, connections: Int, transport: any HTTPTransport) {
         let store = DownloadStore(url: url, owner: claims, resume: options.resume, overwrite: options.overwrite)
@@ -98,12 +92,7 @@ package final class ExpressDownload: Sendable {
             chain, options: options, limit: limit, connections: connections, asking: nil)
         let fetch = ProbeFetch(limit: limit)
         let started = transport.start(request, handler: fetch)
-        if task.withLock({ t in
-            t.transfer = started
-            return t.cancelled
-        }) {
-            started.cancel()  // stopped while it was being started
-        }
+        task.set(started)
         // The answer is wrapped for the engine only when it declines: a wrapper held by these
         // callbacks could not cancel a held transfer nobody takes (see `PrefetchedProbe`).
         let answer = { @Sendable [url] in PrefetchedProbe(fetch: fetch, task: started, limit: limit, url: url) }
@@ -111,10 +100,11 @@ package final class ExpressDownload: Sendable {
             // No answer at all (a refused connection, a name that does not resolve, a stop):
             // nothing to hand over. The engine asks itself, when the network policy and its
             // retries say so, rather than taking an old failure for its own.
-            guard fetch.response != nil else { return end(.declined(nil)) }
-            guard case .success? = result, let response = fetch.response, !fetch.holding,
-                RedirectChain.target(of: response, askedFor: url) == nil,
-                let expected = fetch.expected, Int64(fetch.body.count) == expected
+            guard let response = fetch.response else { return end(.declined(nil)) }
+            // `expected` is set for a whole answer only (a 200 or a 206 for all of it: never a
+            // redirect or an error status).
+            guard case .success? = result, !fetch.holding, let expected = fetch.expected,
+                Int64(fetch.body.count) == expected
             else { return end(.declined(answer())) }
             save(fetch.body, response, store: store, answer: answer)
         }

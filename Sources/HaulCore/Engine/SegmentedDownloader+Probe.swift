@@ -224,14 +224,11 @@ final class ProbeFetch: TransportHandler, @unchecked Sendable {
 
     /// Waits for the end of the answer, or only for its head when it is held (then nil).
     func headOrEnd(of task: any TransportTask) async -> Result<Void, TransportError>? {
-        task.onFinish { [head] _ in head.fulfill(()) }
-        await head.value()
-        if holding { return nil }  // the transfer goes on, paused, for a connection to adopt
-        return await task.finished()
+        await withCheckedContinuation { c in onHeadOrEnd(of: task) { c.resume(returning: $0) } }
     }
 
     /// Calls `body` once: with nil when a larger file's first range is held (the transfer goes
-    /// on, paused), else with the transfer's end. For a caller that is not a task.
+    /// on, paused, for a connection to adopt), else with the transfer's end.
     func onHeadOrEnd(of task: any TransportTask, _ body: @escaping @Sendable (Result<Void, TransportError>?) -> Void) {
         let called = Locked(false)
         let once: @Sendable (Result<Void, TransportError>?) -> Void = { result in

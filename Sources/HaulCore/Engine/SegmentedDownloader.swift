@@ -39,9 +39,6 @@ package final class SegmentedDownloader: Sendable {
     let onEvent: @Sendable (DownloadEngineEvent) -> Void
     /// The download's claim on its file, shared with the one-connection download it may become.
     private let claims = DestinationClaims.Owner()
-    /// The answer to the first probe, when it was made ahead (``EngineOptions/prefetched``):
-    /// taken by the probe, or dropped (its transfer cancelled) by a download that makes none.
-    private let first: Locked<PrefetchedProbe?>
 
     package init(
         url: URL, target: DownloadTarget, options: EngineOptions, segments: SegmentOptions,
@@ -53,7 +50,6 @@ package final class SegmentedDownloader: Sendable {
         self.segmentOptions = segments
         self.transport = transport
         self.onEvent = onEvent
-        first = Locked(options.prefetched)
     }
 
     private var store: DownloadStore {
@@ -199,15 +195,11 @@ package final class SegmentedDownloader: Sendable {
             lastModified: probe.lastModified)
     }
 
-    /// The prefetched answer, for a fresh download's first probe to `url` with `limit`: taken
-    /// once; nil (and its transfer cancelled) when it was not made for this probe.
+    /// The answer to the first probe made ahead (``EngineOptions/prefetched``), for a fresh
+    /// download's first probe to `url` with `limit`: taken once; nil (and its transfer
+    /// cancelled) when it was not made for this probe.
     func takePrefetched(limit: Int) -> (ProbeFetch, any TransportTask)? {
-        guard
-            let prefetched = first.withLock({ f in
-                defer { f = nil }
-                return f
-            })
-        else { return nil }
+        guard let prefetched = options.prefetched else { return nil }
         guard prefetched.limit == limit, prefetched.url == url else {
             prefetched.drop()
             return nil
@@ -215,13 +207,9 @@ package final class SegmentedDownloader: Sendable {
         return prefetched.take()
     }
 
-    /// Cancels the prefetched answer's transfer, if it was not taken.
-    func dropPrefetched() {
-        first.withLock { f in
-            defer { f = nil }
-            return f
-        }?.drop()
-    }
+    /// Cancels the prefetched answer's transfer, if it was not taken (a download that makes no
+    /// probe, or one that asks another question).
+    func dropPrefetched() { options.prefetched?.drop() }
 
     /// A range answer did not match: never mix versions. The partial goes, and the download
     /// starts over on one connection.
