@@ -110,7 +110,7 @@ let package = Package(
             dependencies: ["Haul", "HaulCore", "HaulFoundation", "HaulTestSupport", "HaulTestTraits"]),
         // Golden/: the expected output of GoldenOutputTests, read from the source tree.
         .testTarget(
-            name: "HaulCLITests", dependencies: ["HaulCLI", "HaulTestSupport", "HaulCore", "HaulTestTraits"],
+            name: "HaulCLITests", dependencies: ["HaulCLI", "Haul", "HaulTestSupport", "HaulCore", "HaulTestTraits"],
             exclude: ["Golden"]),
     ],
     swiftLanguageModes: [.v6]

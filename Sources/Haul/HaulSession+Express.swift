@@ -24,7 +24,7 @@ extension HaulSession {
     /// called once, on a thread of the transport or the file worker (possibly before this
     /// returns).
     package func startExpress(
-        _ url: URL, into directory: URL, options: DownloadOptions,
+        _ url: URL, into directory: URL, options: DownloadOptions, saving: @escaping @Sendable () -> Void = {},
         completion: @escaping @Sendable (ExpressEnd) -> Void
     ) -> ExpressDownload? {
         guard options.connections > 1, options.checksums.isEmpty, !options.overwrite, !options.revalidatesExistingFile,
@@ -34,7 +34,7 @@ extension HaulSession {
         else { return nil }
         return ExpressDownload.start(
             url, into: Sys.lexicallyNormalized(directory.path), options: engineOptions,
-            minSplit: options.minSplitSize, connections: options.connections, transport: transport
+            minSplit: options.minSplitSize, connections: options.connections, transport: transport, saving: saving
         ) { end in
             switch end {
             case .declined(let prefetched):

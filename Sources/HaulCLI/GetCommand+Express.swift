@@ -10,14 +10,18 @@ import HaulCore
 /// `-j` with no live display (`-q`, `--json`): each URL is first tried the express way
 /// (``HaulSession/startExpress(_:into:options:completion:)``, docs/small-downloads.md), which
 /// saves a small file without a task or a manager's item; one it declines goes to the run's
-/// ``DownloadManager`` as every URL does otherwise. At most `-j` downloads run at once, express
-/// and managed together.
+/// ``DownloadManager`` as every URL does otherwise. At most `-j` downloads transfer at once,
+/// express and managed together. An express download whose transfer has ended frees its place
+/// while its file is saved, so the next request does not wait for a sync; no URL starts while
+/// `-j` files wait for their save, so fewer than twice `-j` bodies are held.
 final class ExpressFeed: Sendable {
     private struct State {
         /// The next URL to start.
         var next = 0
-        /// Express downloads started and not ended.
+        /// Express downloads started and not transferred.
         var running = 0
+        /// Express downloads transferred whose file is being saved.
+        var saving: Set<Int> = []
         /// URLs handed to the manager and not finished.
         var managed = 0
         var stopped = false
@@ -34,8 +38,11 @@ final class ExpressFeed: Sendable {
 
     private let count: Int
     private let jobs: Int
-    /// Starts URL `index` the express way; nil where it takes the manager at once.
-    private let express: @Sendable (Int, @escaping @Sendable (HaulSession.ExpressEnd) -> Void) -> ExpressDownload?
+    /// Starts URL `index` the express way, given what to call when its save begins and when it
+    /// ends; nil where it takes the manager at once.
+    private let express:
+        @Sendable (Int, @escaping @Sendable () -> Void, @escaping @Sendable (HaulSession.ExpressEnd) -> Void) ->
+            ExpressDownload?
     /// Hands URL `index` to the manager, with the options of a declined express download (nil:
     /// the URL's own); the closure given is called when it has finished.
     private let manage: @Sendable (Int, DownloadOptions?, @escaping @Sendable () -> Void) -> Void
@@ -45,7 +52,11 @@ final class ExpressFeed: Sendable {
 
     init(
         count: Int, jobs: Int,
-        express: @escaping @Sendable (Int, @escaping @Sendable (HaulSession.ExpressEnd) -> Void) -> ExpressDownload?,
+        express:
+            @escaping @Sendable (
+                Int, @escaping @Sendable () -> Void, @escaping @Sendable (HaulSession.ExpressEnd) -> Void
+            )
+            -> ExpressDownload?,
         manage: @escaping @Sendable (Int, DownloadOptions?, @escaping @Sendable () -> Void) -> Void,
         saved: @escaping @Sendable (Int, DownloadResult, DownloadStart) -> Void
     ) {
@@ -93,7 +104,7 @@ final class ExpressFeed: Sendable {
         guard mine else { return }
         repeat {
             while let index = take() {
-                if let handle = express(index, { [self] end in ended(index, end) }) {
+                if let handle = express(index, { [self] in saving(index) }, { [self] end in ended(index, end) }) {
                     let stopped = state.withLock { s -> Bool in
                         if s.live.contains(index) { s.handles[index] = handle }
                         return s.stopped
@@ -109,7 +120,7 @@ final class ExpressFeed: Sendable {
             return s.again
         }
         let fed = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            guard !s.isFed, s.running == 0, s.stopped || s.next == count else { return nil }
+            guard !s.isFed, s.running == 0, s.saving.isEmpty, s.stopped || s.next == count else { return nil }
             s.isFed = true
             defer { s.fed = nil }
             return s.fed
@@ -117,15 +128,28 @@ final class ExpressFeed: Sendable {
         fed?.resume()
     }
 
-    /// The next URL to start, counted as running, while fewer than `-j` run.
+    /// The next URL to start, counted as running, while fewer than `-j` transfer and fewer than
+    /// `-j` files wait for their save.
     private func take() -> Int? {
         state.withLock { s -> Int? in
-            guard !s.stopped, s.next < count, s.running + s.managed < jobs else { return nil }
+            guard !s.stopped, s.next < count, s.running + s.managed < jobs, s.saving.count < jobs else { return nil }
             s.next += 1
             s.running += 1
             s.live.insert(s.next - 1)
             return s.next - 1
         }
+    }
+
+    /// URL `index` has its whole file and is being saved: its place goes to the next URL, which
+    /// starts here, on the transport's thread (no hop and no wake-up before its request; what
+    /// an express start does there is a stat of its directory and, the first time a directory
+    /// is met, the listing of its resume records).
+    private func saving(_ index: Int) {
+        state.withLock { s in
+            s.running -= 1
+            s.saving.insert(index)
+        }
+        pump()
     }
 
     private func ended(_ index: Int, _ end: HaulSession.ExpressEnd) {
@@ -147,7 +171,7 @@ final class ExpressFeed: Sendable {
     /// URL `index` no longer runs the express way.
     private func finish(_ index: Int) {
         state.withLock { s in
-            s.running -= 1
+            if s.saving.remove(index) == nil { s.running -= 1 }
             s.live.remove(index)
             s.handles[index] = nil
         }

@@ -96,11 +96,12 @@ extension GetCommand {
     ) -> ExpressFeed {
         ExpressFeed(
             count: urls.count, jobs: jobs,
-            express: { [session = manager.session] index, ended in
+            express: { [session = manager.session] index, saving, ended in
                 guard case .directory(let directory) = targets[index], manager.mayStartNow(urls[index]) else {
                     return nil
                 }
-                return session.startExpress(urls[index], into: directory, options: options[index], completion: ended)
+                return session.startExpress(
+                    urls[index], into: directory, options: options[index], saving: saving, completion: ended)
             },
             manage: manage, saved: saved)
     }

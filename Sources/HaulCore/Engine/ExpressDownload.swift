@@ -38,11 +38,18 @@ package final class ExpressDownload: Sendable {
     /// Called once, then let go: what it holds (the caller's state, the answer it is given)
     /// must not live as long as a held transfer's callbacks.
     private let completion: Locked<(@Sendable (End) -> Void)?>
+    /// Called when its transfer has ended with the whole file and the save begins; let go then,
+    /// or at the end.
+    private let saving: Locked<(@Sendable () -> Void)?>
 
-    private init(url: URL, directory: String, options: EngineOptions, completion: @escaping @Sendable (End) -> Void) {
+    private init(
+        url: URL, directory: String, options: EngineOptions, saving: @escaping @Sendable () -> Void,
+        completion: @escaping @Sendable (End) -> Void
+    ) {
         self.url = url
         self.directory = directory
         self.options = options
+        self.saving = Locked(saving)
         self.completion = Locked(completion)
     }
 
@@ -51,6 +58,7 @@ package final class ExpressDownload: Sendable {
             defer { c = nil }
             return c
         }
+        saving.set(nil)
         task.set(nil)
         completion?(end)
     }
@@ -58,13 +66,19 @@ package final class ExpressDownload: Sendable {
     /// Starts the download of `url` into `directory` (absolute, normalised). `minSplit` and
     /// `connections`: the download's, for the probe's limit and its pacing share.
     /// `completion` is called once, on the transport's or the file worker's thread, possibly
-    /// before this returns.
+    /// before this returns. `saving`, called at most once, on the transport's thread, says that
+    /// the transfer has ended with the whole file and its save begins: a caller that paces
+    /// downloads by their transfers may start the next from there (the transport takes a start
+    /// from its own thread without a wake-up). `completion` follows, once the file is saved or
+    /// the save declined.
     @discardableResult
     package static func start(
         _ url: URL, into directory: String, options: EngineOptions, minSplit: Int64, connections: Int,
-        transport: any HTTPTransport, completion: @escaping @Sendable (End) -> Void
+        transport: any HTTPTransport, saving: @escaping @Sendable () -> Void = {},
+        completion: @escaping @Sendable (End) -> Void
     ) -> ExpressDownload {
-        let download = ExpressDownload(url: url, directory: directory, options: options, completion: completion)
+        let download = ExpressDownload(
+            url: url, directory: directory, options: options, saving: saving, completion: completion)
         download.begin(
             limit: SegmentedDownloader.probeLimit(minSplit: minSplit), connections: connections, transport: transport)
         return download
@@ -106,6 +120,11 @@ package final class ExpressDownload: Sendable {
             guard case .success? = result, !fetch.holding, let expected = fetch.expected,
                 Int64(fetch.body.count) == expected
             else { return end(.declined(answer())) }
+            let toldSaving = saving.withLock { s in
+                defer { s = nil }
+                return s
+            }
+            toldSaving?()
             save(fetch.body, response, store: store, answer: answer)
         }
     }

@@ -1,0 +1,65 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import HaulTestTraits
+import Testing
+
+@testable import HaulCLI
+@testable import HaulCore
+
+/// `haul get -j` without a live display feeds URLs the express way (docs/small-downloads.md):
+/// `-j` transfers at once, and a file being saved no longer holds its place.
+@Suite("The express feed", .fewAtOnce)
+struct ExpressFeedTests {
+    /// While two files wait for a slow disk (-j 2), a third URL is asked for (the first file's
+    /// place was freed when its transfer ended), and no more: no URL starts while -j files wait
+    /// for their save (or -j transfer). Every file is saved once the disk goes on.
+    @Test func aFileBeingSavedFreesItsPlaceUntilJFilesWait() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let names = ["a", "b", "c", "d", "e"]
+        let urls = names.map { server.url("/\($0).bin?size=3000") }
+        // a's and b's syncs are held (one of them may wait behind the other in a group of the
+        // file worker's: either way both wait for their save).
+        let hold = SyncHold([dir.file("a.bin.part"), dir.file("b.bin.part")])
+        defer { hold.remove() }
+        var configuration = HaulConfiguration()
+        configuration.cache = nil
+        let session = HaulSession(configuration: configuration)
+        var options = DownloadOptions()
+        options.connections = 4
+        let saved = Locked<Set<Int>>([])
+        let managed = Locked<Set<Int>>([])
+        let feed = ExpressFeed(
+            count: urls.count, jobs: 2,
+            express: { [options] index, saving, ended in
+                session.startExpress(urls[index], into: dir.url, options: options, saving: saving, completion: ended)
+            },
+            manage: { index, _, finished in
+                managed.withLock { _ = $0.insert(index) }
+                finished()
+            },
+            saved: { index, _, _ in saved.withLock { _ = $0.insert(index) } })
+        let run = Task { await feed.run() }
+        defer { run.cancel() }
+
+        let asked = { Set(server.requests.map(\.path)) }
+        for _ in 0..<3000 where hold.held.isEmpty || !asked().contains("/c.bin") {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        #expect(!hold.held.isEmpty, "a save is held")
+        #expect(asked() == ["/a.bin", "/b.bin", "/c.bin"], "c started while a file was being saved")
+        // d must not start while a and b wait (looked at again after the feed has had time to).
+        try await Task.sleep(nanoseconds: 200_000_000)
+        #expect(asked() == ["/a.bin", "/b.bin", "/c.bin"], "no fourth URL while two files wait for their save")
+        #expect(!saved.get().contains(0) && !saved.get().contains(1))
+
+        hold.release()
+        for _ in 0..<3000 where saved.get().count < names.count { try await Task.sleep(nanoseconds: 10_000_000) }
+        #expect(saved.get() == [0, 1, 2, 3, 4])
+        #expect(managed.get().isEmpty)
+        for name in names { expectFile(dir.file("\(name).bin"), equals: TestContent.bytes(count: 3000)) }
+        #expect(server.requests.count == names.count, "each URL asked once")
+    }
+}
