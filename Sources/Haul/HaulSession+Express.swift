@@ -20,9 +20,10 @@ extension HaulSession {
 
     /// Starts `url` into `directory` the express way, or returns nil where its options need
     /// the full engine: one connection (its request has no Range), digests to check,
-    /// `overwrite`, revalidation, a reachability check, a resource timeout. `completion` is
-    /// called once, on a thread of the transport or the file worker (possibly before this
-    /// returns).
+    /// `overwrite`, revalidation, a reachability check, a resource timeout. `saving` is called
+    /// (at most once, usually on the transport's thread) when the whole file has come and its
+    /// save begins; `completion` once, on a thread of the transport or the file worker (possibly
+    /// before this returns).
     package func startExpress(
         _ url: URL, into directory: URL, options: DownloadOptions, saving: @escaping @Sendable () -> Void = {},
         completion: @escaping @Sendable (ExpressEnd) -> Void

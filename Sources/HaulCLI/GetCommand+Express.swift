@@ -8,24 +8,27 @@ import HaulCore
 #endif
 
 /// `-j` with no live display (`-q`, `--json`): each URL is first tried the express way
-/// (``HaulSession/startExpress(_:into:options:completion:)``, docs/small-downloads.md), which
+/// (``HaulSession/startExpress(_:into:options:saving:completion:)``, docs/small-downloads.md), which
 /// saves a small file without a task or a manager's item; one it declines goes to the run's
 /// ``DownloadManager`` as every URL does otherwise. At most `-j` downloads transfer at once,
 /// express and managed together. An express download whose transfer has ended frees its place
 /// while its file is saved, so the next request does not wait for a sync; no URL starts while
-/// `-j` files wait for their save, so fewer than twice `-j` bodies are held.
+/// `-j` files wait for their save, so fewer than twice `-j` bodies are held. A save that declines
+/// waits for a place before the manager takes it.
 final class ExpressFeed: Sendable {
     private struct State {
         /// The next URL to start.
         var next = 0
         /// Express downloads started and not transferred.
-        var running = 0
+        var transferring: Set<Int> = []
         /// Express downloads transferred whose file is being saved.
         var saving: Set<Int> = []
+        /// Saves that declined, with their options, waiting for a place to go to the manager.
+        var declinedSaves: [Int: DownloadOptions] = [:]
         /// URLs handed to the manager and not finished.
         var managed = 0
         var stopped = false
-        /// The URLs counted in `running`, and the express downloads among them (for a stop).
+        /// The URLs in any of the three above, and the express downloads among them (for a stop).
         var live: Set<Int> = []
         var handles: [Int: ExpressDownload] = [:]
         /// Whether a thread is starting URLs, and whether it should look again: a start can end
@@ -84,11 +87,15 @@ final class ExpressFeed: Sendable {
 
     /// Ctrl-C: no URL starts any more, and the express downloads stop (they leave nothing).
     func stop() {
-        let handles = state.withLock { s -> [ExpressDownload] in
+        let (handles, declined) = state.withLock { s -> ([ExpressDownload], [Int: DownloadOptions]) in
             s.stopped = true
-            return Array(s.handles.values)
+            return (Array(s.handles.values), s.declinedSaves)
         }
         for handle in handles { handle.cancel() }
+        for (index, options) in declined {
+            options.prefetched?.drop()
+            finish(index)
+        }
         pump()
     }
 
@@ -103,6 +110,7 @@ final class ExpressFeed: Sendable {
         }
         guard mine else { return }
         repeat {
+            while let (index, options) = takeDeclinedSave() { handOver(index, options: options) }
             while let index = take() {
                 if let handle = express(index, { [self] in saving(index) }, { [self] end in ended(index, end) }) {
                     let stopped = state.withLock { s -> Bool in
@@ -120,7 +128,9 @@ final class ExpressFeed: Sendable {
             return s.again
         }
         let fed = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            guard !s.isFed, s.running == 0, s.saving.isEmpty, s.stopped || s.next == count else { return nil }
+            guard !s.isFed, s.transferring.isEmpty, s.saving.isEmpty, s.declinedSaves.isEmpty,
+                s.stopped || s.next == count
+            else { return nil }
             s.isFed = true
             defer { s.fed = nil }
             return s.fed
@@ -128,25 +138,37 @@ final class ExpressFeed: Sendable {
         fed?.resume()
     }
 
-    /// The next URL to start, counted as running, while fewer than `-j` transfer and fewer than
-    /// `-j` files wait for their save.
+    /// A declined save to hand to the manager, while fewer than `-j` transfer.
+    private func takeDeclinedSave() -> (Int, DownloadOptions)? {
+        state.withLock { s -> (Int, DownloadOptions)? in
+            guard !s.stopped, s.transferring.count + s.managed < jobs, let index = s.declinedSaves.keys.min(),
+                let options = s.declinedSaves.removeValue(forKey: index)
+            else { return nil }
+            return (index, options)
+        }
+    }
+
+    /// The next URL to start, counted as transferring, while fewer than `-j` transfer, fewer than
+    /// `-j` files wait for their save and no declined save waits for a place.
     private func take() -> Int? {
         state.withLock { s -> Int? in
-            guard !s.stopped, s.next < count, s.running + s.managed < jobs, s.saving.count < jobs else { return nil }
+            guard !s.stopped, s.next < count, s.transferring.count + s.managed < jobs, s.saving.count < jobs,
+                s.declinedSaves.isEmpty
+            else { return nil }
             s.next += 1
-            s.running += 1
+            s.transferring.insert(s.next - 1)
             s.live.insert(s.next - 1)
             return s.next - 1
         }
     }
 
     /// URL `index` has its whole file and is being saved: its place goes to the next URL, which
-    /// starts here, on the transport's thread (no hop and no wake-up before its request; what
-    /// an express start does there is a stat of its directory and, the first time a directory
-    /// is met, the listing of its resume records).
+    /// starts here, usually on the transport's thread (no hop, and with libcurl no wake-up,
+    /// before its request). An express start does `mkdir -p` of its directory there (a stat
+    /// when it exists); its resume records were listed before the run (`expressFeed`).
     private func saving(_ index: Int) {
         state.withLock { s in
-            s.running -= 1
+            s.transferring.remove(index)
             s.saving.insert(index)
         }
         pump()
@@ -158,10 +180,16 @@ final class ExpressFeed: Sendable {
             saved(index, result, start)
             finish(index)
         case .declined(let options):
-            if state.withLock({ $0.stopped }) {
+            let (stopped, waits) = state.withLock { s -> (Bool, Bool) in
+                // A save that declined gave up its place: it waits for one.
+                guard !s.stopped, s.saving.remove(index) != nil else { return (s.stopped, false) }
+                s.declinedSaves[index] = options
+                return (false, true)
+            }
+            if stopped {
                 options.prefetched?.drop()  // after a stop, the answer so far goes (its transfer cancelled)
                 finish(index)
-            } else {
+            } else if !waits {
                 handOver(index, options: options)
             }
         }
@@ -171,7 +199,9 @@ final class ExpressFeed: Sendable {
     /// URL `index` no longer runs the express way.
     private func finish(_ index: Int) {
         state.withLock { s in
-            if s.saving.remove(index) == nil { s.running -= 1 }
+            s.transferring.remove(index)
+            s.saving.remove(index)
+            s.declinedSaves[index] = nil
             s.live.remove(index)
             s.handles[index] = nil
         }
@@ -180,7 +210,7 @@ final class ExpressFeed: Sendable {
     /// URL `index` goes to the manager; it counts against `-j` until it finishes there.
     private func handOver(_ index: Int, options: DownloadOptions?) {
         state.withLock { $0.managed += 1 }
-        // In the manager before it stops counting as running: the run must not end between.
+        // In the manager before it stops counting here: the run must not end between.
         manage(index, options) { [self] in
             state.withLock { $0.managed -= 1 }
             pump()

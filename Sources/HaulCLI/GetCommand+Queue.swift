@@ -1,4 +1,5 @@
 import Haul
+import HaulCore
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -94,7 +95,13 @@ extension GetCommand {
         manage: @escaping @Sendable (Int, DownloadOptions?, @escaping @Sendable () -> Void) -> Void,
         saved: @escaping @Sendable (Int, DownloadResult, DownloadStart) -> Void
     ) -> ExpressFeed {
-        ExpressFeed(
+        // The next URL may start on the transport's thread, which must not wait for a listing of
+        // a directory's resume records: each directory there is listed now (one made later is
+        // empty when its first download lists it).
+        var directories = Set<String>()
+        for case .directory(let directory) in targets { directories.insert(Sys.lexicallyNormalized(directory.path)) }
+        for path in directories where Sys.isDirectory(path) { RecordIndex.shared.prepare(path) }
+        return ExpressFeed(
             count: urls.count, jobs: jobs,
             express: { [session = manager.session] index, saving, ended in
                 guard case .directory(let directory) = targets[index], manager.mayStartNow(urls[index]) else {

@@ -11,18 +11,19 @@ import Testing
 /// `-j` transfers at once, and a file being saved no longer holds its place.
 @Suite("The express feed", .fewAtOnce)
 struct ExpressFeedTests {
-    /// While two files wait for a slow disk (-j 2), a third URL is asked for (the first file's
-    /// place was freed when its transfer ended), and no more: no URL starts while -j files wait
-    /// for their save (or -j transfer). Every file is saved once the disk goes on.
+    /// While files wait for a slow disk (-j 2), a third URL is asked for (the first file's place
+    /// was freed when its transfer ended), and no more: no URL starts while -j files wait for
+    /// their save (or -j transfer). Every file is saved once the disk goes on.
     @Test func aFileBeingSavedFreesItsPlaceUntilJFilesWait() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let names = ["a", "b", "c", "d", "e"]
         let urls = names.map { server.url("/\($0).bin?size=3000") }
-        // a's and b's syncs are held (one of them may wait behind the other in a group of the
-        // file worker's: either way both wait for their save).
-        let hold = SyncHold([dir.file("a.bin.part"), dir.file("b.bin.part")])
+        // Every sync is held (one may wait behind another in a group of the file worker's: either
+        // way each waits for its save), so that whichever two transfers end first, the third URL
+        // is the last to start.
+        let hold = SyncHold(Set(names.map { dir.file("\($0).bin.part") }))
         defer { hold.remove() }
         var configuration = HaulConfiguration()
         configuration.cache = nil
@@ -50,10 +51,10 @@ struct ExpressFeedTests {
         }
         #expect(!hold.held.isEmpty, "a save is held")
         #expect(asked() == ["/a.bin", "/b.bin", "/c.bin"], "c started while a file was being saved")
-        // d must not start while a and b wait (looked at again after the feed has had time to).
+        // No fourth URL while two files wait (looked at again after the feed has had time to).
         try await Task.sleep(nanoseconds: 200_000_000)
         #expect(asked() == ["/a.bin", "/b.bin", "/c.bin"], "no fourth URL while two files wait for their save")
-        #expect(!saved.get().contains(0) && !saved.get().contains(1))
+        #expect(saved.get().isEmpty)
 
         hold.release()
         for _ in 0..<3000 where saved.get().count < names.count { try await Task.sleep(nanoseconds: 10_000_000) }
@@ -61,5 +62,54 @@ struct ExpressFeedTests {
         #expect(managed.get().isEmpty)
         for name in names { expectFile(dir.file("\(name).bin"), equals: TestContent.bytes(count: 3000)) }
         #expect(server.requests.count == names.count, "each URL asked once")
+    }
+
+    /// A save that declines (a URL whose file has the name another one's save holds) goes to the manager once, with the answer it has, and the run ends
+    /// when both have: nothing counted twice, nothing waiting for ever.
+    @Test func aSaveThatDeclinesGoesToTheManagerOnce() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let urls = [server.url("/x/same.bin?size=3000&seed=1"), server.url("/y/same.bin?size=3000&seed=2")]
+        let hold = SyncHold([dir.file("same.bin.part")])
+        defer { hold.remove() }
+        var configuration = HaulConfiguration()
+        configuration.cache = nil
+        let session = HaulSession(configuration: configuration)
+        var options = DownloadOptions()
+        options.connections = 4
+        let saved = Locked<[Int]>([])
+        let managed = Locked<[(Int, Bool)]>([])
+        let feed = ExpressFeed(
+            count: urls.count, jobs: 2,
+            express: { [options] index, saving, ended in
+                session.startExpress(urls[index], into: dir.url, options: options, saving: saving, completion: ended)
+            },
+            manage: { index, options, finished in
+                managed.withLock { $0.append((index, options?.prefetched != nil)) }
+                options?.prefetched?.drop()
+                finished()
+            },
+            saved: { index, _, _ in saved.withLock { $0.append(index) } })
+        let done = Locked(false)
+        let run = Task {
+            await feed.run()
+            done.set(true)
+        }
+        defer { run.cancel() }
+        for _ in 0..<3000 where hold.held.isEmpty || managed.get().isEmpty {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        // Whichever transfer ended first claimed the name; the other went to the manager.
+        #expect(managed.get().count == 1, "one URL went to the manager")
+        #expect(managed.get().first?.1 == true, "with the answer it had")
+        #expect(!done.get(), "the run waits for the first's save")
+        hold.release()
+        for _ in 0..<3000 where !done.get() { try await Task.sleep(nanoseconds: 10_000_000) }
+        #expect(done.get())
+        #expect(managed.get().count == 1)
+        guard let first = saved.get().first, let other = managed.get().first?.0 else { return }
+        #expect(saved.get().count == 1 && first != other)
+        expectFile(dir.file("same.bin"), equals: TestContent.bytes(seed: first + 1, count: 3000))
     }
 }

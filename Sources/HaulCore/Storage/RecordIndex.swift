@@ -28,24 +28,30 @@ package final class RecordIndex: Sendable {
 
     /// The destination of the partial in `dir` whose record names `url` (redacted), if any.
     package func destination(of url: String, in dir: String) -> String? {
-        var known = state.withLock { $0.directories[dir] }
-        if known == nil {
-            let listed = Self.list(dir)
-            known = state.withLock { s in
-                s.listings[dir, default: 0] += 1
-                // Records noted while this listing ran win over it.
-                let merged = listed.merging(s.directories[dir] ?? [:]) { _, noted in noted }
-                s.directories[dir] = merged
-                for (url, destination) in merged { s.owners[destination] = url }
-                return merged
-            }
-        }
-        guard let destination = known?[url] else { return nil }
+        guard let destination = listing(of: dir)[url] else { return nil }
         guard Self.recordURL(at: destination) == url else {
             removed(destination: destination)
             return nil
         }
         return destination
+    }
+
+    /// Lists `dir` now unless it was listed before: a caller about to look up many URLs from a
+    /// thread that must not wait for a directory's records (the transport's) lists it first.
+    package func prepare(_ dir: String) { _ = listing(of: dir) }
+
+    /// The index of `dir`, listed the first time.
+    private func listing(of dir: String) -> [String: String] {
+        if let known = state.withLock({ $0.directories[dir] }) { return known }
+        let listed = Self.list(dir)
+        return state.withLock { s in
+            s.listings[dir, default: 0] += 1
+            // Records noted while this listing ran win over it.
+            let merged = listed.merging(s.directories[dir] ?? [:]) { _, noted in noted }
+            s.directories[dir] = merged
+            for (url, destination) in merged { s.owners[destination] = url }
+            return merged
+        }
     }
 
     /// A record for `url` was written at `destination` (ignored until its directory is listed:
