@@ -28,7 +28,8 @@ final class ExpressFeed: Sendable {
         /// URLs handed to the manager and not finished.
         var managed = 0
         var stopped = false
-        /// The URLs in any of the three above, and the express downloads among them (for a stop).
+        /// The URLs started and not finished here (transferring, saving, declined or being handed
+        /// over), and the express downloads among them (for a stop).
         var live: Set<Int> = []
         var handles: [Int: ExpressDownload] = [:]
         /// Whether a thread is starting URLs, and whether it should look again: a start can end
@@ -128,9 +129,8 @@ final class ExpressFeed: Sendable {
             return s.again
         }
         let fed = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            guard !s.isFed, s.transferring.isEmpty, s.saving.isEmpty, s.declinedSaves.isEmpty,
-                s.stopped || s.next == count
-            else { return nil }
+            // `live`, not the sets: a URL leaves it only once the manager has it (`handOver`).
+            guard !s.isFed, s.live.isEmpty, s.stopped || s.next == count else { return nil }
             s.isFed = true
             defer { s.fed = nil }
             return s.fed

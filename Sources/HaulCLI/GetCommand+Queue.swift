@@ -96,10 +96,12 @@ extension GetCommand {
         saved: @escaping @Sendable (Int, DownloadResult, DownloadStart) -> Void
     ) -> ExpressFeed {
         // The next URL may start on the transport's thread, which must not wait for a listing of
-        // a directory's resume records: each directory there is listed now (one made later is
-        // empty when its first download lists it).
+        // a directory's resume records: each directory a resuming download looks in is listed
+        // now (one made later is empty when its first download lists it).
         var directories = Set<String>()
-        for case .directory(let directory) in targets { directories.insert(Sys.lexicallyNormalized(directory.path)) }
+        for (index, target) in targets.enumerated() where options[index].resume {
+            if case .directory(let directory) = target { directories.insert(Sys.lexicallyNormalized(directory.path)) }
+        }
         for path in directories where Sys.isDirectory(path) { RecordIndex.shared.prepare(path) }
         return ExpressFeed(
             count: urls.count, jobs: jobs,

@@ -112,4 +112,60 @@ struct ExpressFeedTests {
         #expect(saved.get().count == 1 && first != other)
         expectFile(dir.file("same.bin"), equals: TestContent.bytes(seed: first + 1, count: 3000))
     }
+
+    /// A save that declines after its place went to the next URL waits for a place: with -j 3,
+    /// one place held by the manager and two slow transfers, it goes to the manager only when
+    /// the manager's download has finished.
+    @Test func aDeclinedSaveWaitsForAPlace() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let urls = [
+            server.url("/m.bin?size=1000"), server.url("/x/same.bin?size=3000&seed=1"),
+            server.url("/y/same.bin?size=3000&seed=2"), server.url("/z.bin?size=300000&rate=150000"),
+            server.url("/w.bin?size=300000&rate=150000"),
+        ]
+        let hold = SyncHold([dir.file("same.bin.part")])
+        defer { hold.remove() }
+        var configuration = HaulConfiguration()
+        configuration.cache = nil
+        let session = HaulSession(configuration: configuration)
+        var options = DownloadOptions()
+        options.connections = 4
+        let managed = Locked<[Int]>([])
+        let firstFinished = Locked<(@Sendable () -> Void)?>(nil)
+        let feed = ExpressFeed(
+            count: urls.count, jobs: 3,
+            express: { [options] index, saving, ended in
+                guard index > 0 else { return nil }  // the first URL takes the manager and holds its place
+                return session.startExpress(
+                    urls[index], into: dir.url, options: options, saving: saving, completion: ended)
+            },
+            manage: { index, options, finished in
+                managed.withLock { $0.append(index) }
+                options?.prefetched?.drop()
+                if index == 0 { firstFinished.set(finished) } else { finished() }
+            },
+            saved: { _, _, _ in })
+        let done = Locked(false)
+        let run = Task {
+            await feed.run()
+            done.set(true)
+        }
+        defer { run.cancel() }
+        let asked = { Set(server.requests.map(\.path)) }
+        for _ in 0..<3000 where hold.held.isEmpty || !asked().isSuperset(of: ["/z.bin", "/w.bin"]) {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        // One of x and y is being saved, the other declined; z and w transfer; the manager holds
+        // m: three places taken, so the declined one waits.
+        try await Task.sleep(nanoseconds: 300_000_000)
+        #expect(managed.get() == [0], "the declined save waits while -j are taken")
+        firstFinished.get()?()
+        for _ in 0..<3000 where managed.get().count < 2 { try await Task.sleep(nanoseconds: 10_000_000) }
+        #expect(managed.get().count == 2 && Set(managed.get()[1...]).isSubset(of: [1, 2]), "then it goes")
+        hold.release()
+        for _ in 0..<3000 where !done.get() { try await Task.sleep(nanoseconds: 10_000_000) }
+        #expect(done.get())
+    }
 }
