@@ -277,10 +277,12 @@ package final class CookieJar: Sendable {
 
     /// The cookies for a request to `url`, in the order they are sent.
     package func cookies(for url: URL, now: Int64 = CookieJar.now()) -> [StoredCookie] {
-        guard let host = url.host?.lowercased() else { return [] }
+        // An empty jar (most runs) asks nothing of the URL: its parts cost more than the look.
+        let all = all(now: now)
+        guard !all.isEmpty, let host = url.host?.lowercased() else { return [] }
         let secure = url.scheme?.lowercased() == "https"
         let path = url.path(percentEncoded: true).isEmpty ? "/" : url.path(percentEncoded: true)
-        return all(now: now).filter { c in
+        return all.filter { c in
             (c.hostOnly ? host == c.domain : Self.domainMatches(host: host, domain: c.domain))
                 && Self.pathMatches(path, c.path) && (!c.secure || secure)
         }.sorted { ($0.path.utf8.count, -$0.created) > ($1.path.utf8.count, -$1.created) }
