@@ -86,6 +86,9 @@ final class ExpressFeed: Sendable {
         }
     }
 
+    /// Saves that declined and wait for a place (tests).
+    var declinedSavesWaiting: Int { state.withLock { $0.declinedSaves.count } }
+
     /// Ctrl-C: no URL starts any more, and the express downloads stop (they leave nothing).
     func stop() {
         let (handles, declined) = state.withLock { s -> ([ExpressDownload], [Int: DownloadOptions]) in

@@ -114,16 +114,17 @@ struct ExpressFeedTests {
     }
 
     /// A save that declines after its place went to the next URL waits for a place: with -j 3,
-    /// one place held by the manager and two slow transfers, it goes to the manager only when
-    /// the manager's download has finished.
-    @Test func aDeclinedSaveWaitsForAPlace() async throws {
+    /// one place held by the manager and two transfers that never end, it goes to the manager
+    /// only when the manager's download has finished; a stop while it waits drops it (its answer
+    /// cancelled, nothing handed over) and the run ends.
+    @Test(arguments: [false, true]) func aDeclinedSaveWaitsForAPlace(stopping: Bool) async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
         let urls = [
             server.url("/m.bin?size=1000"), server.url("/x/same.bin?size=3000&seed=1"),
-            server.url("/y/same.bin?size=3000&seed=2"), server.url("/z.bin?size=300000&rate=150000"),
-            server.url("/w.bin?size=300000&rate=150000"),
+            server.url("/y/same.bin?size=3000&seed=2"), server.url("/z.bin?size=300000&stall=1000"),
+            server.url("/w.bin?size=300000&stall=1000"),
         ]
         let hold = SyncHold([dir.file("same.bin.part")])
         defer { hold.remove() }
@@ -153,19 +154,26 @@ struct ExpressFeedTests {
             done.set(true)
         }
         defer { run.cancel() }
-        let asked = { Set(server.requests.map(\.path)) }
-        for _ in 0..<3000 where hold.held.isEmpty || !asked().isSuperset(of: ["/z.bin", "/w.bin"]) {
-            try await Task.sleep(nanoseconds: 10_000_000)
-        }
-        // One of x and y is being saved, the other declined; z and w transfer; the manager holds
-        // m: three places taken, so the declined one waits.
-        try await Task.sleep(nanoseconds: 300_000_000)
+        // One of x and y is being saved (held), the other declined; z and w never end; the
+        // manager holds m: three places taken, so the declined one waits.
+        for _ in 0..<3000 where feed.declinedSavesWaiting == 0 { try await Task.sleep(nanoseconds: 10_000_000) }
+        #expect(feed.declinedSavesWaiting == 1)
         #expect(managed.get() == [0], "the declined save waits while -j are taken")
-        firstFinished.get()?()
-        for _ in 0..<3000 where managed.get().count < 2 { try await Task.sleep(nanoseconds: 10_000_000) }
-        #expect(managed.get().count == 2 && Set(managed.get()[1...]).isSubset(of: [1, 2]), "then it goes")
-        hold.release()
-        for _ in 0..<3000 where !done.get() { try await Task.sleep(nanoseconds: 10_000_000) }
-        #expect(done.get())
+        if stopping {
+            feed.stop()
+            hold.release()
+            for _ in 0..<3000 where !done.get() { try await Task.sleep(nanoseconds: 10_000_000) }
+            #expect(done.get(), "the run ends")
+            #expect(managed.get() == [0], "the declined save was dropped, not handed over")
+            #expect(feed.declinedSavesWaiting == 0)
+        } else {
+            firstFinished.get()?()
+            for _ in 0..<3000 where managed.get().count < 2 { try await Task.sleep(nanoseconds: 10_000_000) }
+            #expect(managed.get().count == 2 && Set(managed.get()[1...]).isSubset(of: [1, 2]), "then it goes")
+            feed.stop()
+            hold.release()
+            for _ in 0..<3000 where !done.get() { try await Task.sleep(nanoseconds: 10_000_000) }
+            #expect(done.get())
+        }
     }
 }

@@ -204,7 +204,8 @@ struct QueueTests {
     /// Two URLs whose files have one name, one after the other: the second was "already
     /// complete" when its size matched the first's (its file never saved, "2 of 2 downloads
     /// saved"), and with --overwrite it replaced the first. Like two at once (above), the second
-    /// is refused now, before it writes anything, naming the URL the file came from.
+    /// is refused now, before it writes anything, naming the URL the file came from (with `-q`,
+    /// while the first is still being saved, as a download in progress).
     @Test func aSecondURLWithTheSameFileNameInOneRunIsRefusedNotTakenAsComplete() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

@@ -120,6 +120,8 @@ package final class ExpressDownload: Sendable {
             guard case .success? = result, !fetch.holding, let expected = fetch.expected,
                 Int64(fetch.body.count) == expected
             else { return end(.declined(answer())) }
+            // Told before the save is submitted: its end must not come before it (the caller
+            // counts the download as saving until then).
             let toldSaving = saving.withLock { s in
                 defer { s = nil }
                 return s
