@@ -11,6 +11,25 @@ import Testing
 /// `-j` transfers at once, and a file being saved no longer holds its place.
 @Suite("The express feed", .fewAtOnce)
 struct ExpressFeedTests {
+    /// The feed's express start as `haul get` makes it (a session without an HTTP cache, four
+    /// connections), for `urls` into `dir`; the indexes in `skipping` take the manager at once.
+    private static func express(
+        _ urls: [URL], into dir: URL, skipping: Set<Int> = []
+    )
+        -> @Sendable (Int, @escaping @Sendable () -> Void, @escaping @Sendable (HaulSession.ExpressEnd) -> Void) ->
+        ExpressDownload?
+    {
+        var configuration = HaulConfiguration()
+        configuration.cache = nil
+        let session = HaulSession(configuration: configuration)
+        var options = DownloadOptions()
+        options.connections = 4
+        return { [options] index, saving, ended in
+            guard !skipping.contains(index) else { return nil }
+            return session.startExpress(urls[index], into: dir, options: options, saving: saving, completion: ended)
+        }
+    }
+
     /// While files wait for a slow disk (-j 2), a third URL is asked for (the first file's place
     /// was freed when its transfer ended), and no more: no URL starts while -j files wait for
     /// their save (or -j transfer). Every file is saved once the disk goes on.
@@ -25,18 +44,11 @@ struct ExpressFeedTests {
         // is the last to start.
         let hold = SyncHold(Set(names.map { dir.file("\($0).bin.part") }))
         defer { hold.remove() }
-        var configuration = HaulConfiguration()
-        configuration.cache = nil
-        let session = HaulSession(configuration: configuration)
-        var options = DownloadOptions()
-        options.connections = 4
         let saved = Locked<Set<Int>>([])
         let managed = Locked<Set<Int>>([])
         let feed = ExpressFeed(
             count: urls.count, jobs: 2,
-            express: { [options] index, saving, ended in
-                session.startExpress(urls[index], into: dir.url, options: options, saving: saving, completion: ended)
-            },
+            express: Self.express(urls, into: dir.url),
             manage: { index, _, finished in
                 managed.withLock { _ = $0.insert(index) }
                 finished()
@@ -73,18 +85,11 @@ struct ExpressFeedTests {
         let urls = [server.url("/x/same.bin?size=3000&seed=1"), server.url("/y/same.bin?size=3000&seed=2")]
         let hold = SyncHold([dir.file("same.bin.part")])
         defer { hold.remove() }
-        var configuration = HaulConfiguration()
-        configuration.cache = nil
-        let session = HaulSession(configuration: configuration)
-        var options = DownloadOptions()
-        options.connections = 4
         let saved = Locked<[Int]>([])
         let managed = Locked<[(Int, Bool)]>([])
         let feed = ExpressFeed(
             count: urls.count, jobs: 2,
-            express: { [options] index, saving, ended in
-                session.startExpress(urls[index], into: dir.url, options: options, saving: saving, completion: ended)
-            },
+            express: Self.express(urls, into: dir.url),
             manage: { index, options, finished in
                 managed.withLock { $0.append((index, options?.prefetched != nil)) }
                 options?.prefetched?.drop()
@@ -128,20 +133,12 @@ struct ExpressFeedTests {
         ]
         let hold = SyncHold([dir.file("same.bin.part")])
         defer { hold.remove() }
-        var configuration = HaulConfiguration()
-        configuration.cache = nil
-        let session = HaulSession(configuration: configuration)
-        var options = DownloadOptions()
-        options.connections = 4
         let managed = Locked<[Int]>([])
         let firstFinished = Locked<(@Sendable () -> Void)?>(nil)
         let feed = ExpressFeed(
             count: urls.count, jobs: 3,
-            express: { [options] index, saving, ended in
-                guard index > 0 else { return nil }  // the first URL takes the manager and holds its place
-                return session.startExpress(
-                    urls[index], into: dir.url, options: options, saving: saving, completion: ended)
-            },
+            // The first URL takes the manager and holds its place.
+            express: Self.express(urls, into: dir.url, skipping: [0]),
             manage: { index, options, finished in
                 managed.withLock { $0.append(index) }
                 options?.prefetched?.drop()
