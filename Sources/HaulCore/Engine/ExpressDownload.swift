@@ -54,10 +54,7 @@ package final class ExpressDownload: Sendable {
     }
 
     private func end(_ end: End) {
-        let completion = completion.withLock { c in
-            defer { c = nil }
-            return c
-        }
+        let completion = completion.take()
         saving.set(nil)
         task.set(nil)
         completion?(end)
@@ -122,11 +119,7 @@ package final class ExpressDownload: Sendable {
             else { return end(.declined(answer())) }
             // Told before the save is submitted: its end must not come before it (the caller
             // counts the download as saving until then).
-            let toldSaving = saving.withLock { s in
-                defer { s = nil }
-                return s
-            }
-            toldSaving?()
+            saving.take()?()
             save(fetch.body, response, store: store, answer: answer)
         }
     }
@@ -190,10 +183,7 @@ package final class PrefetchedProbe: Sendable, Equatable {
 
     /// The answer, the first time only.
     func take() -> (ProbeFetch, any TransportTask)? {
-        answer.withLock { a in
-            defer { a = nil }
-            return a
-        }
+        answer.take()
     }
 
     /// Cancels its transfer unless it was taken (a download that went another way).

@@ -45,6 +45,16 @@ package final class Locked<Value: Sendable>: @unchecked Sendable {
     /// Replaces the value.
     @inlinable
     package func set(_ newValue: Value) { withLock { $0 = newValue } }
+
+    /// The value, leaving nil in its place: what is handed out once (a completion, a pending
+    /// note) goes to the first caller only.
+    @inlinable
+    package func take<Wrapped>() -> Wrapped? where Value == Wrapped? {
+        withLock { value in
+            defer { value = nil }
+            return value
+        }
+    }
 }
 
 /// A lock guarding no value of its own (state kept beside it): Foundation's `NSLock`.

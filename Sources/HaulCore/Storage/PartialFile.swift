@@ -337,12 +337,7 @@ package final class PartialFile: @unchecked Sendable {
     static let notes = DispatchQueue(label: "haul.notes")
 
     private func writeNote() {
-        guard
-            let written = pendingNote.withLock({ p -> [ByteRange]? in
-                defer { p = nil }
-                return p
-            })
-        else { return }
+        guard let written = pendingNote.take() else { return }
         recordLock.lock()
         defer { recordLock.unlock() }
         guard var record = lastCheckpointed, stillAt(record.partial) else { return }
