@@ -38,6 +38,10 @@ final class ExpressFeed: Sendable {
         var again = false
         var fed: CheckedContinuation<Void, Never>?
         var isFed = false
+
+        /// Whether one more download may transfer: not stopped, and fewer than `jobs` transfer,
+        /// express and managed together.
+        func hasPlace(jobs: Int) -> Bool { !stopped && transferring.count + managed < jobs }
     }
 
     private let count: Int
@@ -144,7 +148,7 @@ final class ExpressFeed: Sendable {
     /// A declined save to hand to the manager, while fewer than `-j` transfer.
     private func takeDeclinedSave() -> (Int, DownloadOptions)? {
         state.withLock { s -> (Int, DownloadOptions)? in
-            guard !s.stopped, s.transferring.count + s.managed < jobs, let index = s.declinedSaves.keys.min(),
+            guard s.hasPlace(jobs: jobs), let index = s.declinedSaves.keys.min(),
                 let options = s.declinedSaves.removeValue(forKey: index)
             else { return nil }
             return (index, options)
@@ -155,9 +159,9 @@ final class ExpressFeed: Sendable {
     /// `-j` files wait for their save and no declined save waits for a place.
     private func take() -> Int? {
         state.withLock { s -> Int? in
-            guard !s.stopped, s.next < count, s.transferring.count + s.managed < jobs, s.saving.count < jobs,
-                s.declinedSaves.isEmpty
-            else { return nil }
+            guard s.hasPlace(jobs: jobs), s.next < count, s.saving.count < jobs, s.declinedSaves.isEmpty else {
+                return nil
+            }
             s.next += 1
             s.transferring.insert(s.next - 1)
             s.live.insert(s.next - 1)
