@@ -11,12 +11,24 @@ var swiftSettings: [SwiftSetting] = []
 if Context.environment["CI"] == "true" || Context.environment["HAUL_WERROR"] == "1" {
     swiftSettings.append(.treatAllWarnings(as: .error))
 }
+// Every function in a section of its own in release builds on Linux (Swift gives one only to
+// public functions otherwise: closures, async parts and private helpers share one per file), so
+// that the release `haul`'s link can place the functions a run executes together (Link/haul.order,
+// docs/startup.md). SwiftPM takes unsafe flags in versioned dependencies since tools version 6.2.
+swiftSettings.append(
+    .unsafeFlags(["-Xfrontend", "-function-sections"], .when(platforms: [.linux], configuration: .release)))
 
 // The release `haul`'s link (docs/startup.md). The Swift runtime inside it, always on Linux. With
 // a glibc of 2.36 or later on the building machine (the one that runs what it builds), also lld
 // with the functions a run executes placed together (Link/haul.order, made by
 // scripts/link-order.sh) and packed relative relocations, which only such a glibc can load.
-var releaseLinkFlags = ["-static-stdlib", "-Xlinker", "-l_FoundationCShims", "-Xlinker", "-l_FoundationCollections"]
+// -static-stdlib exports the executable's own symbols (-export-dynamic), which nothing loads
+// against; the runtime's dladdr at every start then scans 5,000 of them. --no-export-dynamic
+// keeps them private.
+var releaseLinkFlags = [
+    "-static-stdlib", "-Xlinker", "--no-export-dynamic",
+    "-Xlinker", "-l_FoundationCShims", "-Xlinker", "-l_FoundationCollections",
+]
 #if canImport(Glibc)
     // confstr gives "glibc 2.36"; nothing (another C library) leaves the list empty.
     var glibcName = [CChar](repeating: 0, count: 64)

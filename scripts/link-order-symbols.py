@@ -1,27 +1,55 @@
-# The functions of one binary (argv[2], a file name) that callgrind outputs (cg.*.out in argv[1])
-# executed, one mangled name a line: the input of scripts/link-order.sh. Callgrind names an
-# object or function once as "ob=(id) name" / "fn=(id) name" and after that by "(id)" alone;
-# "cob="/"cfn=" lines (the callee of a call) share those tables. A function without a symbol
-# is named by its address, a recursion level gets a "'N" suffix: neither is a symbol to order.
-import glob, os, re, sys
+# The order of scripts/link-order.sh: the functions of one binary (argv[2], a file name) that
+# callgrind saw executed in the runs of argv[1] (cg.NN-name.out, NN the run's rank), one mangled
+# name a line, most wanted first. The release link places them in that order (docs/startup.md):
+# - the package's own functions (those the object files argv[3:] define) before the rest: only
+#   they are sure to have sections of their own; a function of the Swift runtime or Dispatch may
+#   share one with a megabyte of others, which would split the run's code where it fell;
+# - then by the first run that executes a function, so that the first runs (the benchmarks'
+#   shapes) touch a short stretch of the binary;
+# - the names of an older list (argv[1]/previous, if any) that no run saw go last.
+# Callgrind names an object or function once as "ob=(id) name" / "fn=(id) name" and after that
+# by "(id)" alone; "cob="/"cfn=" lines (the callee of a call) share those tables. A function
+# without a symbol is named by its address, a recursion level gets a "'N" suffix: neither is a
+# symbol to order.
+import glob, os, re, subprocess, sys
 
-functions = set()
-for path in glob.glob(os.path.join(sys.argv[1], "cg.*.out")):
-    objects, names, current = {}, {}, None
+work, binary, objects = sys.argv[1], sys.argv[2], sys.argv[3:]
+
+
+def executed(path):
+    functions, objects_seen, names, current = set(), {}, {}, None
     for line in open(path, errors="replace"):
         m = re.match(r"^(c?ob|c?fn)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
         if not m:
             continue
         kind, key, name = m.groups()
-        table = objects if kind.endswith("ob") else names
+        table = objects_seen if kind.endswith("ob") else names
         if name:
             table[key] = name
         if kind == "ob":
-            current = objects[key]
-        elif kind == "fn" and current and os.path.basename(current) == sys.argv[2]:
-            functions.add(names[key])
+            current = objects_seen[key]
+        elif kind == "fn" and current and os.path.basename(current) == binary:
+            base = re.sub(r"'\d+$", "", names[key])
+            if not base.startswith(("0x", "(")):
+                functions.add(base)
+    return functions
 
-for name in sorted(functions):
-    base = re.sub(r"'\d+$", "", name)
-    if not base.startswith(("0x", "(")):
-        print(base)
+
+first_run = {}
+for rank, path in enumerate(sorted(glob.glob(os.path.join(work, "cg.*.out")))):
+    for name in executed(path):
+        first_run.setdefault(name, rank)
+later = max(first_run.values(), default=-1) + 1
+previous = os.path.join(work, "previous")
+if os.path.exists(previous):
+    for name in open(previous).read().split():
+        first_run.setdefault(name, later)
+
+ours = set()
+for chunk in range(0, len(objects), 200):
+    listing = subprocess.run(["nm", "--defined-only", *objects[chunk:chunk + 200]],
+                             capture_output=True, text=True, check=True).stdout
+    ours.update(f[2] for f in (line.split() for line in listing.splitlines()) if len(f) == 3 and f[1] in "tTwW")
+
+for name in sorted(first_run, key=lambda n: (n not in ours, first_run[n], n)):
+    print(name)

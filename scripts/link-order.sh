@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Remakes Sources/HaulCLI/Link/haul.order: the functions of the release `haul` that a few
 # typical runs execute (recorded by valgrind's callgrind), which the release link places
-# together so that a run maps fewer of the binary's pages (docs/startup.md). A stale list is
-# harmless: names it lacks are linked where they would be anyway, names it has that are gone
-# are ignored. A run adds to the list (a function one run misses another may catch); empty the
-# file (`: >Sources/HaulCLI/Link/haul.order`, which the link accepts) to start afresh. Needs
-# valgrind, objcopy (binutils) and python3; talks only to a server it starts on 127.0.0.1.
+# together so that a run maps fewer of the binary's pages (docs/startup.md). The first runs are
+# the shapes the benchmarks measure (a 1 KiB file, one connection, --version, a -q list) and
+# their functions come first (scripts/link-order-symbols.py). A stale list is harmless: names it
+# lacks are linked where they would be anyway, names it has that are gone are ignored; the old
+# list's names that no run sees stay, last. Needs valgrind, objcopy and nm (binutils) and
+# python3; talks only to a server it starts on 127.0.0.1 (scripts/link-order-server.py, which
+# sends validators and byte ranges as nginx does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for tool in valgrind objcopy python3; do
+for tool in valgrind objcopy nm python3; do
     command -v "$tool" >/dev/null || { echo "link-order.sh: $tool is missing" >&2; exit 1; }
 done
 export no_proxy='*' NO_PROXY='*'
@@ -23,13 +25,17 @@ trap '[ -n "$server" ] && kill "$server" 2>/dev/null || true; rm -rf "$work" "$s
 # corrupted debuginfo file"); the symbol table is all it needs here.
 objcopy --strip-debug .build/release/haul "$work/haul"
 head -c 2000000 /dev/urandom >"$work/file.bin"
-python3 -u -m http.server -b 127.0.0.1 0 -d "$work" >"$work/server.log" 2>&1 &
+head -c 8000000 /dev/urandom >"$work/big.bin"
+head -c 1024 /dev/urandom >"$work/small.bin"
+for n in 1 2 3; do head -c 16384 /dev/urandom >"$work/list$n.bin"; done
+python3 -u scripts/link-order-server.py "$work" >"$work/server.log" 2>&1 &
 server=$!
 for _ in $(seq 50); do grep -q "port" "$work/server.log" && break; sleep 0.1; done
 port=$(grep -o 'port [0-9]*' "$work/server.log" | grep -o '[0-9]*' || true)
 [ -n "$port" ] || { echo "link-order.sh: the local server did not start" >&2; exit 1; }
-url="http://127.0.0.1:$port/file.bin"
-printf '%s\n' "$url?a" "$url?b" "$url?c" >"$work/list.txt"
+base="http://127.0.0.1:$port"
+url="$base/file.bin"
+printf '%s\n' "$base/list1.bin" "$base/list2.bin" "$base/list3.bin" >"$work/list.txt"
 record() {
     local name=$1
     shift
@@ -37,17 +43,22 @@ record() {
         "$work/haul" "$@" >/dev/null 2>&1 || true
     [ -s "$work/cg.$name.out" ] || { echo "link-order.sh: valgrind recorded nothing for $name" >&2; exit 1; }
 }
-record file get -o "$work/one.bin" "$url"
-record tmpfs get -o "$shm/one.bin" "$url"
-record version --version
-record stdout get -o - "$url"
-record list get -j 3 -i "$work/list.txt" -d "$work/list"
-record quiet-list get -q -j 3 -i "$work/list.txt" -d "$work/quiet"
-record connections get -x 4 -o "$work/four.bin" "$url"
-record refused get "http://127.0.0.1:1/x"
-record usage get -P "$work" "$url"
-record help --help
-{ cat Sources/HaulCLI/Link/haul.order; python3 scripts/link-order-symbols.py "$work" haul; } | LC_ALL=C sort -u >"$work/order"
+# In rank order: the benchmarks' shapes first (Benchmarks/startup.py, single_stream.py,
+# many_small.py), then the other ways a run goes.
+record 01-small get -q -o "$work/small.bin.out" "$base/small.bin"
+record 02-one-connection get -q -x 1 --overwrite -o "$shm/big.bin" "$base/big.bin"
+record 03-version --version
+record 04-quiet-list get -q -j 3 -i "$work/list.txt" -d "$shm/quiet"
+record 05-file get -o "$work/one.bin" "$url"
+record 06-tmpfs get -o "$shm/one.bin" "$url"
+record 07-stdout get -o - "$url"
+record 08-list get -j 3 -i "$work/list.txt" -d "$work/list"
+record 09-connections get -x 4 -o "$work/four.bin" "$url"
+record 10-refused get "http://127.0.0.1:1/x"
+record 11-usage get -P "$work" "$url"
+record 12-help --help
+cp Sources/HaulCLI/Link/haul.order "$work/previous"
+python3 scripts/link-order-symbols.py "$work" haul .build/release/*.build/*.o >"$work/order"
 mv "$work/order" Sources/HaulCLI/Link/haul.order
 wc -l Sources/HaulCLI/Link/haul.order
 # The list is not an input SwiftPM tracks: link again with it.
