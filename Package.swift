@@ -17,6 +17,12 @@ if Context.environment["CI"] == "true" || Context.environment["HAUL_WERROR"] == 
 // docs/startup.md). SwiftPM takes unsafe flags in versioned dependencies since tools version 6.2.
 swiftSettings.append(
     .unsafeFlags(["-Xfrontend", "-function-sections"], .when(platforms: [.linux], configuration: .release)))
+// Generic types' metadata by accessor calls, not by mangled name, in release builds: a name is
+// decoded at a type's first use, and the decoder checks its requirements (`Key: Hashable`) by
+// scanning every conformance in the binary (docs/startup.md).
+swiftSettings.append(
+    .unsafeFlags(
+        ["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"], .when(configuration: .release)))
 
 // The release `haul`'s link (docs/startup.md). The Swift runtime inside it, always on Linux. With
 // a glibc of 2.36 or later on the building machine (the one that runs what it builds), also lld
@@ -87,16 +93,6 @@ let package = Package(
         .executableTarget(
             name: "HaulCLI", dependencies: ["Haul", "HaulCore", "HaulServer", "HaulTestServer", "CHaulStart"],
             exclude: ["Link"],
-            // Generic types' metadata by accessor calls, not by mangled name: a name is decoded at
-            // a type's first use, and the decoder checks its requirements (`Key: Hashable`) by
-            // scanning every conformance in the binary (docs/startup.md). Only this target has
-            // the flag: it is an unsafe one, and SwiftPM refuses a versioned dependency whose
-            // product's targets carry one (the library products' targets).
-            swiftSettings: [
-                .unsafeFlags(
-                    ["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"],
-                    .when(configuration: .release))
-            ],
             linkerSettings: [
                 .unsafeFlags(releaseLinkFlags, .when(platforms: [.linux], configuration: .release))
             ]
