@@ -121,6 +121,13 @@ public final class ChildProcess: Sendable {
 
     /// Reads both pipes and polls for the exit; ends when the child has exited and its output
     /// is read to the end, or 2 s after the exit if something else still holds a pipe open.
+    ///
+    /// The exit is seen without reaping the child (`waitid` with `WNOWAIT`), and the child is
+    /// reaped only once `done` is set, under the lock that ``signal(_:)`` and ``killGroup()``
+    /// send under: until then the zombie keeps its pid, so a kill can reach no other process.
+    /// (Reaped at once, its pid, which is also its group's id, went back to the kernel while a
+    /// killGroup() could still follow, and pids wrap at 32768 here: another test's `haul`, made
+    /// the leader of a group with that number, was killed.)
     private static func watch(_ pid: pid_t, _ outFd: Int32, _ errFd: Int32, _ state: Locked<State>) {
         var fds = [pollfd(fd: outFd, events: Int16(POLLIN), revents: 0)]
         if errFd >= 0 { fds.append(pollfd(fd: errFd, events: Int16(POLLIN), revents: 0)) }
@@ -139,21 +146,27 @@ public final class ChildProcess: Sendable {
                     fds[i].fd = -1
                 }
             }
-            if exitedAt == nil {
-                var raw: Int32 = 0
-                if waitpid(pid, &raw, WNOHANG) == pid {
-                    // As Foundation reports it: the exit code, or the number of the fatal signal.
-                    let signal = raw & 0x7f
-                    let status = signal == 0 ? (raw >> 8) & 0xff : signal
-                    state.withLock { $0.status = status }
-                    exitedAt = Date()
-                }
+            if exitedAt == nil, let status = exitStatus(pid) {
+                state.withLock { $0.status = status }
+                exitedAt = Date()
             }
             let outputEnded = fds.allSatisfy { $0.fd < 0 }
             if let exitedAt, outputEnded || Date().timeIntervalSince(exitedAt) > 2 { break }
         }
         for fd in fds where fd.fd >= 0 { close(fd.fd) }
         state.withLock { $0.done = true }
+        var raw: Int32 = 0
+        while waitpid(pid, &raw, 0) < 0, errno == EINTR {}
+    }
+
+    /// As Foundation reports it: the exit code, or the number of the fatal signal; nil while the
+    /// child runs. The child stays a zombie (not reaped).
+    private static func exitStatus(_ pid: pid_t) -> Int32? {
+        var info = siginfo_t()
+        guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0,
+            info._sifields._sigchld.si_pid == pid
+        else { return nil }
+        return info._sifields._sigchld.si_status
     }
 
     /// Whether the child has not exited yet (known within 20 ms of its exit).
@@ -174,11 +187,11 @@ public final class ChildProcess: Sendable {
             .map { "\($0)/\(tool)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    /// Sends `sig` to the child.
-    public func signal(_ sig: Int32) { if isRunning { kill(pid, sig) } }
+    /// Sends `sig` to the child (nothing once it has been reaped; see `watch`).
+    public func signal(_ sig: Int32) { state.withLock { if !$0.done { _ = kill(pid, sig) } } }
 
     /// SIGKILLs the child's whole process group (the child and whatever it started).
-    public func killGroup() { if !state.withLock({ $0.done }) { kill(-pid, SIGKILL) } }
+    public func killGroup() { state.withLock { if !$0.done { _ = kill(-pid, SIGKILL) } } }
 
     /// Waits until it exits and its output is read, killing its process group after `timeout`
     /// seconds. Returns the status, or nil if it still had not ended 10 s after the kill.

@@ -36,6 +36,20 @@ struct ChildProcessTests {
         #expect(!p.isRunning)
     }
 
+    @Test func anExitedChildKeepsItsPidUntilItsOutputIsReadSoAKillReachesOnlyItsGroup() async throws {
+        // The child exits at once; a grandchild in its group holds the pipe and would write later.
+        let p = try ChildProcess("/bin/sh", ["-c", "(sleep 5; echo late) & exit 4"])
+        #expect(await eventually(timeout: 20) { p.status != nil })
+        // Not reaped yet: still a zombie, so its pid (the group's id) is nobody else's.
+        let stat = (try? String(contentsOfFile: "/proc/\(p.pid)/stat", encoding: .utf8)) ?? ""
+        let fields = stat.split(separator: ")").last?.split(separator: " ") ?? []
+        #expect(fields.first == "Z", "\(stat)")
+        // A kill now reaches the grandchild, through the group the zombie holds.
+        p.killGroup()
+        #expect(await p.finish(timeout: 20) == 4)
+        #expect(String(decoding: p.stdout, as: UTF8.self).isEmpty)
+    }
+
     @Test func aMissingProgramIsAnErrorNotAHang() {
         #expect(throws: (any Error).self) { try ChildProcess("/nonexistent/program", []) }
     }
