@@ -17,12 +17,13 @@ if Context.environment["CI"] == "true" || Context.environment["HAUL_WERROR"] == 
 // docs/startup.md). SwiftPM takes unsafe flags in versioned dependencies since tools version 6.2.
 swiftSettings.append(
     .unsafeFlags(["-Xfrontend", "-function-sections"], .when(platforms: [.linux], configuration: .release)))
-// Generic types' metadata by accessor calls, not by mangled name, in release builds: a name is
-// decoded at a type's first use, and the decoder checks its requirements (`Key: Hashable`) by
-// scanning every conformance in the binary (docs/startup.md).
+// Generic types' metadata by accessor calls, not by mangled name, in release builds on Linux
+// (measured there only): a name is decoded at a type's first use, and the decoder checks its
+// requirements (`Key: Hashable`) by scanning every conformance in the binary (docs/startup.md).
 swiftSettings.append(
     .unsafeFlags(
-        ["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"], .when(configuration: .release)))
+        ["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"],
+        .when(platforms: [.linux], configuration: .release)))
 
 // The release `haul`'s link (docs/startup.md). The Swift runtime inside it, always on Linux. With
 // a glibc of 2.36 or later on the building machine (the one that runs what it builds), also lld

@@ -1,12 +1,15 @@
 # The order of scripts/link-order.sh: the functions of one binary (argv[2], a file name) that
 # callgrind saw executed in the runs of argv[1] (cg.NN-name.out, NN the run's rank), one mangled
 # name a line, most wanted first. The release link places them in that order (docs/startup.md):
-# - the package's own functions (those the object files argv[3:] define) before the rest: only
-#   they are sure to have sections of their own; a function of the Swift runtime or Dispatch may
-#   share one with a megabyte of others, which would split the run's code where it fell;
-# - then by the first run that executes a function, so that the first runs (the benchmarks'
-#   shapes) touch a short stretch of the binary;
-# - the names of an older list (argv[1]/previous, if any) that no run saw go last.
+# - the package's own functions (those the object files argv[3:] define) before the rest: its
+#   Swift code is compiled with a section per function; a function of the Swift runtime or
+#   Dispatch may share one with a megabyte of others, which would split the run's code where it
+#   fell (the package's C targets share one per file too, but they are small);
+# - within each of the two, by the first run that executes a function, so that the first runs
+#   (the benchmarks' shapes) touch a short stretch of the binary, and last the names of an older
+#   list (argv[1]/previous, if any) that no run saw. (All such names last, after the runtime's
+#   too, measured 0.5 MiB more at the 1 GiB run's peak: the runtime's shared sections then fell
+#   elsewhere.)
 # Callgrind names an object or function once as "ob=(id) name" / "fn=(id) name" and after that
 # by "(id)" alone; "cob="/"cfn=" lines (the callee of a call) share those tables. A function
 # without a symbol is named by its address, a recursion level gets a "'N" suffix: neither is a

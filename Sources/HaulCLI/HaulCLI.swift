@@ -51,9 +51,13 @@ struct HaulCLI {
         // The command runs as a task and ends the process itself; the main thread only waits.
         // An async main would park it with dispatch_main(), whose pthread_exit unwinds the main
         // thread's stack: ten searches of the binary's unwind tables at every start, which map
-        // about 0.7 MiB of them (docs/startup.md).
+        // about 0.7 MiB of them (docs/startup.md). It waits with no signal blocked, whatever
+        // mask haul was started with, so the signals Interrupts catches reach its handler here
+        // (Dispatch's threads block them all).
         Task.detached { leave(await run(args).rawValue) }
-        while true { pause() }
+        var none = sigset_t()
+        sigemptyset(&none)
+        while true { sigsuspend(&none) }
     }
 
     /// Ends the process, straight out: exit(3) would run the atexit handlers and destructors of
