@@ -38,12 +38,34 @@ extension GetCommandTests {
         defer { cleanUp(server, dir) }
         let url = server.url("/nohup.bin?size=3000000&rate=3000000")
         let p = try ChildProcess(
-            "nohup", [CLI.binary.path, "get", "-q", "-x", "1", "-d", dir.path, url.absoluteString])
+            "nohup", [CLI.binary.path, "get", "-x", "1", "-d", dir.path, url.absoluteString])
         #expect(await eventually { server.bytesSent(path: "/nohup.bin") > 0 })
         p.signal(SIGHUP)
         let r = await CLI.finish(p)
         #expect(r.status == 0, "\(r.stderr)")
         expectFile(dir.file("nohup.bin"), equals: TestContent.bytes(count: 3_000_000))
+    }
+
+    /// A parent may start haul with signals blocked (a blocked mask survives exec): the main
+    /// thread unblocks them while it waits, so a SIGTERM still stops the download cleanly.
+    /// (Dispatch's threads block every signal; a main thread that kept the inherited mask left
+    /// the signal pending for ever.)
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs python3"))
+    func aSignalBlockedWhenHaulStartedStillStopsIt() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let url = server.url("/blocked.bin?size=6000000&rate=1000000")
+        let blockThenRun =
+            "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT}); os.execv(sys.argv[1], sys.argv[1:])"
+        let p = try ChildProcess(
+            "/usr/bin/python3",
+            ["-c", blockThenRun, CLI.binary.path, "get", "-x", "1", "-d", dir.path, url.absoluteString])
+        #expect(await eventually { server.bytesSent(path: "/blocked.bin") > 0 })
+        p.signal(SIGTERM)
+        let r = await CLI.finish(p, timeout: 30)
+        #expect(r.status == 130, "\(r.stderr)")
+        #expect(r.stderr.contains("interrupted"), "\(r.stderr)")
     }
 
     @Test func killDashNineAtSeveralPointsThenRerunYieldsTheExactFile() async throws {
