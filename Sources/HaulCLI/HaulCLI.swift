@@ -51,13 +51,14 @@ struct HaulCLI {
         // The command runs as a task and ends the process itself; the main thread only waits.
         // An async main would park it with dispatch_main(), whose pthread_exit unwinds the main
         // thread's stack: ten searches of the binary's unwind tables at every start, which map
-        // about 0.7 MiB of them (docs/startup.md). It waits with no signal blocked, whatever
-        // mask haul was started with, so the signals Interrupts catches reach its handler here
-        // (Dispatch's threads block them all).
+        // about 0.7 MiB of them (docs/startup.md). It waits with the signals Interrupts catches
+        // unblocked, whatever mask haul was started with, so they reach its handler here
+        // (Dispatch's threads block every signal); others the parent blocked stay blocked.
         Task.detached { leave(await run(args).rawValue) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        while true { sigsuspend(&none) }
+        var waiting = sigset_t()
+        pthread_sigmask(SIG_BLOCK, nil, &waiting)
+        for sig in Interrupts.caught { sigdelset(&waiting, sig) }
+        while true { sigsuspend(&waiting) }
     }
 
     /// Ends the process, straight out: exit(3) would run the atexit handlers and destructors of

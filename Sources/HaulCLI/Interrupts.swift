@@ -53,6 +53,9 @@ final class Interrupts: Sendable {
     /// acts on them. Once per process; the earlier the better.
     static func listen() { _ = started }
 
+    /// The signals ``listen()`` catches (unless ignored when haul started).
+    static let caught: [Int32] = [SIGINT, SIGTERM, SIGHUP]
+
     /// The pipe's write end, for the signal handler (which may only make async-signal-safe calls).
     nonisolated(unsafe) private static var signalPipe: Int32 = -1
 
@@ -63,7 +66,7 @@ final class Interrupts: Sendable {
         // A full pipe (signals nobody reads) must not hold the handler: the write end never blocks.
         _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         signalPipe = ends[1]
-        for sig in [SIGINT, SIGTERM, SIGHUP] {
+        for sig in caught {
             var current = sigaction()
             sigaction(sig, nil, &current)
             if isIgnore(current) { continue }

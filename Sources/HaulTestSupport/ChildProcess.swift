@@ -23,6 +23,8 @@ public final class ChildProcess: Sendable {
 
     private struct State {
         var status: Int32?
+        /// ``finish(timeout:)`` killed it, its time being up.
+        var timedOut = false
         var out = Data()
         var err = Data()
         /// The reader thread is done: exit status known and output read to its end (or given up).
@@ -32,10 +34,11 @@ public final class ChildProcess: Sendable {
 
     /// Starts `executable` (a path; a bare name is looked up in PATH) with `arguments`.
     /// `environment` adds to or replaces this process's variables. With `mergingStderr` the
-    /// child's stderr goes to the same pipe as its stdout.
+    /// child's stderr goes to the same pipe as its stdout. After the child exits, its output is
+    /// read for up to `outputGrace` seconds more while something it started still holds a pipe.
     public init(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:],
-        directory: String? = nil, mergingStderr: Bool = false
+        directory: String? = nil, mergingStderr: Bool = false, outputGrace: Double = 2
     ) throws {
         let (out, err) = try Self.makePipes(mergingStderr: mergingStderr)
         defer {
@@ -82,7 +85,7 @@ public final class ChildProcess: Sendable {
 
         let outFd = out[0]
         let errFd = mergingStderr ? -1 : err[0]
-        let thread = Thread { [state, pid] in Self.watch(pid, outFd, errFd, state) }
+        let thread = Thread { [state, pid] in Self.watch(pid, outFd, errFd, outputGrace, state) }
         thread.name = "haul.test.child"
         thread.start()
     }
@@ -120,7 +123,8 @@ public final class ChildProcess: Sendable {
     }
 
     /// Reads both pipes and polls for the exit; ends when the child has exited and its output
-    /// is read to the end, or 2 s after the exit if something else still holds a pipe open.
+    /// is read to the end, or `grace` seconds after the exit if something else still holds a
+    /// pipe open.
     ///
     /// The exit is seen without reaping the child (`waitid` with `WNOWAIT`), and the child is
     /// reaped only once `done` is set, under the lock that ``signal(_:)`` and ``killGroup()``
@@ -128,7 +132,7 @@ public final class ChildProcess: Sendable {
     /// (Reaped at once, its pid, which is also its group's id, went back to the kernel while a
     /// killGroup() could still follow, and pids wrap at 32768 here: another test's `haul`, made
     /// the leader of a group with that number, was killed.)
-    private static func watch(_ pid: pid_t, _ outFd: Int32, _ errFd: Int32, _ state: Locked<State>) {
+    private static func watch(_ pid: pid_t, _ outFd: Int32, _ errFd: Int32, _ grace: Double, _ state: Locked<State>) {
         var fds = [pollfd(fd: outFd, events: Int16(POLLIN), revents: 0)]
         if errFd >= 0 { fds.append(pollfd(fd: errFd, events: Int16(POLLIN), revents: 0)) }
         var buffer = [UInt8](repeating: 0, count: 65_536)
@@ -151,7 +155,7 @@ public final class ChildProcess: Sendable {
                 exitedAt = Date()
             }
             let outputEnded = fds.allSatisfy { $0.fd < 0 }
-            if let exitedAt, outputEnded || Date().timeIntervalSince(exitedAt) > 2 { break }
+            if let exitedAt, outputEnded || Date().timeIntervalSince(exitedAt) > grace { break }
         }
         for fd in fds where fd.fd >= 0 { close(fd.fd) }
         state.withLock { $0.done = true }
@@ -160,12 +164,14 @@ public final class ChildProcess: Sendable {
     }
 
     /// As Foundation reports it: the exit code, or the number of the fatal signal; nil while the
-    /// child runs. The child stays a zombie (not reaped).
+    /// child runs. The child stays a zombie (not reaped). -1 if it is not this process's child
+    /// any more (something else reaped it): then it is gone too, and its pid is not ours.
     private static func exitStatus(_ pid: pid_t) -> Int32? {
         var info = siginfo_t()
-        guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0,
-            info._sifields._sigchld.si_pid == pid
-        else { return nil }
+        guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 else {
+            return errno == ECHILD ? -1 : nil
+        }
+        guard info._sifields._sigchld.si_pid == pid else { return nil }
         return info._sifields._sigchld.si_status
     }
 
@@ -198,11 +204,15 @@ public final class ChildProcess: Sendable {
     public func finish(timeout: Double = 60) async -> Int32? {
         let ended = { self.state.withLock { $0.done } }
         if await !eventually(timeout: timeout, ended) {
+            state.withLock { $0.timedOut = true }
             killGroup()
             _ = await eventually(timeout: 10, ended)
         }
         return status
     }
+
+    /// Whether ``finish(timeout:)`` killed it when its time was up.
+    public var timedOut: Bool { state.withLock { $0.timedOut } }
 
     private typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
     private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32

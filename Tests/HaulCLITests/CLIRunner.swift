@@ -47,7 +47,11 @@ enum CLI {
     static func finish(_ p: ChildProcess, timeout: Double = 60) async -> CLIRun {
         let status = await p.finish(timeout: timeout)
         var stderr = String(decoding: p.stderr, as: UTF8.self)
-        if status == nil { stderr += "\n[test: pid \(p.pid) did not end within \(timeout) s and a SIGKILL]" }
+        if status == nil {
+            stderr += "\n[test: pid \(p.pid) did not end within \(timeout) s and a SIGKILL]"
+        } else if p.timedOut {
+            stderr += "\n[test: pid \(p.pid) did not end within \(timeout) s: killed]"
+        }
         return CLIRun(status: status ?? -1, stdoutBytes: Array(p.stdout), stderr: stderr)
     }
 }

@@ -37,8 +37,9 @@ struct ChildProcessTests {
     }
 
     @Test func anExitedChildKeepsItsPidUntilItsOutputIsReadSoAKillReachesOnlyItsGroup() async throws {
-        // The child exits at once; a grandchild in its group holds the pipe and would write later.
-        let p = try ChildProcess("/bin/sh", ["-c", "(sleep 5; echo late) & exit 4"])
+        // The child exits at once; a grandchild in its group holds the pipe and would write later
+        // (read for as long as it runs: no giving up after 2 s on a loaded machine).
+        let p = try ChildProcess("/bin/sh", ["-c", "(sleep 30; echo late) & exit 4"], outputGrace: 60)
         #expect(await eventually(timeout: 20) { p.status != nil })
         // Not reaped yet: still a zombie, so its pid (the group's id) is nobody else's.
         let stat = (try? String(contentsOfFile: "/proc/\(p.pid)/stat", encoding: .utf8)) ?? ""

@@ -38,7 +38,7 @@ extension GetCommandTests {
         defer { cleanUp(server, dir) }
         let url = server.url("/nohup.bin?size=3000000&rate=3000000")
         let p = try ChildProcess(
-            "nohup", [CLI.binary.path, "get", "-x", "1", "-d", dir.path, url.absoluteString])
+            "nohup", [CLI.binary.path, "get", "-q", "-x", "1", "-d", dir.path, url.absoluteString])
         #expect(await eventually { server.bytesSent(path: "/nohup.bin") > 0 })
         p.signal(SIGHUP)
         let r = await CLI.finish(p)
