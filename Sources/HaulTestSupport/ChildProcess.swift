@@ -129,9 +129,8 @@ public final class ChildProcess: Sendable {
     /// The exit is seen without reaping the child (`waitid` with `WNOWAIT`), and the child is
     /// reaped only once `done` is set, under the lock that ``signal(_:)`` and ``killGroup()``
     /// send under: until then the zombie keeps its pid, so a kill can reach no other process.
-    /// (Reaped at once, its pid, which is also its group's id, went back to the kernel while a
-    /// killGroup() could still follow, and pids wrap at 32768 here: another test's `haul`, made
-    /// the leader of a group with that number, was killed.)
+    /// A pid reaped while a kill may still follow can be handed to another process, made the
+    /// leader of a group with that number (pids wrap at 32768 here).
     private static func watch(_ pid: pid_t, _ outFd: Int32, _ errFd: Int32, _ grace: Double, _ state: Locked<State>) {
         var fds = [pollfd(fd: outFd, events: Int16(POLLIN), revents: 0)]
         if errFd >= 0 { fds.append(pollfd(fd: errFd, events: Int16(POLLIN), revents: 0)) }
