@@ -1,5 +1,5 @@
 """Shared pieces of the benchmarks: a private nginx on 127.0.0.1, timing, checksums."""
-import hashlib, os, shutil, socket, subprocess, sys, tempfile, time
+import hashlib, os, random, shutil, socket, subprocess, sys, tempfile, time
 
 
 def ensure(tool, package):
@@ -27,6 +27,13 @@ def sha256(path):
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def shuffled(clients):
+    """The (name, value) pairs of `clients` in a random order: each round runs its clients so. A
+    fixed order biased a pair by up to 20 ms on this machine (Benchmarks/RESULTS.md, thirty-first
+    session)."""
+    return random.sample(list(clients.items()), len(clients))
 
 
 def measure(cmd, cwd=None):

@@ -6,10 +6,10 @@ Medians of --runs; every output's SHA-256 checked. Not part of `swift test`.
 
 usage: Benchmarks/many_small.py [--files 1000] [--kib 16] [--jobs 16] [--runs 3] [--connections N]
 """
-import argparse, os, random, shutil, statistics, sys, tempfile
+import argparse, os, shutil, statistics, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Nginx, ensure, measure, sha256
+from common import Nginx, ensure, measure, sha256, shuffled
 
 
 def main():
@@ -57,9 +57,7 @@ def main():
     results = {k: [] for k in clients}
     try:
         for run in range(a.runs):
-            # A random order each run: a fixed one biased a pair by up to 20 ms on this machine
-            # (Benchmarks/RESULTS.md, thirty-first session).
-            for name, cmd in random.sample(list(clients.items()), len(clients)):
+            for name, cmd in shuffled(clients):
                 out = os.path.join(outs, f"{name}-{run}")
                 os.makedirs(out)
                 os.sync()  # the previous client's writeback must not bill this one

@@ -7,10 +7,10 @@ checked. Not part of `swift test`.
 
 usage: Benchmarks/segmented.py [--size 256] [--connections 8] [--limit 4m] [--runs 3]
 """
-import argparse, os, random, shutil, statistics, subprocess, sys, tempfile
+import argparse, os, shutil, statistics, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Nginx, ensure, measure, sha256
+from common import Nginx, ensure, measure, sha256, shuffled
 
 
 def main():
@@ -34,7 +34,7 @@ def main():
     results = {k: [] for k in clients}
     try:
         for _ in range(a.runs):
-            for name, cmd in random.sample(list(clients.items()), len(clients)):  # no fixed order (RESULTS.md)
+            for name, cmd in shuffled(clients):
                 for leftover in (target, target + ".aria2"):
                     if os.path.exists(leftover):
                         os.remove(leftover)

@@ -8,10 +8,10 @@ checks every output's SHA-256 against the source. Not part of `swift test`.
 
 usage: Benchmarks/single_stream.py [--size 1024] [--runs 3] [--haul .build/release/haul]
 """
-import argparse, os, random, shutil, statistics, subprocess, sys
+import argparse, os, shutil, statistics, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Nginx, measure, sha256
+from common import Nginx, measure, sha256, shuffled
 
 
 def main():
@@ -35,7 +35,7 @@ def main():
     results = {k: [] for k in clients}
     try:
         for _ in range(a.runs):
-            for name, cmd in random.sample(list(clients.items()), len(clients)):  # no fixed order (RESULTS.md)
+            for name, cmd in shuffled(clients):
                 if os.path.exists(out): os.remove(out)
                 subprocess.run(["sync"])
                 results[name].append(measure(cmd))

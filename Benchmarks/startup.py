@@ -12,10 +12,10 @@ Not part of `swift test`.
 
 usage: Benchmarks/startup.py [--count 100] [--rounds 3] [--haul .build/release/haul] [--out-dir /dev/shm]
 """
-import argparse, os, random, shutil, statistics, sys, tempfile
+import argparse, os, shutil, statistics, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Nginx, ensure, measure, sha256, timed
+from common import Nginx, ensure, measure, sha256, shuffled, timed
 
 
 def main():
@@ -47,10 +47,9 @@ def main():
     version_walls = {k: [] for k in versions}
     try:
         for r in range(a.rounds):
-            # No fixed order within a round (it biased pairs here: Benchmarks/RESULTS.md).
-            for name, cmd in random.sample(list(versions.items()), len(versions)):
+            for name, cmd in shuffled(versions):
                 version_walls[name] += [timed(cmd) for _ in range(a.count)]
-            for name, make in random.sample(list(fetchers.items()), len(fetchers)):
+            for name, make in shuffled(fetchers):
                 for i in range(a.count):
                     out = os.path.join(work, f"{name}-{r}-{i}.bin")
                     walls[name].append(timed(make(out)))
