@@ -6,9 +6,9 @@
 # their functions come first (scripts/link-order-symbols.py). A stale list is harmless: names it
 # lacks are linked where they would be anyway, names it has that are gone are ignored; the old
 # list's names that no run sees stay, after those of their kind that one does (empty the file
-# first, `: >Sources/HaulCLI/Link/haul.order`, which the link accepts, to start afresh). Needs valgrind, objcopy and nm
-# (binutils) and python3; talks only to a server it starts on 127.0.0.1
-# (scripts/link-order-server.py, which sends validators and byte ranges as nginx does).
+# first, `: >Sources/HaulCLI/Link/haul.order`, which the link accepts, to start afresh). Needs
+# valgrind, objcopy and nm (binutils) and python3; talks only to a server it starts on
+# 127.0.0.1 (scripts/link-order-server.py, which sends validators and byte ranges as nginx does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in valgrind objcopy nm python3; do
