@@ -262,20 +262,22 @@ int haul_rename_noreplace(const char *from, const char *to) {
 #endif
 }
 
-int haul_open_unnamed(const char *directory, int mode, int umask_bits) {
+int haul_has_default_acl(const char *directory) {
+#ifdef __linux__
+    return getxattr(directory, "system.posix_acl_default", NULL, 0) > 0;
+#else
+    (void)directory;
+    return 0;
+#endif
+}
+
+int haul_open_unnamed(const char *directory, int mode) {
 #if defined(__linux__) && defined(O_TMPFILE)
-    // Under a default ACL the kernel gives the file the ACL's permissions and no umask, as for
-    // any file created there. Without one the umask is applied here too: kernels before 6.0 (and
-    // stable ones before the fix was backported) skipped it for O_TMPFILE on file systems
-    // without POSIX ACLs, and one that applies it again changes nothing.
-    int has_default_acl = getxattr(directory, "system.posix_acl_default", NULL, 0) > 0;
-    mode_t asked = has_default_acl ? (mode_t)mode : (mode_t)(mode & ~umask_bits);
-    int fd = open(directory, O_TMPFILE | O_WRONLY | O_CLOEXEC, asked);
+    int fd = open(directory, O_TMPFILE | O_WRONLY | O_CLOEXEC, (mode_t)mode);
     return fd >= 0 ? fd : -errno;
 #else
     (void)directory;
     (void)mode;
-    (void)umask_bits;
     return -EOPNOTSUPP;
 #endif
 }

@@ -85,7 +85,7 @@ struct GetCommandTests {
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
         // Where the temporary directory's file system has no POSIX ACLs (ramfs, NFS), only the
         // umask's half can be run.
-        let acls = try setDefaultACL(shared, user: 6, group: 4, other: 4)
+        let acls = try DefaultACL.set(shared, user: 6, group: 4, other: 4)
         let urls = ["/small.bin?size=100000", "/large.bin?size=3145728"].map { "'\(server.url($0).absoluteString)'" }
         for (directory, expected) in [(plain, 0o600)] + (acls ? [(shared, 0o644)] : []) {
             let command =
@@ -99,32 +99,6 @@ struct GetCommandTests {
                 #expect(mode == expected, "\(directory)/\(name): \(String(mode, radix: 8))")
             }
         }
-    }
-
-    /// A directory's default POSIX ACL of the owner's, the group's and the others' permissions,
-    /// in the kernel's extended-attribute format (linux/posix_acl_xattr.h): version 2, then
-    /// (tag, permissions, id) entries in tag order.
-    /// False where the file system has none.
-    private func setDefaultACL(_ path: String, user: UInt16, group: UInt16, other: UInt16) throws -> Bool {
-        var bytes: [UInt8] = []
-        withUnsafeBytes(of: UInt32(2).littleEndian) { bytes += $0 }
-        for (tag, permissions) in [(UInt16(0x01), user), (0x04, group), (0x20, other)] {
-            withUnsafeBytes(of: tag.littleEndian) { bytes += $0 }
-            withUnsafeBytes(of: permissions.littleEndian) { bytes += $0 }
-            withUnsafeBytes(of: UInt32.max.littleEndian) { bytes += $0 }
-        }
-        // setxattr(2) through libc's symbol: Swift's Glibc module leaves out <sys/xattr.h>.
-        typealias SetXattr =
-            @convention(c) (
-                UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeRawPointer, Int, Int32
-            ) -> Int32
-        let symbol = try #require(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "setxattr"))
-        let setxattr = unsafeBitCast(symbol, to: SetXattr.self)
-        guard setxattr(path, "system.posix_acl_default", bytes, bytes.count, 0) == 0 else {
-            if errno == EOPNOTSUPP { return false }
-            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-        }
-        return true
     }
 
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs util-linux's script"))

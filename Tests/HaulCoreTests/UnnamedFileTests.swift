@@ -62,4 +62,38 @@ import Testing
         #expect(try Sys.readSmallFile(dir.file("one")) == Array("one".utf8))
         #expect(try Sys.readSmallFile(dir.file("two")) == Array("two".utf8))
     }
+
+    /// The directory's default ACL is looked up once while it has none, and at every file while
+    /// it has one: an ACL taken away never leaves files more open than the umask allows, and one
+    /// added later can only narrow them. (The runner's umask must take something from 0666.
+    /// Kernels since 6.0 apply the umask to an unnamed file themselves where there is no ACL, so
+    /// there the first half holds whatever haul asks; the second is haul's alone.)
+    @Test func aDefaultACLIsAskedForAtEveryFileWhileThereIsOne() throws {
+        let status = try #require(try Sys.readSmallFile("/proc/self/status"))
+        let umask = try #require(Sys.statusUmask(status))
+        try #require(0o666 & ~umask != 0o666, "umask \(String(umask, radix: 8)) takes nothing from 0666")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let modeOfNewFile = { (directory: String) throws -> mode_t? in
+            guard let fd = try Sys.openUnnamed(inDirectory: directory, mode: 0o666) else { return nil }
+            defer { Sys.close(fd) }
+            var st = stat()
+            #expect(fstat(fd, &st) == 0)
+            return st.st_mode & 0o777
+        }
+        let shared = dir.file("shared")
+        let plain = dir.file("plain")
+        for path in [shared, plain] {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        }
+        // Where the file system has no ACLs or no unnamed files, there is nothing to test.
+        guard try DefaultACL.set(shared, user: 6, group: 6, other: 6), try modeOfNewFile(shared) == 0o666 else {
+            return
+        }
+        try DefaultACL.remove(shared)
+        #expect(try modeOfNewFile(shared) == 0o666 & ~umask, "asked again: the umask applies")
+        #expect(try modeOfNewFile(plain) == 0o666 & ~umask)
+        #expect(try DefaultACL.set(plain, user: 6, group: 6, other: 6))
+        #expect(try modeOfNewFile(plain) == 0o666 & ~umask, "not asked again: narrower than the ACL, never wider")
+    }
 }

@@ -147,6 +147,30 @@ struct ExpressTests {
         #expect(server.requests.isEmpty)
     }
 
+    /// A directory is made (or found) once per process the express way; one removed after that
+    /// fails the next save's create, which declines with the answer, and the engine makes the
+    /// directory again and saves the file from that answer without asking twice.
+    @Test func aDirectoryRemovedDuringARunIsMadeAgainByTheEngine() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let sub = dir.url.appendingPathComponent("sub")
+        let session = testSession()
+        guard case .saved? = try await express(session, server.url("/one.bin?size=3000"), into: sub) else {
+            Issue.record("the first was not saved")
+            return
+        }
+        try FileManager.default.removeItem(at: sub)
+        let url = server.url("/two.bin?size=3000")
+        let options = try #require(declinedOptions(try await express(session, url, into: sub)))
+        #expect(options.prefetched != nil, "the answer goes to the engine")
+        #expect(!FileManager.default.fileExists(atPath: sub.path))
+        let (result, _) = await run(session, url, to: .directory(sub), options: options)
+        #expect(result.value?.bytes == 3000, "\(String(describing: result.error))")
+        expectFile(sub.path + "/two.bin", equals: TestContent.bytes(count: 3000))
+        #expect(server.requests.filter { $0.target.hasPrefix("/two.bin") }.count == 1)
+    }
+
     @Test func anAnswerNobodyTakesIsCancelledWithItsOptions() async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()

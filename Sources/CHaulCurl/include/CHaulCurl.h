@@ -149,11 +149,12 @@ int haul_start_writeback(int fd);
 /// returns 0 or an errno (ENOSYS where there is no renameat2, EINVAL where the file system
 /// cannot do it).
 int haul_rename_noreplace(const char *from, const char *to);
-/// A regular file with no name yet in `directory` (O_TMPFILE, write-only, close-on-exec): a file
-/// descriptor, or -errno (-EOPNOTSUPP where the kernel or file system has no unnamed files). Its
-/// permissions are `mode` less `umask_bits`, or, under the directory's default ACL, what the
-/// ACL gives `mode` (as for any file created there).
-int haul_open_unnamed(const char *directory, int mode, int umask_bits);
+/// Whether `directory` has a default POSIX ACL (1) or not (0: none, or no way to tell).
+int haul_has_default_acl(const char *directory);
+/// A regular file with no name yet in `directory` (O_TMPFILE, write-only, close-on-exec), asked
+/// for with `mode`: a file descriptor, or -errno (-EOPNOTSUPP where the kernel or file system
+/// has no unnamed files).
+int haul_open_unnamed(const char *directory, int mode);
 /// Gives the unnamed file `fd` the name `path` (linkat of the descriptor with AT_EMPTY_PATH, or
 /// where the kernel refuses that, through /proc/thread-self/fd): fails with EEXIST when anything
 /// is at `path` (a symbolic link there is not followed). 0 or an errno.

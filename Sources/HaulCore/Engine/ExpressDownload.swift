@@ -85,6 +85,11 @@ package final class ExpressDownload: Sendable {
     /// unless its file is being saved.
     package func cancel() { task.get()?.cancel() }
 
+    /// Directories an express download of this process has made or found, made again only by
+    /// the engine: a stat for every file was one of its system calls on the transport's thread.
+    /// One removed meanwhile fails the save's create, which declines, and the engine makes it.
+    private static let madeDirectories = Locked<Set<String>>([])
+
     private func begin(limit: Int, connections: Int, transport: any HTTPTransport) {
         let store = DownloadStore(url: url, owner: claims, resume: options.resume, overwrite: options.overwrite)
         // A partial of this URL waiting in the directory is the full engine's to continue; so
@@ -92,7 +97,12 @@ package final class ExpressDownload: Sendable {
         let free: Bool
         do throws(HaulError) {
             try FileDownloader.validate(url)
-            free = try store.knownDestination(of: .directory(directory), creatingDirectories: false) == nil
+            if Self.madeDirectories.withLock({ $0.contains(directory) }) {
+                free = store.partialDestination(in: directory) == nil
+            } else {
+                free = try store.knownDestination(of: .directory(directory), creatingDirectories: false) == nil
+                Self.madeDirectories.withLock { if $0.count < 512 { $0.insert(directory) } }
+            }
         } catch {
             free = false
         }

@@ -19,10 +19,11 @@ extension Sys {
     /// kernels before 6.0 skipped it for O_TMPFILE on file systems without POSIX ACLs).
     package static func openUnnamed(inDirectory directory: String, mode: mode_t = 0o644) throws(Errno) -> Int32? {
         guard let umask = processUmask else { return nil }
+        let asked = hasDefaultACL(directory) ? mode : mode & ~umask
         while true {
             let r =
                 FaultInjection.check(.open, path: directory).map { -$0.rawValue }
-                ?? haul_open_unnamed(directory, Int32(mode), Int32(umask))
+                ?? haul_open_unnamed(directory, Int32(asked))
             if r >= 0 { return r }
             switch -r {
             case EINTR: continue
@@ -31,6 +32,19 @@ extension Sys {
             default: throw Errno(-r)
             }
         }
+    }
+
+    /// Directories found without a default ACL, asked once each per process (a getxattr per
+    /// file was a tenth of a small file's system calls). One given an ACL later still gets files
+    /// of `mode` less the umask, which the ACL can only narrow: never more open than asked. A
+    /// directory with an ACL is asked again every time. At most a few hundred are kept.
+    private static let withoutDefaultACL = Locked<Set<String>>([])
+
+    private static func hasDefaultACL(_ directory: String) -> Bool {
+        if withoutDefaultACL.withLock({ $0.contains(directory) }) { return false }
+        if haul_has_default_acl(directory) != 0 { return true }
+        withoutDefaultACL.withLock { if $0.count < 512 { $0.insert(directory) } }
+        return false
     }
 
     /// The process's umask, read from /proc/self/status (Linux 4.7): umask(2) can only read it

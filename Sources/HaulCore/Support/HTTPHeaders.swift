@@ -29,7 +29,10 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     /// The first value of `name`, trimmed.
     package subscript(_ name: String) -> String? {
-        fields.first { $0.name.equalsIgnoringASCIICase(name) }?.value
+        // A plain loop: `first(where:)` retained and released every field's name and value it
+        // passed (about 25 reference counts a lookup, 9 lookups a small download).
+        for field in fields where field.name.equalsIgnoringASCIICase(name) { return field.value }
+        return nil
     }
 
     package func contains(_ name: String) -> Bool { self[name] != nil }
