@@ -17,9 +17,10 @@ import Dispatch
 /// the next group of the least loaded one: writeback of each is started first
 /// (sync_file_range), so the file system allocates all of them in one journal transaction, then
 /// each is fsync()ed (the first commits the transaction, the others find little left to do). A
-/// lone download is synced at once. Every file is synced before it is renamed. On tmpfs, whose
-/// fsync writes nothing, the worker syncs the file itself: handing it over and back would be the
-/// whole cost.
+/// lone download is synced at once. Every file on a disk is synced before it is renamed. On
+/// tmpfs and ramfs, whose fsync writes nothing and returns at once, a file is not synced at all:
+/// the worker goes straight on to what follows (the hand-over to a syncer and back, then the
+/// system call itself, were the whole cost).
 ///
 /// Few hops: a small download's create, write, sync and rename are one job, so its task leaves
 /// Swift's pool once and comes back once (instead of once per step).
@@ -99,31 +100,30 @@ package final class FileWorker: Sendable {
     /// Files synced so far in groups of more than one (for tests and benchmarks).
     private let grouped = Locked(0)
 
-    /// Whether a file is on a file system whose fsync writes nothing (tmpfs): synced by the
-    /// worker itself, not handed over to a syncer and back.
-    private let syncsAtOnce: @Sendable (Int32) -> Bool
-    /// Files synced by the worker itself (for tests).
-    private let synchronous = Locked(0)
+    /// Whether a file is on a file system whose fsync writes nothing (tmpfs): not synced, what
+    /// follows its sync runs at once on the worker.
+    private let needsNoSync: @Sendable (Int32) -> Bool
+    /// Files not synced for that reason (for tests).
+    private let unsynced = Locked(0)
 
-    /// A worker whose syncs run on up to `lanes` threads at once (at least one); `syncsAtOnce`
-    /// says which files the worker syncs itself: by default those on tmpfs, unless a fault
-    /// injection hook is in place (it may hold the sync, and the worker runs on the threads
-    /// Swift's tasks run on).
+    /// A worker whose syncs run on up to `lanes` threads at once (at least one); `needsNoSync`
+    /// says which files are not synced at all: by default those on tmpfs and ramfs, unless a
+    /// fault injection hook is in place (tests fail or hold syncs wherever their files are).
     package init(
         lanes: Int = 4,
-        syncsAtOnce: @escaping @Sendable (Int32) -> Bool = { !FaultInjection.isActive && Sys.keepsNothingOnDisk($0) }
+        needsNoSync: @escaping @Sendable (Int32) -> Bool = { !FaultInjection.isActive && Sys.keepsNothingOnDisk($0) }
     ) {
         let count = max(1, lanes)
         state = Locked(State(lanes: Array(repeating: Lane(), count: count)))
         syncerQueues = (0..<count).map { _ in Sys.ownBlockingQueue("haul.file-syncer") }
-        self.syncsAtOnce = syncsAtOnce
+        self.needsNoSync = needsNoSync
     }
 
     /// How many files were synced as part of a group of two or more.
     package var groupedCount: Int { grouped.get() }
 
-    /// How many files the worker synced itself.
-    package var syncedAtOnceCount: Int { synchronous.get() }
+    /// How many files were not synced, their fsync writing nothing.
+    package var unsyncedCount: Int { unsynced.get() }
 
     /// How many syncs wait for a lane's next group.
     package var waitingCount: Int { state.withLock { $0.lanes.reduce(0) { $0 + $1.waiting.items.count } } }
@@ -185,13 +185,14 @@ package final class FileWorker: Sendable {
             var syncs: [PendingSync] = []
             for pending in jobs.compactMap({ $0() }) {
                 // Where an fsync writes nothing, the hand-over to a syncer and back would be the
-                // whole cost: two thread wake-ups for each file.
-                guard syncsAtOnce(pending.fd) else {
+                // whole cost (two thread wake-ups for each file), and the call itself is one
+                // system call more.
+                guard needsNoSync(pending.fd) else {
                     syncs.append(pending)
                     continue
                 }
-                synchronous.withLock { $0 += 1 }
-                pending.finish(Self.fsync(pending))
+                unsynced.withLock { $0 += 1 }
+                pending.finish(nil)
             }
             if syncs.isEmpty { continue }
             let (lane, start) = state.withLock { s in
