@@ -28,13 +28,25 @@ extension HaulSession {
         _ url: URL, into directory: URL, options: DownloadOptions, saving: @escaping @Sendable () -> Void = {},
         completion: @escaping @Sendable (ExpressEnd) -> Void
     ) -> ExpressDownload? {
+        startExpress(
+            url, intoDirectoryAt: Sys.lexicallyNormalized(directory.path), options: options, saving: saving,
+            completion: completion)
+    }
+
+    /// ``startExpress(_:into:options:saving:completion:)`` into the directory at `path`, absolute
+    /// and lexically normalised (``Sys/lexicallyNormalized(_:)``): a run of many URLs into one
+    /// directory works its path out once, not once a URL.
+    package func startExpress(
+        _ url: URL, intoDirectoryAt path: String, options: DownloadOptions, saving: @escaping @Sendable () -> Void = {},
+        completion: @escaping @Sendable (ExpressEnd) -> Void
+    ) -> ExpressDownload? {
         guard options.connections > 1, options.checksums.isEmpty, !options.overwrite, !options.revalidatesExistingFile,
             !options.checksReachability, configuration.timeout.resource == nil,
             let transport = try? readyTransport(),
             let engineOptions = try? engineOptions(options, for: url)
         else { return nil }
         return ExpressDownload.start(
-            url, into: Sys.lexicallyNormalized(directory.path), options: engineOptions,
+            url, into: path, options: engineOptions,
             minSplit: options.minSplitSize, connections: options.connections, transport: transport, saving: saving
         ) { end in
             switch end {

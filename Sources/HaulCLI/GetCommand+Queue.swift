@@ -95,22 +95,38 @@ extension GetCommand {
         manage: @escaping @Sendable (Int, DownloadOptions?, @escaping @Sendable () -> Void) -> Void,
         saved: @escaping @Sendable (Int, DownloadResult, DownloadStart) -> Void
     ) -> ExpressFeed {
+        // Each URL's directory as a normalised path (nil: a named file), worked out once for a
+        // run of URLs into the same one (a thousand URLs into `-d` share one).
+        var paths: [String?] = []
+        paths.reserveCapacity(targets.count)
+        var last: (directory: URL, path: String)?
+        for target in targets {
+            guard case .directory(let directory) = target else {
+                paths.append(nil)
+                continue
+            }
+            if let last, last.directory == directory {
+                paths.append(last.path)
+                continue
+            }
+            let path = Sys.lexicallyNormalized(directory.path)
+            last = (directory, path)
+            paths.append(path)
+        }
         // The next URL may start on the transport's thread, which must not wait for a listing of
         // a directory's resume records: each directory a resuming download looks in is listed
         // now (one made later is empty when its first download lists it).
         var directories = Set<String>()
-        for (index, target) in targets.enumerated() where options[index].resume {
-            if case .directory(let directory) = target { directories.insert(Sys.lexicallyNormalized(directory.path)) }
+        for (index, path) in paths.enumerated() where options[index].resume {
+            if let path { directories.insert(path) }
         }
         for path in directories where Sys.isDirectory(path) { RecordIndex.shared.prepare(path) }
         return ExpressFeed(
             count: urls.count, jobs: jobs,
-            express: { [session = manager.session] index, saving, ended in
-                guard case .directory(let directory) = targets[index], manager.mayStartNow(urls[index]) else {
-                    return nil
-                }
+            express: { [session = manager.session, paths] index, saving, ended in
+                guard let path = paths[index], manager.mayStartNow(urls[index]) else { return nil }
                 return session.startExpress(
-                    urls[index], into: directory, options: options[index], saving: saving, completion: ended)
+                    urls[index], intoDirectoryAt: path, options: options[index], saving: saving, completion: ended)
             },
             manage: manage, saved: saved)
     }
