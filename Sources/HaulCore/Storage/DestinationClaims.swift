@@ -130,7 +130,7 @@ package final class DestinationClaims: Sendable {
     /// Where a path's byte lies in the lock file: 62 bits of its SHA-256.
     private static func offset(_ key: String) -> Int64 {
         var hasher = SHA256()
-        hasher.update(Array(key.utf8))
+        hasher.update(key.utf8)
         let digest = hasher.finalize()
         let bits = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         return Int64(bits & 0x3FFF_FFFF_FFFF_FFFF)

@@ -133,6 +133,7 @@ package struct BlockHasher<Core: BlockHashCore>: Sendable {
     }
 
     package mutating func update<C: Collection>(_ bytes: C) where C.Element == UInt8 {
+        if bytes.withContiguousStorageIfAvailable({ update(UnsafeRawBufferPointer($0)) }) != nil { return }
         Array(bytes).withUnsafeBytes { update($0) }
     }
 
@@ -141,14 +142,17 @@ package struct BlockHasher<Core: BlockHashCore>: Sendable {
         let bitLength = length &* 8
         let block = Core.blockSize
         let tail = block - Core.lengthSize
-        var pad: [UInt8] = [0x80]
         let rem = (buffered + 1) % block
-        pad += [UInt8](repeating: 0, count: rem <= tail ? tail - rem : block + tail - rem)
-        var lengthBytes = [UInt8](repeating: 0, count: Core.lengthSize)
+        let zeros = rem <= tail ? tail - rem : block + tail - rem
+        // 0x80, the zeros, then the length in bits (its low 8 bytes: a longer length field's
+        // high bytes stay 0), in one buffer: a claim hashes a short key for every download.
+        var pad = [UInt8](repeating: 0, count: 1 + zeros + Core.lengthSize)
+        pad[0] = 0x80
+        let lengthAt = 1 + zeros
         for i in 0..<8 {
-            lengthBytes[Core.lengthSize - 1 - i] = UInt8(truncatingIfNeeded: bitLength >> (UInt64(i) * 8))
+            let at = Core.bigEndian ? lengthAt + Core.lengthSize - 1 - i : lengthAt + i
+            pad[at] = UInt8(truncatingIfNeeded: bitLength >> (UInt64(i) * 8))
         }
-        pad += Core.bigEndian ? lengthBytes : lengthBytes.reversed()
         let savedLength = length
         pad.withUnsafeBytes { update($0) }
         length = savedLength
