@@ -17,8 +17,8 @@ done
 export no_proxy='*' NO_PROXY='*'
 swift build -c release --product haul
 work=$(mktemp -d)
-# A directory on tmpfs too, where a small file is synced by the file worker itself (another
-# path than on a disk); the disk's directory again where there is no /dev/shm.
+# A directory on tmpfs too, where a small file is not synced at all (another path than on a
+# disk); the disk's directory again where there is no /dev/shm.
 shm=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 server=
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null || true; rm -rf "$work" "$shm"' EXIT
