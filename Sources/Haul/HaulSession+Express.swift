@@ -40,6 +40,7 @@ extension HaulSession {
         _ url: URL, intoDirectoryAt path: String, options: DownloadOptions, saving: @escaping @Sendable () -> Void = {},
         completion: @escaping @Sendable (ExpressEnd) -> Void
     ) -> ExpressDownload? {
+        assert(path.hasPrefix("/") && path == Sys.lexicallyNormalized(path), "not a normalised absolute path: \(path)")
         guard options.connections > 1, options.checksums.isEmpty, !options.overwrite, !options.revalidatesExistingFile,
             !options.checksReachability, configuration.timeout.resource == nil,
             let transport = try? readyTransport(),

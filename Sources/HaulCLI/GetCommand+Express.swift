@@ -171,8 +171,9 @@ final class ExpressFeed: Sendable {
 
     /// URL `index` has its whole file and is being saved: its place goes to the next URL, which
     /// starts here, usually on the transport's thread (no hop, and with libcurl no wake-up,
-    /// before its request). An express start does `mkdir -p` of its directory there (a stat
-    /// when it exists); its resume records were listed before the run (`expressFeed`).
+    /// before its request). An express start does `mkdir -p` of its directory there, the
+    /// first time (a stat when it exists); its resume records were listed before the run
+    /// (`expressFeed`).
     private func saving(_ index: Int) {
         state.withLock { s in
             s.transferring.remove(index)

@@ -4,8 +4,8 @@ import Foundation
     import Glibc
 #endif
 
-/// A directory's default POSIX ACL, set and removed through its extended attribute (tests of the
-/// modes files get under one).
+/// A directory's default POSIX ACL, set through its extended attribute (tests of the modes files
+/// get under one).
 public enum DefaultACL {
     /// Gives `path` a default ACL of the owner's, the group's and the others' permissions, in the
     /// kernel's extended-attribute format (linux/posix_acl_xattr.h): version 2, then (tag,
@@ -25,14 +25,6 @@ public enum DefaultACL {
             throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
         }
         return true
-    }
-
-    /// Takes `path`'s default ACL away.
-    public static func remove(_ path: String) throws {
-        typealias RemoveXattr = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>) -> Int32
-        guard symbol("removexattr", as: RemoveXattr.self)(path, name) == 0 else {
-            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-        }
     }
 
     private static let name = "system.posix_acl_default"

@@ -9,6 +9,13 @@ struct DestinationClaimsTests {
     /// A directory name no other test, and no other test process, uses: a claim also locks the
     /// path for the user's other processes (two test runs at once shared fixed paths here).
     let base = "/tmp/haul-claims-\(UUID().uuidString)"
+
+    /// A path's byte in the lock file is where every haul version looks for it: 62 bits of the
+    /// SHA-256 of its key (Python: `int.from_bytes(sha256(key).digest()[:8], "big") & (2**62 - 1)`).
+    @Test func aKeysLockOffsetIsTheSameInEveryVersion() {
+        #expect(DestinationClaims.offset("2049:131073/report.pdf") == 4_504_653_827_192_504_257)
+    }
+
     @Test func anotherOwnerIsRefusedTheSameFileSpelledDifferently() throws {
         let claims = DestinationClaims()
         let first = DestinationClaims.Owner()

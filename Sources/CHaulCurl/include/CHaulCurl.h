@@ -149,7 +149,8 @@ int haul_start_writeback(int fd);
 /// returns 0 or an errno (ENOSYS where there is no renameat2, EINVAL where the file system
 /// cannot do it).
 int haul_rename_noreplace(const char *from, const char *to);
-/// Whether `directory` has a default POSIX ACL (1) or not (0: none, or no way to tell).
+/// Whether `directory` has a default POSIX ACL: 1, 0 (none, or a file system without them), or
+/// -1 when it cannot be told (the directory missing, no permission).
 int haul_has_default_acl(const char *directory);
 /// A regular file with no name yet in `directory` (O_TMPFILE, write-only, close-on-exec), asked
 /// for with `mode`: a file descriptor, or -errno (-EOPNOTSUPP where the kernel or file system

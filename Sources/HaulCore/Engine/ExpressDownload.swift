@@ -85,9 +85,11 @@ package final class ExpressDownload: Sendable {
     /// unless its file is being saved.
     package func cancel() { task.get()?.cancel() }
 
-    /// Directories an express download of this process has made or found, made again only by
-    /// the engine: a stat for every file was one of its system calls on the transport's thread.
-    /// One removed meanwhile fails the save's create, which declines, and the engine makes it.
+    /// Directories an express download of this process has made or found, not looked at again
+    /// by the next ones: a start runs on the transport's thread, where a stat for every file
+    /// would be one of its few system calls. One removed meanwhile fails the save's create,
+    /// which declines, and the engine makes it again. At most 512 are kept (a run into more
+    /// directories makes sure of the others at every start).
     private static let madeDirectories = Locked<Set<String>>([])
 
     private func begin(limit: Int, connections: Int, transport: any HTTPTransport) {

@@ -74,7 +74,9 @@ package enum FaultInjection {
 /// spawned `haul` (tests): debug builds with `HAUL_WRITE_LOG=FILE` append one line per event,
 /// `W offset count path` after a positional write, `B path` before and `S path` after an fsync,
 /// `R durable hex path` after a record was put in place (its bytes, in hex). A test then drops
-/// what was never synced (docs/resume-record.md, "Power loss").
+/// what was never synced (docs/resume-record.md, "Power loss"). A file the ``FileWorker`` commits
+/// on tmpfs or ramfs is never synced (its fsync would do nothing), so it has no `S` line: a
+/// power loss after a commit is simulated in a disk's directory.
 package enum WriteLog {
     #if DEBUG
         private static let fd: Int32? = {

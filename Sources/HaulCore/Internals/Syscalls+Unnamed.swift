@@ -16,7 +16,9 @@ extension Sys {
     /// partial is the way).
     /// The mode is given to the open, as a partial's is: the directory's default ACL decides it
     /// where there is one, else `mode` less the process's umask (applied by haul as well:
-    /// kernels before 6.0 skipped it for O_TMPFILE on file systems without POSIX ACLs).
+    /// kernels before 6.0 skipped it for O_TMPFILE on file systems without POSIX ACLs). A
+    /// directory found without an ACL is not asked again in this process: one given an ACL
+    /// later gets files of `mode` less the umask, which its ACL can narrow but never widen.
     package static func openUnnamed(inDirectory directory: String, mode: mode_t = 0o644) throws(Errno) -> Int32? {
         guard let umask = processUmask else { return nil }
         let asked = hasDefaultACL(directory) ? mode : mode & ~umask
@@ -34,17 +36,18 @@ extension Sys {
         }
     }
 
-    /// Directories found without a default ACL, asked once each per process (a getxattr per
-    /// file was a tenth of a small file's system calls). One given an ACL later still gets files
-    /// of `mode` less the umask, which the ACL can only narrow: never more open than asked. A
-    /// directory with an ACL is asked again every time. At most a few hundred are kept.
+    /// Directories known to have no default ACL, asked once each in this process: many small
+    /// files go into one directory, and a getxattr for each would be a system call of their few.
+    /// One with an ACL is asked at every file, so an ACL taken away never leaves files more open
+    /// than the umask allows; one that cannot be asked (missing, no permission) is asked again.
+    /// At most 512 are kept (a run into more directories asks for the others every time).
     private static let withoutDefaultACL = Locked<Set<String>>([])
 
     private static func hasDefaultACL(_ directory: String) -> Bool {
         if withoutDefaultACL.withLock({ $0.contains(directory) }) { return false }
-        if haul_has_default_acl(directory) != 0 { return true }
-        withoutDefaultACL.withLock { if $0.count < 512 { $0.insert(directory) } }
-        return false
+        let found = haul_has_default_acl(directory)
+        if found == 0 { withoutDefaultACL.withLock { if $0.count < 512 { $0.insert(directory) } } }
+        return found == 1
     }
 
     /// The process's umask, read from /proc/self/status (Linux 4.7): umask(2) can only read it

@@ -128,7 +128,7 @@ package final class DestinationClaims: Sendable {
     }
 
     /// Where a path's byte lies in the lock file: 62 bits of its SHA-256.
-    private static func offset(_ key: String) -> Int64 {
+    static func offset(_ key: String) -> Int64 {
         var hasher = SHA256()
         hasher.update(key.utf8)
         let digest = hasher.finalize()

@@ -19,8 +19,8 @@ import Dispatch
 /// each is fsync()ed (the first commits the transaction, the others find little left to do). A
 /// lone download is synced at once. Every file on a disk is synced before it is renamed. On
 /// tmpfs and ramfs, whose fsync writes nothing and returns at once, a file is not synced at all:
-/// the worker goes straight on to what follows (the hand-over to a syncer and back, then the
-/// system call itself, were the whole cost).
+/// the worker goes straight on to what follows, without a hand-over to a syncer and back or a
+/// system call that does nothing.
 ///
 /// Few hops: a small download's create, write, sync and rename are one job, so its task leaves
 /// Swift's pool once and comes back once (instead of once per step).
@@ -184,9 +184,8 @@ package final class FileWorker: Sendable {
             if jobs.isEmpty { return }
             var syncs: [PendingSync] = []
             for pending in jobs.compactMap({ $0() }) {
-                // Where an fsync writes nothing, the hand-over to a syncer and back would be the
-                // whole cost (two thread wake-ups for each file), and the call itself is one
-                // system call more.
+                // Where an fsync writes nothing, neither the hand-over to a syncer and back (two
+                // thread wake-ups for each file) nor the call itself does anything.
                 guard needsNoSync(pending.fd) else {
                     syncs.append(pending)
                     continue

@@ -29,8 +29,7 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     /// The first value of `name`, trimmed.
     package subscript(_ name: String) -> String? {
-        // A plain loop: `first(where:)` retained and released every field's name and value it
-        // passed (about 25 reference counts a lookup, 9 lookups a small download).
+        // A plain loop: a small download looks up about ten names, each past every field.
         for field in fields where field.name.equalsIgnoringASCIICase(name) { return field.value }
         return nil
     }
