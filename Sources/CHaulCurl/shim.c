@@ -264,7 +264,9 @@ int haul_rename_noreplace(const char *from, const char *to) {
 
 int haul_has_default_acl(const char *directory) {
 #ifdef __linux__
-    if (getxattr(directory, "system.posix_acl_default", NULL, 0) > 0) return 1;
+    ssize_t size = getxattr(directory, "system.posix_acl_default", NULL, 0);
+    if (size > 0) return 1;
+    if (size == 0) return 0;
     // No such attribute, or none on this file system: known to have none. Anything else (the
     // directory missing, no permission, an I/O error) says nothing either way.
     return errno == ENODATA || errno == ENOTSUP || errno == EOPNOTSUPP ? 0 : -1;

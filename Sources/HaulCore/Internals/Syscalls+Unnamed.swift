@@ -38,9 +38,11 @@ extension Sys {
 
     /// Directories known to have no default ACL, asked once each in this process: many small
     /// files go into one directory, and a getxattr for each would be a system call of their few.
-    /// One with an ACL is asked at every file, so an ACL taken away never leaves files more open
-    /// than the umask allows; one that cannot be asked (missing, no permission) is asked again.
-    /// At most 512 are kept (a run into more directories asks for the others every time).
+    /// One with an ACL is asked at every file: were that answer kept, a path that later names a
+    /// directory without one, on a file system without ACLs under a kernel before 6.0 (which
+    /// then applies no umask to unnamed files), would get files more open than the umask
+    /// allows. One that cannot be asked (missing, no permission) is asked again. At most 512
+    /// are kept (a run into more directories asks for the others every time).
     private static let withoutDefaultACL = Locked<Set<String>>([])
 
     private static func hasDefaultACL(_ directory: String) -> Bool {

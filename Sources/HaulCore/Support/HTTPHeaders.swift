@@ -29,7 +29,8 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     /// The first value of `name`, trimmed.
     package subscript(_ name: String) -> String? {
-        // A plain loop: a small download looks up about ten names, each past every field.
+        // A plain loop: `first(where:)` retains and releases each field it passes, and a small
+        // download looks up about ten names.
         for field in fields where field.name.equalsIgnoringASCIICase(name) { return field.value }
         return nil
     }
