@@ -9,9 +9,8 @@ import Testing
 /// `Sys.linkUnnamed` names an unnamed file by its descriptor where the kernel lets its opener
 /// (Linux 6.10), else through /proc: both ways give the name, and neither replaces what is there.
 @Suite(.fewAtOnce) struct UnnamedFileTests {
-    /// The test process's umask (0 where it cannot be read).
-    static let umask: mode_t =
-        (try? Sys.readSmallFile("/proc/self/status")).flatMap { Sys.statusUmask($0) } ?? 0
+    /// The test process's umask, as haul reads it (0 where it cannot be read).
+    static let umask = Sys.processUmask ?? 0
 
     /// An unnamed file in `dir` holding `bytes`; nil where there are none (then nothing to test).
     func unnamed(in dir: TemporaryDirectory, _ bytes: [UInt8]) throws -> Int32? {

@@ -90,7 +90,7 @@ package final class ExpressDownload: Sendable {
     /// would be one of its few system calls. One removed meanwhile fails the save's create,
     /// which declines, and the engine makes it again. At most 512 are kept (a run into more
     /// directories makes sure of the others at every start).
-    private static let madeDirectories = Locked<Set<String>>([])
+    private static let madeDirectories = RememberedSet()
 
     private func begin(limit: Int, connections: Int, transport: any HTTPTransport) {
         let store = DownloadStore(url: url, owner: claims, resume: options.resume, overwrite: options.overwrite)
@@ -99,12 +99,11 @@ package final class ExpressDownload: Sendable {
         let free: Bool
         do throws(HaulError) {
             try FileDownloader.validate(url)
-            if Self.madeDirectories.withLock({ $0.contains(directory) }) {
-                free = store.partialDestination(in: directory) == nil
-            } else {
-                free = try store.knownDestination(of: .directory(directory), creatingDirectories: false) == nil
-                Self.madeDirectories.withLock { if $0.count < 512 { $0.insert(directory) } }
+            if !Self.madeDirectories.contains(directory) {
+                try store.prepare(.directory(directory), creatingDirectories: false)
+                Self.madeDirectories.insert(directory)
             }
+            free = store.partialDestination(in: directory) == nil
         } catch {
             free = false
         }

@@ -43,18 +43,18 @@ extension Sys {
     /// then applies no umask to unnamed files), would get files more open than the umask
     /// allows. One that cannot be asked (missing, no permission) is asked again. At most 512
     /// are kept (a run into more directories asks for the others every time).
-    private static let withoutDefaultACL = Locked<Set<String>>([])
+    private static let withoutDefaultACL = RememberedSet()
 
     private static func hasDefaultACL(_ directory: String) -> Bool {
-        if withoutDefaultACL.withLock({ $0.contains(directory) }) { return false }
+        if withoutDefaultACL.contains(directory) { return false }
         let found = haul_has_default_acl(directory)
-        if found == 0 { withoutDefaultACL.withLock { if $0.count < 512 { $0.insert(directory) } } }
+        if found == 0 { withoutDefaultACL.insert(directory) }
         return found == 1
     }
 
     /// The process's umask, read from /proc/self/status (Linux 4.7): umask(2) can only read it
     /// by setting it, which races the other threads' creates. Nil where it cannot be read.
-    private static let processUmask: mode_t? = {
+    static let processUmask: mode_t? = {
         guard let bytes = try? readSmallFile("/proc/self/status", limit: 64 << 10) else { return nil }
         return statusUmask(bytes)
     }()

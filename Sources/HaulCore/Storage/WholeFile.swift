@@ -28,12 +28,12 @@ package final class WholeFile: @unchecked Sendable {
     private static let procFD = Sys.isDirectory("/proc/thread-self/fd")
     /// Directories where a link was refused by a security module or a mount: every later one
     /// there would be too, so their files take the partial's way (a few hundred at most).
-    private static let refused = Locked<Set<String>>([])
+    private static let refused = RememberedSet()
 
     /// An unnamed file beside `destination`; nil where there can be none (then a partial).
     package static func create(for destination: String) throws(HaulError) -> WholeFile? {
         let directory = Sys.parentDirectory(of: destination)
-        guard procFD, !refused.withLock({ $0.contains(directory) }) else { return nil }
+        guard procFD, !refused.contains(directory) else { return nil }
         let fd: Int32?
         do { fd = try Sys.openUnnamed(inDirectory: directory) } catch {
             throw .fileSystem(error, "create", path: destination)
@@ -88,7 +88,7 @@ package final class WholeFile: @unchecked Sendable {
             if failure == .fileExists { return value(.taken) }
             if failure.refusesLinking {
                 let directory = Sys.parentDirectory(of: destination)
-                Self.refused.withLock { if $0.count < 512 { $0.insert(directory) } }
+                Self.refused.insert(directory)
                 return value(.refused)
             }
             throw .fileSystem(failure, "rename into", path: destination)
