@@ -45,4 +45,40 @@ struct DirectoryListingTests {
         }
         #expect(Sys.listDirectory(dir.path).count == 3001)
     }
+
+    /// The record index keeps which names a directory held when listed, by their bytes, and
+    /// answers "nothing there" only for a name, partial and record it did not hold, in a
+    /// directory it listed, where no record was noted since.
+    @Test func aListingKeepsWhichNamesTheDirectoryHeld() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        for name in ["a.bin", "b.bin.part", "c.bin.haul", "é.bin", "deep"] {
+            #expect(FileManager.default.createFile(atPath: dir.file(name), contents: nil))
+        }
+        let index = RecordIndex()
+        #expect(!index.heldNothing(at: dir.file("d.bin")), "not listed yet")
+        index.prepare(dir.path)
+        #expect(index.heldNothing(at: dir.file("d.bin")))
+        #expect(index.heldNothing(at: dir.file("a")), "a name is not its prefix")
+        #expect(index.heldNothing(at: dir.file("dee")))
+        for held in ["a.bin", "b.bin", "c.bin", "é.bin", "deep"] {
+            #expect(!index.heldNothing(at: dir.file(held)), "\(held)")
+        }
+        #expect(!index.heldNothing(at: dir.file("sub/d.bin")), "another directory")
+        index.noted(url: "http://example.com/d", destination: dir.file("d.bin"))
+        #expect(!index.heldNothing(at: dir.file("d.bin")), "a record written since")
+    }
+
+    @Test func aDirectoryOfMoreNamesThanAreKeptIsNeverTakenAsEmpty() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        for name in ["a", "b", "c"] { #expect(FileManager.default.createFile(atPath: dir.file(name), contents: nil)) }
+        let index = RecordIndex(namesKept: 2)
+        index.prepare(dir.path)
+        #expect(index.listings(of: dir.path) == 1)
+        #expect(!index.heldNothing(at: dir.file("d")))
+        let roomy = RecordIndex(namesKept: 3)
+        roomy.prepare(dir.path)
+        #expect(roomy.heldNothing(at: dir.file("d")))
+    }
 }

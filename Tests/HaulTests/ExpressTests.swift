@@ -147,6 +147,79 @@ struct ExpressTests {
         #expect(server.requests.isEmpty)
     }
 
+    /// Saves `name` the express way into `dir`, which lists the directory for the process's
+    /// record index: what is made in it after this is not in that listing.
+    private func listByASave(_ session: HaulSession, _ server: TestServer, into dir: TemporaryDirectory) async throws {
+        let end = try await express(session, server.url("/listing.bin?size=100"), into: dir.url)
+        guard case .saved? = end else {
+            throw HaulError(.fileSystem, "the listing save declined: \(String(describing: end))")
+        }
+        #expect(RecordIndex.shared.listings(of: dir.path) == 1)
+    }
+
+    /// A file made at the name after the directory was listed is found by the link, which never
+    /// replaces: the save declines with its answer, and the engine judges the file.
+    @Test func aFileMadeAfterTheListingIsFoundByTheLinkAndLeftAlone() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession()
+        try await listByASave(session, server, into: dir)
+        let mine = Array("not the server's".utf8)
+        #expect(FileManager.default.createFile(atPath: dir.file("late.bin"), contents: Data(mine)))
+        let url = server.url("/late.bin?size=4000")
+        let options = try #require(declinedOptions(try await express(session, url, into: dir.url)))
+        #expect(options.prefetched != nil, "the answer goes to the engine")
+        expectFile(dir.file("late.bin"), equals: mine)
+        let (result, _) = await run(session, url, to: .directory(dir.url), options: options)
+        #expect(result.error?.code == .destinationExists, "\(String(describing: result.error))")
+        expectFile(dir.file("late.bin"), equals: mine)
+        #expect(server.requests(path: "/late.bin").count == 1)
+        #expect(dir.contents() == ["late.bin", "listing.bin"])
+    }
+
+    /// Side files another program makes after the listing are not looked at by the save, which
+    /// never touches them: the file is saved beside them, and they are left as they were.
+    @Test func sideFilesMadeAfterTheListingAreLeftAsTheyWere() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession()
+        try await listByASave(session, server, into: dir)
+        let part = Array("another program's partial".utf8)
+        let record = Array("not a record".utf8)
+        #expect(FileManager.default.createFile(atPath: dir.file("side.bin.part"), contents: Data(part)))
+        #expect(FileManager.default.createFile(atPath: dir.file("side.bin.haul"), contents: Data(record)))
+        let end = try await express(session, server.url("/side.bin?size=3000"), into: dir.url)
+        guard case .saved? = end else {
+            Issue.record("not saved: \(String(describing: end))")
+            return
+        }
+        expectFile(dir.file("side.bin"), equals: TestContent.bytes(count: 3000))
+        expectFile(dir.file("side.bin.part"), equals: part)
+        expectFile(dir.file("side.bin.haul"), equals: record)
+    }
+
+    /// A partial this process left after the listing (its record is noted in the index) is
+    /// judged as ever: another URL's answer naming the same file declines, and the partial stays.
+    @Test func aPartialThisProcessLeftAfterTheListingIsJudged() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let session = testSession()
+        try await listByASave(session, server, into: dir)
+        let cut = server.url("/cut?size=2000000&cd=benign&drop=600000&drops=1")
+        let (first, _) = await run(testSession { $0.retry.maxRetries = 0 }, cut, to: .directory(dir.url))
+        #expect(first.error != nil)
+        let partial = bytes(at: dir.file("report.pdf.part"))
+        #expect(partial.count == 600_000)
+        let other = server.url("/other?size=3000&cd=benign")
+        let options = try #require(declinedOptions(try await express(session, other, into: dir.url)))
+        #expect(options.prefetched != nil)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("report.pdf")))
+        expectFile(dir.file("report.pdf.part"), equals: partial)
+    }
+
     /// A directory is made (or found) once per process the express way; one removed after that
     /// fails the next save's create, which declines with the answer, and the engine makes the
     /// directory again and saves the file from that answer without asking twice.

@@ -136,7 +136,8 @@ package final class ExpressDownload: Sendable {
     }
 
     /// The file worker's job: the name the answer gives, claimed; the file written with no
-    /// name, synced, and linked there. Declines wherever the full engine would do more.
+    /// name, synced, and linked there. Declines wherever the full engine would do more, as the
+    /// directory's listing or the disk shows it (``DownloadStore/claimForWholeFile(_:)``).
     private func save(
         _ body: [UInt8], _ response: TransportResponse, store: DownloadStore,
         answer: @escaping @Sendable () -> PrefetchedProbe
@@ -145,9 +146,7 @@ package final class ExpressDownload: Sendable {
         let destination = directory + "/" + name
         let expected = options.expected(vouched: Checksum.vouched(by: response.headers, status: response.status))
         FileWorker.shared.submit { () throws(HaulError) -> FileWorker.Step<Bool> in
-            let place = try store.claim(destination)
-            guard place.record == nil, !place.replacesFile, place.existingSize == nil,
-                let whole = try WholeFile.create(for: destination)
+            guard try store.claimForWholeFile(destination), let whole = try WholeFile.create(for: destination)
             else { return .done(false) }
             try whole.write(body, verifying: Verification(expected))
             return whole.committing { $0 == .linked }

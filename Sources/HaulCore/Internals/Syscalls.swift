@@ -419,19 +419,29 @@ package enum Sys {
     /// Names in a directory (not `.`/`..`), optionally only those ending in `suffix` (compared
     /// on the raw bytes, so a large directory costs no String per entry).
     package static func listDirectory(_ path: String, suffix: String = "") -> [String] {
-        guard let dir = opendir(path) else { return [] }
-        defer { closedir(dir) }
         let tail = Array(suffix.utf8)
         var names: [String] = []
-        while let entry = readdir(dir) {
-            let raw = entryName(entry)
-            let length = strlen(raw)
-            guard length >= tail.count, tail.isEmpty || memcmp(raw + (length - tail.count), tail, tail.count) == 0
-            else { continue }
-            let name = String(cString: raw)
-            if name != ".", name != ".." { names.append(name) }
+        forEachEntry(in: path) { raw in
+            guard raw.count >= tail.count, raw.suffix(tail.count).elementsEqual(tail) else { return }
+            names.append(String(decoding: raw, as: UTF8.self))
         }
         return names
+    }
+
+    /// Calls `body` with the bytes of each name in a directory but `.` and `..`, in place (valid
+    /// during the call only); false when the directory cannot be opened.
+    @discardableResult
+    package static func forEachEntry(in path: String, _ body: (UnsafeBufferPointer<UInt8>) -> Void) -> Bool {
+        guard let dir = opendir(path) else { return false }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let raw = entryName(entry)
+            let name = UnsafeBufferPointer(
+                start: UnsafeRawPointer(raw).assumingMemoryBound(to: UInt8.self), count: strlen(raw))
+            if name.count <= 2, name.allSatisfy({ $0 == UInt8(ascii: ".") }) { continue }
+            body(name)
+        }
+        return true
     }
 
     /// The name of a directory entry, in place. An entry holds only as many bytes of `d_name` as

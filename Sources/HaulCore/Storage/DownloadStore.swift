@@ -70,6 +70,25 @@ package struct DownloadStore: Sendable {
     /// revalidated one's), its side files judged as ever.
     package func claim(_ destination: String, replacingFile: Bool = false) throws(HaulError) -> Place {
         try DestinationClaims.shared.claim(destination, for: owner)
+        return try judge(destination, replacingFile: replacingFile)
+    }
+
+    /// Claims `destination` for a new whole file that is linked there without replacing anything
+    /// (the express way), and says whether it may go ahead: nothing is at the name, no side file
+    /// beside it, and the file would not replace one. When the destination's directory, as the
+    /// ``RecordIndex`` listed it this process, held none of those names (and no record was written
+    /// there since), they are not looked at again: three look-ups a file that find nothing. What
+    /// another process makes there after the listing is no matter to such a file: the link
+    /// fails on a name taken meanwhile, and side files are not touched.
+    package func claimForWholeFile(_ destination: String) throws(HaulError) -> Bool {
+        try DestinationClaims.shared.claim(destination, for: owner)
+        if resume, !overwrite, RecordIndex.shared.heldNothing(at: destination) { return true }
+        let place = try judge(destination, replacingFile: false)
+        return place.record == nil && !place.replacesFile && place.existingSize == nil
+    }
+
+    /// What is at a claimed `destination`, as ``claim(_:replacingFile:)`` judges it.
+    private func judge(_ destination: String, replacingFile: Bool) throws(HaulError) -> Place {
         if replacingFile, !overwrite, Sys.isSymbolicLink(destination) {
             // A revalidated download asks about a regular file only: a link's target, judged by
             // its size alone, could be kept stale as "already complete".

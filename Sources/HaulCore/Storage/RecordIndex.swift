@@ -10,6 +10,9 @@
 /// A record written by another process after the listing is not in the index; the download
 /// still finds it when the answer names the same file (it then asks again with Range: one
 /// request more). Every hit is checked against the record on disk.
+///
+/// The listing also keeps which names the directory held (as hashes, up to `namesKept`), for
+/// ``heldNothing(at:)``.
 package final class RecordIndex: Sendable {
     /// The index of this process.
     package static let shared = RecordIndex()
@@ -19,12 +22,18 @@ package final class RecordIndex: Sendable {
         var directories: [String: [String: String]] = [:]
         /// Destination path → its URL, for the entries above.
         var owners: [String: String] = [:]
+        /// Directory → the hashes of the names it held when listed (none kept for a directory
+        /// of more than `namesKept`).
+        var names: [String: Set<UInt64>] = [:]
         /// How often each directory was listed (tests).
         var listings: [String: Int] = [:]
     }
+
+    /// The most names of one directory whose hashes are kept (8 bytes each: a few MiB at most).
+    private let namesKept: Int
     private let state = Locked(State())
 
-    package init() {}
+    package init(namesKept: Int = 1 << 17) { self.namesKept = namesKept }
 
     /// The destination of the partial in `dir` whose record names `url` (redacted), if any.
     package func destination(of url: String, in dir: String) -> String? {
@@ -40,12 +49,29 @@ package final class RecordIndex: Sendable {
     /// thread that must not wait for a directory's records (the transport's) lists it first.
     package func prepare(_ dir: String) { _ = listing(of: dir) }
 
+    /// Whether `destination`'s directory held nothing at its name nor at its partial's and
+    /// record's names when this index listed it, and no record has been noted there since.
+    /// A download that only links a new whole file there, never replacing (the express way),
+    /// need not look at those names again: a file made at the name since is found by the link
+    /// itself, and side files made since are not touched by it. False when the directory was
+    /// not listed, or held more names than are kept.
+    package func heldNothing(at destination: String) -> Bool {
+        let (dir, name) = Sys.split(destination)
+        return state.withLock { s in
+            guard s.owners[destination] == nil, let names = s.names[dir] else { return false }
+            let base = Self.hash(name.utf8)
+            return !names.contains(base) && !names.contains(Self.hash(PartialFile.partSuffix.utf8, after: base))
+                && !names.contains(Self.hash(ResumeRecord.fileExtension.utf8, after: base))
+        }
+    }
+
     /// The index of `dir`, listed the first time.
     private func listing(of dir: String) -> [String: String] {
         if let known = state.withLock({ $0.directories[dir] }) { return known }
-        let listed = Self.list(dir)
+        let (listed, names) = Self.list(dir, namesKept: namesKept)
         return state.withLock { s in
             s.listings[dir, default: 0] += 1
+            if let names { s.names[dir] = names }
             // Records noted while this listing ran win over it.
             let merged = listed.merging(s.directories[dir] ?? [:]) { _, noted in noted }
             s.directories[dir] = merged
@@ -79,14 +105,37 @@ package final class RecordIndex: Sendable {
     /// How many times `dir` was listed by this index.
     package func listings(of dir: String) -> Int { state.withLock { $0.listings[dir] ?? 0 } }
 
-    private static func list(_ dir: String) -> [String: String] {
+    /// The records in `dir` (URL → destination) and the hashes of all its names (nil: more
+    /// than `namesKept`, or it could not be read).
+    private static func list(_ dir: String, namesKept: Int) -> (records: [String: String], names: Set<UInt64>?) {
+        let suffix = Array(ResumeRecord.fileExtension.utf8)
+        var records: [String] = []
+        var names = Set<UInt64>()
+        var keepsNames = true
+        let read = Sys.forEachEntry(in: dir) { raw in
+            if keepsNames {
+                names.insert(hash(raw))
+                if names.count > namesKept { (keepsNames, names) = (false, []) }
+            }
+            if raw.count > suffix.count, raw.suffix(suffix.count).elementsEqual(suffix) {
+                records.append(String(decoding: raw.dropLast(suffix.count), as: UTF8.self))
+            }
+        }
         var found: [String: String] = [:]
         // Sorted, so that of two records naming one URL the same one wins every time.
-        for name in Sys.listDirectory(dir, suffix: ResumeRecord.fileExtension).sorted().reversed() {
-            let destination = dir + "/" + String(name.dropLast(ResumeRecord.fileExtension.count))
+        for name in records.sorted().reversed() {
+            let destination = dir + "/" + name
             if let url = recordURL(at: destination) { found[url] = destination }
         }
-        return found
+        return (found, read && keepsNames ? names : nil)
+    }
+
+    /// FNV-1a of `bytes`, continuing from `start` (a name's hash, for the name with a suffix).
+    /// Two names with one hash only cost a look that was not needed.
+    static func hash(_ bytes: some Sequence<UInt8>, after start: UInt64 = 0xcbf2_9ce4_8422_2325) -> UInt64 {
+        var h = start
+        for byte in bytes { h = (h ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        return h
     }
 
     /// The URL of the partial at `destination`, when haul can vouch for it (a record bound to
