@@ -46,39 +46,69 @@ struct DirectoryListingTests {
         #expect(Sys.listDirectory(dir.path).count == 3001)
     }
 
-    /// The record index keeps which names a directory held when listed, by their bytes, and
-    /// answers "nothing there" only for a name, partial and record it did not hold, in a
-    /// directory it listed, where no record was noted since.
+    /// The record index keeps which names a directory held when listed, by their bytes (ASCII
+    /// letters in either case), and takes a name as free only when neither it nor its partial
+    /// nor its record was there, in a directory it listed, where this process wrote none since.
     @Test func aListingKeepsWhichNamesTheDirectoryHeld() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        for name in ["a.bin", "b.bin.part", "c.bin.haul", "é.bin", "deep"] {
+        for name in ["a.bin", "b.bin.part", "c.bin.haul", "é.bin", "deep", "Upper.PART"] {
             #expect(FileManager.default.createFile(atPath: dir.file(name), contents: nil))
         }
-        let index = RecordIndex()
-        #expect(!index.heldNothing(at: dir.file("d.bin")), "not listed yet")
-        index.prepare(dir.path)
-        #expect(index.heldNothing(at: dir.file("d.bin")))
-        #expect(index.heldNothing(at: dir.file("a")), "a name is not its prefix")
-        #expect(index.heldNothing(at: dir.file("dee")))
-        for held in ["a.bin", "b.bin", "c.bin", "é.bin", "deep"] {
-            #expect(!index.heldNothing(at: dir.file(held)), "\(held)")
+        // A name that is not UTF-8: its bytes are kept, not the text it would be shown as.
+        let path = Array((dir.path + "/f").utf8) + [0xFF, 0]
+        let odd = path.withUnsafeBufferPointer {
+            $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600) }
         }
-        #expect(!index.heldNothing(at: dir.file("sub/d.bin")), "another directory")
+        #expect(odd >= 0)
+        close(odd)
+        let index = RecordIndex()
+        #expect(!index.listedFree(dir.file("d.bin")), "not listed yet")
+        index.noted(url: "http://example.com/early", destination: dir.file("early.bin"))
+        index.prepare(dir.path)
+        #expect(index.listedFree(dir.file("d.bin")))
+        #expect(index.listedFree(dir.file("a")), "a name is not its prefix")
+        #expect(index.listedFree(dir.file("dee")))
+        #expect(index.listedFree(dir.file("f\u{FFFD}")), "a repaired name is another name")
+        #expect(Sys.listDirectory(dir.path).contains("f\u{FFFD}"), "listed, shown repaired")
+        for held in ["a.bin", "b.bin", "c.bin", "é.bin", "deep", "A.BIN", "upper"] {
+            #expect(!index.listedFree(dir.file(held)), "\(held)")
+        }
+        #expect(!index.listedFree(dir.file("early.bin")), "a record noted before the listing")
+        #expect(!index.listedFree(dir.file("sub/d.bin")), "another directory")
         index.noted(url: "http://example.com/d", destination: dir.file("d.bin"))
-        #expect(!index.heldNothing(at: dir.file("d.bin")), "a record written since")
+        index.removed(destination: dir.file("d.bin"))
+        #expect(!index.listedFree(dir.file("d.bin")), "a record written since, even once removed")
+        index.wrote(dir.file("g.bin"))
+        #expect(!index.listedFree(dir.file("g.bin")), "a file written since")
     }
 
-    @Test func aDirectoryOfMoreNamesThanAreKeptIsNeverTakenAsEmpty() throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        for name in ["a", "b", "c"] { #expect(FileManager.default.createFile(atPath: dir.file(name), contents: nil)) }
-        let index = RecordIndex(namesKept: 2)
-        index.prepare(dir.path)
-        #expect(index.listings(of: dir.path) == 1)
-        #expect(!index.heldNothing(at: dir.file("d")))
+    /// The index keeps at most so many names, all directories together: a listing that would
+    /// pass the bound keeps none, and a name written past it lets all go.
+    @Test func noNameIsTakenAsFreeBeyondTheBound() throws {
+        let one = try TemporaryDirectory()
+        let two = try TemporaryDirectory()
+        defer {
+            one.remove()
+            two.remove()
+        }
+        for name in ["a", "b", "c"] {
+            #expect(FileManager.default.createFile(atPath: one.file(name), contents: nil))
+            #expect(FileManager.default.createFile(atPath: two.file(name), contents: nil))
+        }
+        let index = RecordIndex(namesKept: 5)
+        index.prepare(one.path)
+        index.prepare(two.path)
+        #expect(index.listings(of: two.path) == 1)
+        #expect(index.listedFree(one.file("d")))
+        #expect(!index.listedFree(two.file("d")), "three more would pass five")
+        index.wrote(one.file("x"))
+        index.wrote(one.file("y"))
+        #expect(index.listedFree(one.file("d")), "five kept")
+        index.wrote(one.file("z"))
+        #expect(!index.listedFree(one.file("d")), "the sixth lets all go")
         let roomy = RecordIndex(namesKept: 3)
-        roomy.prepare(dir.path)
-        #expect(roomy.heldNothing(at: dir.file("d")))
+        roomy.prepare(two.path)
+        #expect(roomy.listedFree(two.file("d")))
     }
 }

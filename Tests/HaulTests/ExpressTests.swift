@@ -155,6 +155,7 @@ struct ExpressTests {
             throw HaulError(.fileSystem, "the listing save declined: \(String(describing: end))")
         }
         #expect(RecordIndex.shared.listings(of: dir.path) == 1)
+        #expect(!RecordIndex.shared.listedFree(dir.file("listing.bin")), "a file saved is not free")
     }
 
     /// A file made at the name after the directory was listed is found by the link, which never
@@ -167,6 +168,7 @@ struct ExpressTests {
         try await listByASave(session, server, into: dir)
         let mine = Array("not the server's".utf8)
         #expect(FileManager.default.createFile(atPath: dir.file("late.bin"), contents: Data(mine)))
+        #expect(RecordIndex.shared.listedFree(dir.file("late.bin")), "not looked at: the link finds it")
         let url = server.url("/late.bin?size=4000")
         let options = try #require(declinedOptions(try await express(session, url, into: dir.url)))
         #expect(options.prefetched != nil, "the answer goes to the engine")

@@ -429,19 +429,33 @@ package enum Sys {
     }
 
     /// Calls `body` with the bytes of each name in a directory but `.` and `..`, in place (valid
-    /// during the call only); false when the directory cannot be opened.
+    /// during the call only); false when the directory cannot be opened, or a read of it fails
+    /// before its end (the names given then are not all of them).
     @discardableResult
     package static func forEachEntry(in path: String, _ body: (UnsafeBufferPointer<UInt8>) -> Void) -> Bool {
         guard let dir = opendir(path) else { return false }
         defer { closedir(dir) }
-        while let entry = readdir(dir) {
+        while true {
+            errno = 0
+            guard let entry = readdir(dir) else { return errno == 0 }
             let raw = entryName(entry)
             let name = UnsafeBufferPointer(
                 start: UnsafeRawPointer(raw).assumingMemoryBound(to: UInt8.self), count: strlen(raw))
             if name.count <= 2, name.allSatisfy({ $0 == UInt8(ascii: ".") }) { continue }
             body(name)
         }
-        return true
+    }
+
+    /// Whether the directory at `path` compares names without case (ext4, f2fs, tmpfs and
+    /// bcachefs casefolding: `FS_CASEFOLD_FL`); true when it cannot be asked.
+    package static func foldsCase(_ path: String) -> Bool {
+        let fd = c_open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
+        guard fd >= 0 else { return true }
+        defer { _ = c_close(fd) }
+        var flags: CInt = 0
+        // FS_IOC_GETFLAGS (_IOR('f', 1, long)); the kernel writes an int.
+        guard ioctl(fd, 0x8008_6601, &flags) == 0 else { return errno != ENOTTY && errno != EINVAL }
+        return flags & 0x4000_0000 != 0
     }
 
     /// The name of a directory entry, in place. An entry holds only as many bytes of `d_name` as

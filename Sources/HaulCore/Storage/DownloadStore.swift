@@ -76,13 +76,16 @@ package struct DownloadStore: Sendable {
     /// Claims `destination` for a new whole file that is linked there without replacing anything
     /// (the express way), and says whether it may go ahead: nothing is at the name, no side file
     /// beside it, and the file would not replace one. When the destination's directory, as the
-    /// ``RecordIndex`` listed it this process, held none of those names (and no record was written
-    /// there since), they are not looked at again: three look-ups a file that find nothing. What
-    /// another process makes there after the listing is no matter to such a file: the link
-    /// fails on a name taken meanwhile, and side files are not touched.
+    /// ``RecordIndex`` listed it in this process, held none of those names and this process has
+    /// written none of them since, they are not looked at again: three look-ups a file that find
+    /// nothing. A file another program makes at the name after the listing is found by the link,
+    /// which fails on a name taken; side files it makes are not touched by the save (a partial
+    /// left there after the listing is then beside a finished file, which its own download will
+    /// not replace). Only when partials are continued (the listing is of their records) and
+    /// nothing is to be replaced (`overwrite` judges every name).
     package func claimForWholeFile(_ destination: String) throws(HaulError) -> Bool {
         try DestinationClaims.shared.claim(destination, for: owner)
-        if resume, !overwrite, RecordIndex.shared.heldNothing(at: destination) { return true }
+        if resume, !overwrite, RecordIndex.shared.listedFree(destination) { return true }
         let place = try judge(destination, replacingFile: false)
         return place.record == nil && !place.replacesFile && place.existingSize == nil
     }

@@ -84,8 +84,14 @@ package final class WholeFile: @unchecked Sendable {
                 failure = error
             }
             close()
-            guard let failure else { return value(.linked) }
-            if failure == .fileExists { return value(.taken) }
+            guard let failure else {
+                RecordIndex.shared.wrote(destination)
+                return value(.linked)
+            }
+            if failure == .fileExists {
+                RecordIndex.shared.wrote(destination)
+                return value(.taken)
+            }
             if failure.refusesLinking {
                 let directory = Sys.parentDirectory(of: destination)
                 Self.refused.insert(directory)
