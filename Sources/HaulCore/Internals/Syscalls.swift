@@ -428,16 +428,31 @@ package enum Sys {
         return names
     }
 
+    /// A directory ``forEachEntry(in:_:)`` read to its end: its identity, and whether it
+    /// compares names without case.
+    package struct ReadDirectory: Sendable {
+        package let device: UInt64
+        package let inode: UInt64
+        package let foldsCase: Bool
+    }
+
     /// Calls `body` with the bytes of each name in a directory but `.` and `..`, in place (valid
-    /// during the call only); false when the directory cannot be opened, or a read of it fails
-    /// before its end (the names given then are not all of them).
+    /// during the call only). Nil when the directory cannot be opened, or a read of it fails
+    /// before its end (the names given then are not all of them); else what was read, as the
+    /// descriptor the names came from tells it.
     @discardableResult
-    package static func forEachEntry(in path: String, _ body: (UnsafeBufferPointer<UInt8>) -> Void) -> Bool {
-        guard let dir = opendir(path) else { return false }
+    package static func forEachEntry(
+        in path: String, _ body: (UnsafeBufferPointer<UInt8>) -> Void
+    ) -> ReadDirectory? {
+        guard let dir = opendir(path) else { return nil }
         defer { closedir(dir) }
+        let fd = dirfd(dir)
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        let read = ReadDirectory(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), foldsCase: foldsCase(fd))
         while true {
             errno = 0
-            guard let entry = readdir(dir) else { return errno == 0 }
+            guard let entry = readdir(dir) else { return errno == 0 ? read : nil }
             let raw = entryName(entry)
             let name = UnsafeBufferPointer(
                 start: UnsafeRawPointer(raw).assumingMemoryBound(to: UInt8.self), count: strlen(raw))
@@ -446,16 +461,18 @@ package enum Sys {
         }
     }
 
-    /// Whether the directory at `path` compares names without case (ext4, f2fs, tmpfs and
-    /// bcachefs casefolding: `FS_CASEFOLD_FL`); true when it cannot be asked.
-    package static func foldsCase(_ path: String) -> Bool {
-        let fd = c_open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
-        guard fd >= 0 else { return true }
-        defer { _ = c_close(fd) }
-        var flags: CInt = 0
-        // FS_IOC_GETFLAGS (_IOR('f', 1, long)); the kernel writes an int.
-        guard ioctl(fd, 0x8008_6601, &flags) == 0 else { return errno != ENOTTY && errno != EINVAL }
-        return flags & 0x4000_0000 != 0
+    /// Whether the directory open at `fd` compares names without case (ext4, f2fs, tmpfs and
+    /// bcachefs casefolding: `FS_CASEFOLD_FL`). True when the flags cannot be read for another
+    /// reason than a file system without them, and where the request's number is not known.
+    private static func foldsCase(_ fd: Int32) -> Bool {
+        #if os(Linux) && (arch(x86_64) || arch(arm64) || arch(riscv64) || arch(s390x))
+            var flags: CInt = 0
+            // FS_IOC_GETFLAGS, _IOR('f', 1, long) with an 8-byte long; the kernel writes an int.
+            guard ioctl(fd, 0x8008_6601, &flags) == 0 else { return errno != ENOTTY && errno != EINVAL }
+            return flags & 0x4000_0000 != 0
+        #else
+            return true
+        #endif
     }
 
     /// The name of a directory entry, in place. An entry holds only as many bytes of `d_name` as

@@ -178,6 +178,9 @@ package final class PartialFile: @unchecked Sendable {
         }
         writtenBytes = 0
         durableBytes = 0
+        // A partial is at the name from now on, with a record or without (one that cannot be
+        // written): a whole-file save does not take the name as free.
+        RecordIndex.shared.wrote(destination)
         // A new file: no record claims it yet (an inspect() above saw the one it replaces).
         recordLock.withLock {
             lastCheckpointed = nil
