@@ -120,7 +120,7 @@ extension GetCommand {
         for (index, path) in paths.enumerated() where options[index].resume {
             if let path { directories.insert(path) }
         }
-        for path in directories where Sys.isDirectory(path) { RecordIndex.shared.prepare(path) }
+        for path in directories where Sys.isDirectory(path) { RecordIndex.shared.prepare(path, keepingNames: true) }
         return ExpressFeed(
             count: urls.count, jobs: jobs,
             express: { [session = manager.session, paths] index, saving, ended in

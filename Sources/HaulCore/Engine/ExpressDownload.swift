@@ -102,6 +102,8 @@ package final class ExpressDownload: Sendable {
             if !Self.madeDirectories.contains(directory) {
                 try store.prepare(.directory(directory), creatingDirectories: false)
                 Self.madeDirectories.insert(directory)
+                // Listed with its names, for the save (before any other listing of it here).
+                if options.resume { RecordIndex.shared.prepare(directory, keepingNames: true) }
             }
             free = store.partialDestination(in: directory) == nil
         } catch {

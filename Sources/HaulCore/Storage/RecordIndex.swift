@@ -46,7 +46,12 @@ package final class RecordIndex: Sendable {
 
     /// Lists `dir` now unless it was listed before: a caller about to look up many URLs from a
     /// thread that must not wait for a directory's records (the transport's) lists it first.
-    package func prepare(_ dir: String) { _ = listing(of: dir) }
+    /// `keepingNames`: the listing also keeps the hashes of its names, for ``listedFree(_:)``
+    /// (the express way's; other listings skip that work, a large directory's names a few
+    /// milliseconds, and their directories are never free).
+    package func prepare(_ dir: String, keepingNames: Bool = false) {
+        _ = listing(of: dir, keepingNames: keepingNames)
+    }
 
     /// Whether `destination`'s directory, when this index listed it (under this path), held
     /// nothing at its name nor at its partial's and record's names, and this process has
@@ -62,9 +67,9 @@ package final class RecordIndex: Sendable {
     package func wrote(_ destination: String) { names.wrote(destination) }
 
     /// The index of `dir`, listed the first time.
-    private func listing(of dir: String) -> [String: String] {
+    private func listing(of dir: String, keepingNames: Bool = false) -> [String: String] {
         if let known = state.withLock({ $0.directories[dir] }) { return known }
-        let (listed, read, hashes) = Self.list(dir, keeping: names.room)
+        let (listed, read, hashes) = Self.list(dir, keeping: keepingNames ? names.room : 0)
         names.listed(dir, read: read, names: hashes)
         return state.withLock { s in
             s.listings[dir, default: 0] += 1
