@@ -168,7 +168,9 @@ struct ExpressTests {
         try await listByASave(session, server, into: dir)
         let mine = Array("not the server's".utf8)
         #expect(FileManager.default.createFile(atPath: dir.file("late.bin"), contents: Data(mine)))
-        #expect(RecordIndex.shared.listedFree(dir.file("late.bin")), "not looked at: the link finds it")
+        if Sys.readDirectory(dir.path, { _ in })?.foldsCase == false {
+            #expect(RecordIndex.shared.listedFree(dir.file("late.bin")), "not looked at: the link finds it")
+        }
         let url = server.url("/late.bin?size=4000")
         let options = try #require(declinedOptions(try await express(session, url, into: dir.url)))
         #expect(options.prefetched != nil, "the answer goes to the engine")
@@ -186,6 +188,8 @@ struct ExpressTests {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
+        // A directory that folds case keeps no names, and every name is looked at.
+        guard Sys.readDirectory(dir.path, { _ in })?.foldsCase == false else { return }
         let session = testSession()
         try await listByASave(session, server, into: dir)
         let part = Array("another program's partial".utf8)

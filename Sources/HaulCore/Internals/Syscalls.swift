@@ -421,28 +421,29 @@ package enum Sys {
     package static func listDirectory(_ path: String, suffix: String = "") -> [String] {
         let tail = Array(suffix.utf8)
         var names: [String] = []
-        forEachEntry(in: path) { raw in
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        _ = forEachEntry(of: dir) { raw in
             guard raw.count >= tail.count, raw.suffix(tail.count).elementsEqual(tail) else { return }
             names.append(String(decoding: raw, as: UTF8.self))
         }
         return names
     }
 
-    /// A directory ``forEachEntry(in:_:)`` read to its end: its identity, and whether it
-    /// compares names without case.
+    /// A directory ``readDirectory(_:_:)`` read to its end: its identity, and whether it compares
+    /// names without case.
     package struct ReadDirectory: Sendable {
         package let device: UInt64
         package let inode: UInt64
         package let foldsCase: Bool
     }
 
-    /// Calls `body` with the bytes of each name in a directory but `.` and `..`, in place (valid
-    /// during the call only). Nil when the directory cannot be opened, or a read of it fails
-    /// before its end (the names given then are not all of them); else what was read, as the
-    /// descriptor the names came from tells it.
-    @discardableResult
-    package static func forEachEntry(
-        in path: String, _ body: (UnsafeBufferPointer<UInt8>) -> Void
+    /// Calls `body` with the bytes of each name in the directory at `path` but `.` and `..`, in
+    /// place (valid during the call only), and says what it read, as the descriptor the names
+    /// came from tells it. Nil when the directory cannot be opened or its status read, or a read
+    /// of it fails before its end (the names given then are not all of them).
+    package static func readDirectory(
+        _ path: String, _ body: (UnsafeBufferPointer<UInt8>) -> Void
     ) -> ReadDirectory? {
         guard let dir = opendir(path) else { return nil }
         defer { closedir(dir) }
@@ -450,9 +451,15 @@ package enum Sys {
         var st = stat()
         guard fstat(fd, &st) == 0 else { return nil }
         let read = ReadDirectory(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), foldsCase: foldsCase(fd))
+        return forEachEntry(of: dir, body) ? read : nil
+    }
+
+    /// Calls `body` with each name of `dir` but `.` and `..`; false when a read fails before the
+    /// end.
+    private static func forEachEntry(of dir: OpaquePointer, _ body: (UnsafeBufferPointer<UInt8>) -> Void) -> Bool {
         while true {
             errno = 0
-            guard let entry = readdir(dir) else { return errno == 0 ? read : nil }
+            guard let entry = readdir(dir) else { return errno == 0 }
             let raw = entryName(entry)
             let name = UnsafeBufferPointer(
                 start: UnsafeRawPointer(raw).assumingMemoryBound(to: UInt8.self), count: strlen(raw))
@@ -463,7 +470,8 @@ package enum Sys {
 
     /// Whether the directory open at `fd` compares names without case (ext4, f2fs, tmpfs and
     /// bcachefs casefolding: `FS_CASEFOLD_FL`). True when the flags cannot be read for another
-    /// reason than a file system without them, and where the request's number is not known.
+    /// reason than a file system without them, and on systems and architectures where the
+    /// request's number is not known here (Linux on x86_64, arm64, riscv64 and s390x are).
     private static func foldsCase(_ fd: Int32) -> Bool {
         #if os(Linux) && (arch(x86_64) || arch(arm64) || arch(riscv64) || arch(s390x))
             var flags: CInt = 0

@@ -1,13 +1,16 @@
-/// Which names each download directory held when the ``RecordIndex`` listed it, and which names
-/// this process has written there since (a record, a file linked or found taken), so that a
-/// save that only links a new whole file, never replacing (the express way), can skip the
-/// look-ups at its name, its partial's and its record's that would find nothing
+/// Which names each download directory held when the ``RecordIndex`` listed it for the express
+/// way, and which names this process has written there since (a partial, a record, a file linked
+/// or found taken), so that a save that only links a new whole file, never replacing, can skip
+/// the look-ups at its name, its partial's and its record's that would find nothing
 /// (``DownloadStore/claimForWholeFile(_:)``, docs/small-downloads.md).
 ///
 /// Names are kept as hashes of their bytes (FNV-1a, ASCII case folded), per directory identity
-/// (device and inode, so a directory reached by two paths is one), at most `limit` hashes and
-/// directories together: a listing that would pass the bound keeps none of its names, and a
-/// written name past it lets all go, after which no name is free.
+/// (device and inode: a directory reached by two paths is one, and one listed again under
+/// another path adds what it holds now). Each path is bound to the directory it named when first
+/// seen; what this process writes through a path and looks up through it agree, even after the
+/// directory at the path is replaced. At most `limit` entries are kept, hashes and paths
+/// together: a listing that would pass the bound keeps none of its names, and a written name or
+/// a new path past it lets all go, after which no name is free.
 final class ListedNames: Sendable {
     private struct Directory: Hashable {
         let device: UInt64
@@ -33,6 +36,14 @@ final class ListedNames: Sendable {
             guard kept > limit else { return }
             (full, identities, listed, written, kept) = (true, [:], [:], [:], 0)
         }
+
+        /// Binds `path` to `directory` unless it is bound; the directory it is bound to.
+        mutating func bind(_ path: String, to directory: Directory, limit: Int) -> Directory {
+            if let bound = identities[path] { return bound }
+            identities[path] = directory
+            keep(1, limit: limit)
+            return directory
+        }
     }
 
     private let limit: Int
@@ -40,61 +51,60 @@ final class ListedNames: Sendable {
 
     init(limit: Int) { self.limit = limit }
 
-    /// How many more hashes a listing may keep.
-    var room: Int { state.withLock { $0.full ? 0 : limit - $0.kept } }
+    /// How many names a listing may keep (a new path's entry set aside).
+    var room: Int { state.withLock { $0.full ? 0 : limit - $0.kept - 1 } }
 
-    /// `path` was listed: the directory `read` and the hashes of its names (nil: none kept).
-    /// A path that named another directory before keeps nothing new.
+    /// `path` was listed: the directory `read` and the hashes of its names (nil: none kept). A
+    /// path bound to another directory keeps nothing new.
     func listed(_ path: String, read: Sys.ReadDirectory?, names: Set<UInt64>?) {
         guard let read, !read.foldsCase, let names else { return }
         let directory = Directory(device: read.device, inode: read.inode)
         state.withLock { s in
-            guard !s.full, s.identities[path, default: directory] == directory else { return }
-            if s.identities[path] == nil {
-                s.identities[path] = directory
-                s.keep(1, limit: limit)
-            }
-            // Listed before under another path: those names stand.
-            guard !s.full, s.listed[directory] == nil, s.kept + names.count <= limit else { return }
-            s.listed[directory] = names
-            s.keep(names.count, limit: limit)
+            guard !s.full, s.identities[path, default: directory] == directory,
+                s.kept + names.count + (s.identities[path] == nil ? 1 : 0) <= limit
+            else { return }
+            _ = s.bind(path, to: directory, limit: limit)
+            let before = s.listed[directory]?.count ?? 0
+            s.listed[directory, default: []].formUnion(names)
+            s.keep((s.listed[directory]?.count ?? 0) - before, limit: limit)
         }
     }
 
     /// Whether the name of `destination`, and its partial's and record's, were none of them in
-    /// its directory when listed (under this path), and none was written by this process since.
+    /// its directory when listed, and none was written by this process since.
     func isFree(_ destination: String) -> Bool {
         let (path, name) = Sys.split(destination)
         let base = Self.hash(name.utf8)
+        let side = [
+            base, Self.hash(PartialFile.partSuffix.utf8, after: base),
+            Self.hash(ResumeRecord.fileExtension.utf8, after: base),
+        ]
         return state.withLock { s in
-            guard !s.full, let directory = s.identities[path], let names = s.listed[directory],
-                s.written[directory]?.contains(base) != true
-            else { return false }
-            return !names.contains(base) && !names.contains(Self.hash(PartialFile.partSuffix.utf8, after: base))
-                && !names.contains(Self.hash(ResumeRecord.fileExtension.utf8, after: base))
+            guard !s.full, let directory = s.identities[path], let names = s.listed[directory] else { return false }
+            let written = s.written[directory] ?? []
+            return side.allSatisfy { !names.contains($0) && !written.contains($0) }
         }
     }
 
-    /// This process wrote at `destination`: it is not free from now on. A directory not seen
-    /// under this path before is asked for its identity (one stat; none when it is gone, and
-    /// then nothing can be written there).
+    /// This process wrote at `destination`: it is not free from now on. A path not seen before
+    /// is bound to the directory it names now (one stat; none when it is gone, and then nothing
+    /// can be written there).
     func wrote(_ destination: String) {
         let (path, name) = Sys.split(destination)
         let base = Self.hash(name.utf8)
-        var known = state.withLock { s in s.full ? nil : s.identities[path] }
-        if known == nil, !state.withLock({ $0.full }) {
+        let (full, bound) = state.withLock { s in (s.full, s.identities[path]) }
+        guard !full else { return }
+        let named: Directory
+        if let bound {
+            named = bound
+        } else {
             guard let identity = Sys.fileIdentity(path) else { return }
-            known = Directory(device: identity.device, inode: identity.inode)
+            named = Directory(device: identity.device, inode: identity.inode)
         }
-        guard let found = known else { return }
         state.withLock { s in
             guard !s.full else { return }
-            if s.identities[path] == nil {
-                s.identities[path] = found
-                s.keep(1, limit: limit)
-            }
-            let directory = s.identities[path] ?? found
-            if s.listed[directory]?.contains(base) == true { return }
+            let directory = s.bind(path, to: named, limit: limit)
+            guard !s.full, s.listed[directory]?.contains(base) != true else { return }
             if s.written[directory, default: []].insert(base).inserted { s.keep(1, limit: limit) }
         }
     }

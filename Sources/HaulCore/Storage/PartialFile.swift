@@ -137,6 +137,7 @@ package final class PartialFile: @unchecked Sendable {
         defer { Sys.close(fd) }
         guard (try? Sys.fsync(fd)) != nil else { return }  // the record claims synced bytes only
         recordLock.withLock { try? Sys.writeFileAtomically(recordPath, record.encoded()) }
+        RecordIndex.shared.wrote(destination)
     }
 
     /// Opens the partial for writing at `offset`, dropping anything after it (bytes past the last

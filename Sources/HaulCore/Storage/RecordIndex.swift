@@ -30,8 +30,7 @@ package final class RecordIndex: Sendable {
     /// The names the listed directories held, and those this process wrote since.
     private let names: ListedNames
 
-    /// `namesKept`: the most name hashes and directories ``ListedNames`` keeps, all directories
-    /// together (8 bytes each in a set: a few MiB at most).
+    /// `namesKept`: the most entries ``ListedNames`` keeps, name hashes and paths together.
     package init(namesKept: Int = 1 << 18) { names = ListedNames(limit: namesKept) }
 
     /// The destination of the partial in `dir` whose record names `url` (redacted), if any.
@@ -53,7 +52,7 @@ package final class RecordIndex: Sendable {
         _ = listing(of: dir, keepingNames: keepingNames)
     }
 
-    /// Whether `destination`'s directory, when this index listed it (under this path), held
+    /// Whether `destination`'s directory, when this index listed it (under any path), held
     /// nothing at its name nor at its partial's and record's names, and this process has
     /// written no record or file there since. A download that only links a new whole file
     /// there, never replacing (the express way), need not look at those names again: a file
@@ -62,7 +61,7 @@ package final class RecordIndex: Sendable {
     /// not kept (past the bound, a read that failed before the end, a directory that folds case).
     package func listedFree(_ destination: String) -> Bool { names.isFree(destination) }
 
-    /// This process has written at `destination` (a record, or a file linked or found there):
+    /// This process has written at `destination` (a partial, a record, a file linked or found there):
     /// ``listedFree(_:)`` no longer takes it as free.
     package func wrote(_ destination: String) { names.wrote(destination) }
 
@@ -108,22 +107,30 @@ package final class RecordIndex: Sendable {
     /// How many times `dir` was listed by this index.
     package func listings(of dir: String) -> Int { state.withLock { $0.listings[dir] ?? 0 } }
 
-    /// The records in `dir` (URL → destination), what was read, and the hashes of all its
-    /// names (nil: more than `keeping`).
+    /// The records in `dir` (URL → destination), and with `keeping` above 0 what was read and
+    /// the hashes of all its names (nil: more than `keeping`).
     private static func list(
         _ dir: String, keeping: Int
     ) -> (records: [String: String], read: Sys.ReadDirectory?, names: Set<UInt64>?) {
-        let suffix = Array(ResumeRecord.fileExtension.utf8)
+        let suffix = ResumeRecord.fileExtension
         var records: [String] = []
+        var read: Sys.ReadDirectory?
         var names = Set<UInt64>()
         var keepsNames = keeping > 0
-        let read = Sys.forEachEntry(in: dir) { raw in
-            if keepsNames {
-                names.insert(ListedNames.hash(raw))
-                if names.count > keeping { (keepsNames, names) = (false, []) }
+        if keepsNames {
+            let tail = Array(suffix.utf8)
+            read = Sys.readDirectory(dir) { raw in
+                if keepsNames {
+                    names.insert(ListedNames.hash(raw))
+                    if names.count > keeping { (keepsNames, names) = (false, []) }
+                }
+                if raw.count > tail.count, raw.suffix(tail.count).elementsEqual(tail) {
+                    records.append(String(decoding: raw.dropLast(tail.count), as: UTF8.self))
+                }
             }
-            if raw.count > suffix.count, raw.suffix(suffix.count).elementsEqual(suffix) {
-                records.append(String(decoding: raw.dropLast(suffix.count), as: UTF8.self))
+        } else {
+            records = Sys.listDirectory(dir, suffix: suffix).filter { $0 != suffix }.map {
+                String(decoding: $0.utf8.dropLast(suffix.utf8.count), as: UTF8.self)
             }
         }
         var found: [String: String] = [:]
