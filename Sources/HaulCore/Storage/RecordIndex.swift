@@ -54,7 +54,7 @@ package final class RecordIndex: Sendable {
 
     /// Whether `destination`'s directory, when this index listed it (under any path), held
     /// nothing at its name nor at its partial's and record's names, and this process has
-    /// written no record or file there since. A download that only links a new whole file
+    /// written no partial, record or file there since. A download that only links a new whole file
     /// there, never replacing (the express way), need not look at those names again: a file
     /// made at the name since is found by the link itself, and side files made since by another
     /// program are not touched by it. False when the directory was not listed, or its names were
