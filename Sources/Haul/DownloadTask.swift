@@ -1,4 +1,5 @@
 import HaulCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -184,9 +185,11 @@ public final class DownloadTask: Sendable {
     }
 
     /// Cancels the download keeping its bytes, and returns what a later task needs to continue
-    /// (nil when nothing was written yet, or the task had already completed). While another
-    /// cancel is under way it waits for that one; it returns resume data only if that cancel
-    /// keeps the bytes too.
+    /// (nil when nothing was written yet, or the task had already completed another way). While
+    /// another cancel is under way it waits for that one; it returns resume data only if that
+    /// cancel keeps the bytes too. A task such a cancel ended gives the resume data of its
+    /// partial, as it is then, to every later call: of two calls at once, the second may come
+    /// after the first has ended the task.
     public func cancelProducingResumeData() async -> ResumeData? {
         let (runner, from, stop) = beginCanceling(.cancelKeepingData)
         switch from {
@@ -200,7 +203,7 @@ public final class DownloadTask: Sendable {
             await runner?.value
             guard stop == .cancelKeepingData else { return nil }
         case .completed:
-            return nil
+            guard stop == .cancelKeepingData else { return nil }
         }
         guard let destination = inner.withLock({ $0.destination?.path }),
             let record = DownloadStore.resumeRecord(of: url, at: destination),

@@ -245,6 +245,29 @@ struct DownloadTaskTests {
         #expect(task.error?.code == .cancelled)
     }
 
+    /// A task a cancel that kept its bytes ended answers a later call with the same resume data
+    /// (two calls at once need not overlap: the second may start after the first has ended it).
+    @Test func aCancelKeepingDataAfterAnotherGetsTheSameResumeData() async throws {
+        let server = try TestServer()
+        let dir = try TemporaryDirectory()
+        defer { cleanUp(server, dir) }
+        let dest = dir.url.appendingPathComponent("again.bin")
+        let task = testSession().downloadTask(
+            with: server.url("/again.bin?size=3000000&stall=1000000&stalls=1"), to: .file(dest))
+        task.resume()
+        #expect(await eventually { (task.progress?.completedBytes ?? 0) > 300_000 })
+        let first = await task.cancelProducingResumeData()
+        #expect(task.state == .completed && task.error?.code == .cancelled)
+        let second = await task.cancelProducingResumeData()
+        #expect(
+            first != nil && first?.bytesOnDisk == second?.bytesOnDisk,
+            "\(String(describing: first)) \(String(describing: second))")
+        task.cancel()
+        #expect(
+            await task.cancelProducingResumeData()?.bytesOnDisk == first?.bytesOnDisk,
+            "a plain cancel after it removes nothing")
+    }
+
     @Test func aSuspendAndCancelAfterTheLastByteLeaveOneCompletion() async throws {
         // The file's sync is held: every byte is there and the task is putting the file in
         // place when the suspend and the cancel come. It completes with its file, once (the
