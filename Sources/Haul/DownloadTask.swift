@@ -62,6 +62,9 @@ public final class DownloadTask: Sendable {
         var stop: Stop?
         /// `complete` has run (it runs once).
         var ended = false
+        /// What the first ``cancelProducingResumeData()`` that kept bytes gave, for the calls
+        /// after it.
+        var resumeData: ResumeData?
         var subscribers: [Int: AsyncStream<DownloadEvent>.Continuation] = [:]
         var nextSubscriber = 0
         var handlers: [@Sendable (DownloadEvent) -> Void] = []
@@ -187,9 +190,9 @@ public final class DownloadTask: Sendable {
     /// Cancels the download keeping its bytes, and returns what a later task needs to continue
     /// (nil when nothing was written yet, or the task had already completed another way). While
     /// another cancel is under way it waits for that one; it returns resume data only if that
-    /// cancel keeps the bytes too. A task such a cancel ended gives the resume data of its
-    /// partial, as it is then, to every later call: of two calls at once, the second may come
-    /// after the first has ended the task.
+    /// cancel keeps the bytes too. A task such a cancel ended gives every later call the resume
+    /// data the first call gave: of two calls at once, the second may come after the first has
+    /// ended the task.
     public func cancelProducingResumeData() async -> ResumeData? {
         let (runner, from, stop) = beginCanceling(.cancelKeepingData)
         switch from {
@@ -203,13 +206,20 @@ public final class DownloadTask: Sendable {
             await runner?.value
             guard stop == .cancelKeepingData else { return nil }
         case .completed:
-            guard stop == .cancelKeepingData else { return nil }
+            // Not a task whose file was in place first (a stop cannot undo that).
+            let kept = inner.withLock { s in (s.result == nil, s.resumeData) }
+            guard stop == .cancelKeepingData, kept.0 else { return nil }
+            if let data = kept.1 { return data }
         }
         guard let destination = inner.withLock({ $0.destination?.path }),
             let record = DownloadStore.resumeRecord(of: url, at: destination),
             record.contiguousBytes > 0
         else { return nil }
-        return ResumeData(record: record, destination: destination)
+        let data = ResumeData(record: record, destination: destination)
+        return inner.withLock { s in
+            if s.resumeData == nil { s.resumeData = data }
+            return s.resumeData
+        }
     }
 
     /// The completion-handler form of ``cancelProducingResumeData()``.
