@@ -112,27 +112,22 @@ package final class RecordIndex: Sendable {
     private static func list(
         _ dir: String, keeping: Int
     ) -> (records: [String: String], read: Sys.ReadDirectory?, names: Set<UInt64>?) {
-        let suffix = ResumeRecord.fileExtension
+        let tail = Array(ResumeRecord.fileExtension.utf8)
         var records: [String] = []
-        var read: Sys.ReadDirectory?
         var names = Set<UInt64>()
         var keepsNames = keeping > 0
-        if keepsNames {
-            let tail = Array(suffix.utf8)
-            read = Sys.readDirectory(dir) { raw in
-                if keepsNames {
-                    names.insert(ListedNames.hash(raw))
-                    if names.count > keeping { (keepsNames, names) = (false, []) }
-                }
-                if raw.count > tail.count, raw.suffix(tail.count).elementsEqual(tail) {
-                    records.append(String(decoding: raw.dropLast(tail.count), as: UTF8.self))
-                }
+        func visit(_ raw: UnsafeBufferPointer<UInt8>) {
+            if keepsNames {
+                names.insert(ListedNames.hash(raw))
+                if names.count > keeping { (keepsNames, names) = (false, []) }
             }
-        } else {
-            records = Sys.listDirectory(dir, suffix: suffix).filter { $0 != suffix }.map {
-                String(decoding: $0.utf8.dropLast(suffix.utf8.count), as: UTF8.self)
+            if raw.count > tail.count, raw.suffix(tail.count).elementsEqual(tail) {
+                records.append(String(decoding: raw.dropLast(tail.count), as: UTF8.self))
             }
         }
+        // Only a listing that keeps names asks what it read (an fstat and an ioctl more).
+        var read: Sys.ReadDirectory?
+        if keepsNames { read = Sys.readDirectory(dir, visit) } else { Sys.forEachEntry(in: dir, visit) }
         var found: [String: String] = [:]
         // Sorted, so that of two records naming one URL the same one wins every time.
         for name in records.sorted().reversed() {

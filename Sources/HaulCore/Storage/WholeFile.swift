@@ -84,14 +84,10 @@ package final class WholeFile: @unchecked Sendable {
                 failure = error
             }
             close()
-            guard let failure else {
-                RecordIndex.shared.wrote(destination)
-                return value(.linked)
-            }
-            if failure == .fileExists {
-                RecordIndex.shared.wrote(destination)
-                return value(.taken)
-            }
+            // Linked, or found taken: either way a file is at the name now.
+            if failure == nil || failure == .fileExists { RecordIndex.shared.wrote(destination) }
+            guard let failure else { return value(.linked) }
+            if failure == .fileExists { return value(.taken) }
             if failure.refusesLinking {
                 let directory = Sys.parentDirectory(of: destination)
                 Self.refused.insert(directory)
