@@ -81,6 +81,19 @@ extension GetCommand {
         return lines
     }
 
+    /// `haul get`'s arguments parsed (or refused) now, when they name a list (`-i`) that is a
+    /// regular file: nil for another command, `--background`, help, or a list that a read could
+    /// wait on (standard input, a pipe), which the command's task reads instead.
+    static func parsedEarly(_ args: [String]) -> Result<GetCommand, UsageError>? {
+        guard args.first == "get" else { return nil }
+        let rest = Array(args.dropFirst())
+        if rest.contains("--background") || rest.contains("--help") || rest.contains("-h") { return nil }
+        guard let (v, _) = try? Arguments.parse(rest, options: options), let list = v.last("--input-file"),
+            list != "-", case .regular = try? Sys.fileKind(list)
+        else { return nil }
+        return Result { () throws(UsageError) in try GetCommand(rest) }
+    }
+
     /// Reads an aria2-style list: a URL per line, options for it on the following indented
     /// lines (` out=NAME`, ` dir=DIR`, ` checksum=sha-256=HEX`); `#` starts a comment.
     static func readList(_ path: String) throws(UsageError) -> [ListEntry] {

@@ -44,17 +44,22 @@ struct HaulCLI {
         """
 
     static func main() {
-        Interrupts.listen()  // first: a Ctrl-C from here on is never lost
+        Interrupts.catchSignals()  // first: a Ctrl-C from here on is never lost
         // Before this, CHaulStart's constructor set the allocator's thresholds and started
         // loading libcurl on a thread of its own (start.c).
         let args = Array(CommandLine.arguments.dropFirst())
+        // `haul get -i LIST`: the list is read and parsed here, while libcurl loads on the
+        // constructor's thread, before any other thread is made: glibc makes a new thread wait
+        // for a dlopen in progress (docs/startup.md).
+        let early = GetCommand.parsedEarly(args)
+        Interrupts.listen()
         // The command runs as a task and ends the process itself; the main thread only waits.
         // An async main would park it with dispatch_main(), whose pthread_exit unwinds the main
         // thread's stack: ten searches of the binary's unwind tables at every start, which map
         // about 0.7 MiB of them (docs/startup.md). It waits with the signals Interrupts catches
         // unblocked, whatever mask haul was started with, so they reach its handler here
         // (Dispatch's threads block every signal); others the parent blocked stay blocked.
-        Task.detached { leave(await run(args).rawValue) }
+        Task.detached { leave(await run(args, early: early).rawValue) }
         var waiting = sigset_t()
         pthread_sigmask(SIG_BLOCK, nil, &waiting)
         for sig in Interrupts.caught { sigdelset(&waiting, sig) }
@@ -78,7 +83,7 @@ struct HaulCLI {
         "get", "upload", "doctor", "serve", "ls", "watch", "pause", "resume", "cancel", "move", "rm",
     ]
 
-    static func run(_ args: [String]) async -> ExitCode {
+    static func run(_ args: [String], early: Result<GetCommand, UsageError>? = nil) async -> ExitCode {
         guard let command = args.first else {
             Output.emit(help + "\n", to: 2)
             return .usage
@@ -97,7 +102,8 @@ struct HaulCLI {
                     let (values, urls) = try Arguments.parse(rest, options: GetCommand.options)
                     return try await DaemonCommands.background(values, urls: urls)
                 }
-                let get = try GetCommand(rest)
+                let get: GetCommand
+                if let early { get = try early.get() } else { get = try GetCommand(rest) }
                 return await get.run(interrupts: Interrupts())
             case "upload":
                 let upload = try UploadCommand(rest)

@@ -51,7 +51,12 @@ final class Interrupts: Sendable {
 
     /// Catches SIGINT, SIGTERM and SIGHUP (those not ignored at start) and starts the thread that
     /// acts on them. Once per process; the earlier the better.
-    static func listen() { _ = started }
+    static func listen() { _ = reading }
+
+    /// Catches the signals without starting the thread: what arrives waits in the pipe for it.
+    /// For the main thread's first moments, while glibc makes a new thread wait for libcurl's
+    /// load (HaulCLI.main).
+    static func catchSignals() { _ = readEnd }
 
     /// The signals ``listen()`` catches (unless ignored when haul started).
     static let caught: [Int32] = [SIGINT, SIGTERM, SIGHUP]
@@ -59,9 +64,10 @@ final class Interrupts: Sendable {
     /// The pipe's write end, for the signal handler (which may only make async-signal-safe calls).
     nonisolated(unsafe) private static var signalPipe: Int32 = -1
 
-    private static let started: Bool = {
+    /// The pipe's read end, once the handlers that write to it are in place; nil without a pipe.
+    private static let readEnd: Int32? = {
         var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else { return false }
+        guard pipe(&ends) == 0 else { return nil }
         for fd in ends { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         // A full pipe (signals nobody reads) must not hold the handler: the write end never blocks.
         _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
@@ -81,7 +87,11 @@ final class Interrupts: Sendable {
             action.sa_flags = SA_RESTART
             sigaction(sig, &action, nil)
         }
-        let readEnd = ends[0]
+        return ends[0]
+    }()
+
+    private static let reading: Bool = {
+        guard let readEnd else { return false }
         // A serial queue of its own gets a thread of its own, which this loop keeps for life.
         DispatchQueue(label: "haul.signals").async {
             var byte: UInt8 = 0

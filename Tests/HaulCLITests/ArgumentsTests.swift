@@ -120,4 +120,29 @@ struct InputListTests {
         let error = #expect(throws: UsageError.self) { try GetCommand.readList(path) }
         #expect(error?.message.hasPrefix("\(path):3: unknown option 'colour'") == true, "\(error?.message ?? "")")
     }
+
+    /// `haul get -i LIST` parses its arguments and list on the main thread while libcurl loads,
+    /// only where reading the list cannot wait: a regular file, not standard input or a pipe.
+    @Test func aListThatIsARegularFileIsParsedBeforeTheCommandRuns() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let list = dir.file("urls.txt")
+        #expect(FileManager.default.createFile(atPath: list, contents: Data("http://h/a.bin\nhttp://h/b.bin\n".utf8)))
+        let parsed = try #require(GetCommand.parsedEarly(["get", "-q", "-j", "2", "-d", dir.path, "-i", list]))
+        #expect(try parsed.get().urls.map(\.absoluteString) == ["http://h/a.bin", "http://h/b.bin"])
+        let bad = dir.file("bad.txt")
+        #expect(FileManager.default.createFile(atPath: bad, contents: Data("http://h/a\n  colour=red\n".utf8)))
+        let refused = try #require(GetCommand.parsedEarly(["get", "--input-file=\(bad)"]))
+        #expect(throws: UsageError.self) { try refused.get() }
+        let fifo = dir.file("fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(GetCommand.parsedEarly(["get", "-i", fifo]) == nil)
+        #expect(GetCommand.parsedEarly(["get", "-i", "-"]) == nil)
+        #expect(GetCommand.parsedEarly(["get", "-i", dir.file("missing.txt")]) == nil)
+        #expect(GetCommand.parsedEarly(["get", "--background", "-i", list]) == nil)
+        #expect(GetCommand.parsedEarly(["get", "-i", list, "--help"]) == nil)
+        #expect(GetCommand.parsedEarly(["get", "http://h/a.bin"]) == nil)
+        #expect(GetCommand.parsedEarly(["upload", "-i", list]) == nil)
+        #expect(GetCommand.parsedEarly(["get", "--bogus", "-i", list]) == nil)
+    }
 }

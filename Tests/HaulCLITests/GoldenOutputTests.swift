@@ -114,6 +114,10 @@ struct GoldenOutputTests {
         out += try await run(["get", "--json", "-d", "DIR", "SERVER/gone.bin?status=404"], server: server, dir: dir)
         out += try await run(["get", "-d", "DIR"], server: server, dir: dir)
         out += try await run(["get", "--bogus", "SERVER/x"], server: server, dir: dir)
+        // A list that is a regular file is parsed before the command's task runs (HaulCLI.main).
+        try Data("http://h/a.bin\n  colour=red\n".utf8).write(to: URL(fileURLWithPath: dir.file("list.txt")))
+        out += try await run(["get", "-q", "-j", "2", "-d", "DIR", "-i", "DIR/list.txt"], server: server, dir: dir)
+        out += try await run(["get", "-q", "-j", "2", "-d", "DIR", "-i", "DIR/none.txt"], server: server, dir: dir)
         Self.expectGolden("get-errors", out)
     }
 
