@@ -12,6 +12,7 @@
 #include <sys/sysmacros.h>
 #ifdef __linux__
 #include <sys/vfs.h>
+#include <sys/utsname.h>
 #include <sys/xattr.h>
 #endif
 
@@ -248,6 +249,77 @@ int haul_start_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE) == 0 ? 0 : errno;
 #else
     (void)fd;
+    return 0;
+#endif
+}
+
+int haul_syncfs(int fd) {
+#ifdef __linux__
+    return syncfs(fd) == 0 ? 0 : errno;
+#else
+    (void)fd;
+    return ENOSYS;
+#endif
+}
+
+int haul_fd_fs_identity(int fd, long long *type, unsigned long long *id) {
+#ifdef __linux__
+    struct statfs st;
+    if (fstatfs(fd, &st) != 0) return errno;
+    unsigned long long hi = (unsigned int)st.f_fsid.__val[0], lo = (unsigned int)st.f_fsid.__val[1];
+    *type = (long long)st.f_type;
+    *id = hi << 32 | lo;
+    return 0;
+#else
+    (void)fd, (void)type, (void)id;
+    return ENOSYS;
+#endif
+}
+
+long long haul_unwritten_bytes(void) {
+#ifdef __linux__
+    int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char text[8192];
+    size_t used = 0;
+    ssize_t n;
+    while (used < sizeof text - 1 && (n = read(fd, text + used, sizeof text - 1 - used)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            close(fd);
+            return -1;
+        }
+        used += (size_t)n;
+    }
+    close(fd);
+    text[used] = 0;
+    long long total = 0;
+    int found = 0;
+    static const char *const keys[] = {"\nDirty:", "\nWriteback:"};
+    for (int i = 0; i < 2; i++) {
+        const char *at = strstr(text, keys[i]);
+        if (!at) return -1;
+        char *end;
+        long long kib = strtoll(at + strlen(keys[i]), &end, 10);
+        if (end == at + strlen(keys[i]) || kib < 0 || kib > (1LL << 40)) return -1;
+        total += kib * 1024;
+        found++;
+    }
+    return found == 2 ? total : -1;
+#else
+    return -1;
+#endif
+}
+
+int haul_kernel_at_least(int major, int minor) {
+#ifdef __linux__
+    struct utsname u;
+    if (uname(&u) != 0) return 0;
+    int have_major = 0, have_minor = 0;
+    if (sscanf(u.release, "%d.%d", &have_major, &have_minor) != 2) return 0;
+    return have_major > major || (have_major == major && have_minor >= minor);
+#else
+    (void)major, (void)minor;
     return 0;
 #endif
 }

@@ -21,11 +21,11 @@ extension HaulSession {
     /// Starts `url` into `directory` the express way, or returns nil where its options need
     /// the full engine: one connection (its request has no Range), digests to check,
     /// `overwrite`, revalidation, a reachability check, a resource timeout. `saving` is called
-    /// (at most once, usually on the transport's thread) when the whole file has come and its
-    /// save begins; `completion` once, on a thread of the transport or the file worker (possibly
+    /// (at most once, usually on the transport's thread) with the file's size when the whole
+    /// file has come and its save begins; `completion` once, on a thread of the transport or the file worker (possibly
     /// before this returns).
     package func startExpress(
-        _ url: URL, into directory: URL, options: DownloadOptions, saving: @escaping @Sendable () -> Void = {},
+        _ url: URL, into directory: URL, options: DownloadOptions, saving: @escaping @Sendable (Int) -> Void = { _ in },
         completion: @escaping @Sendable (ExpressEnd) -> Void
     ) -> ExpressDownload? {
         startExpress(
@@ -37,7 +37,8 @@ extension HaulSession {
     /// and lexically normalised (``Sys/lexicallyNormalized(_:)``): a run of many URLs into one
     /// directory works its path out once, not once a URL.
     package func startExpress(
-        _ url: URL, intoDirectoryAt path: String, options: DownloadOptions, saving: @escaping @Sendable () -> Void = {},
+        _ url: URL, intoDirectoryAt path: String, options: DownloadOptions,
+        saving: @escaping @Sendable (Int) -> Void = { _ in },
         completion: @escaping @Sendable (ExpressEnd) -> Void
     ) -> ExpressDownload? {
         assert(path.hasPrefix("/") && path == Sys.lexicallyNormalized(path), "not a normalised absolute path: \(path)")

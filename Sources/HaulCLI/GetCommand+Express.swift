@@ -12,17 +12,20 @@ import HaulCore
 /// saves a small file without a task or a manager's item; one it declines goes to the run's
 /// ``DownloadManager`` as every URL does otherwise. At most `-j` downloads transfer at once,
 /// express and managed together. An express download whose transfer has ended frees its place
-/// while its file is saved, so the next request does not wait for a sync; no URL starts while
-/// `-j` files wait for their save, so fewer than twice `-j` bodies are held. A save that declines
-/// waits for a place before the manager takes it.
+/// while its file is saved, so the next request does not wait for a sync. No URL starts while
+/// `-j` files wait for their save, unless they are fewer than four times `-j` and hold less than
+/// 1 MiB a job in all: a disk syncs the small files of a group together, and a few more bodies
+/// of that size cost little. A save that declines waits for a place before the manager takes it.
 final class ExpressFeed: Sendable {
     private struct State {
         /// The next URL to start.
         var next = 0
         /// Express downloads started and not transferred.
         var transferring: Set<Int> = []
-        /// Express downloads transferred whose file is being saved.
-        var saving: Set<Int> = []
+        /// Express downloads transferred whose file is being saved, with its size.
+        var saving: [Int: Int] = [:]
+        /// The sizes in `saving`, added up.
+        var savingBytes = 0
         /// Saves that declined, with their options, waiting for a place to go to the manager.
         var declinedSaves: [Int: DownloadOptions] = [:]
         /// URLs handed to the manager and not finished.
@@ -42,6 +45,28 @@ final class ExpressFeed: Sendable {
         /// Whether one more download may transfer: not stopped, and fewer than `jobs` transfer,
         /// express and managed together.
         func hasPlace(jobs: Int) -> Bool { !stopped && transferring.count + managed < jobs }
+
+        /// Whether the files waiting for their save leave room for one more download: fewer
+        /// than `jobs` of them, whatever their sizes, or fewer than four times `jobs` holding
+        /// less than 1 MiB a job in all (a disk's sync takes a group of small files at once).
+        func savesLeaveRoom(jobs: Int) -> Bool {
+            saving.count < jobs || (saving.count < 4 * jobs && savingBytes < jobs << 20)
+        }
+
+        /// URL `index`'s save has begun, of `bytes`.
+        mutating func beginSave(_ index: Int, bytes: Int) {
+            transferring.remove(index)
+            if let old = saving.updateValue(bytes, forKey: index) { savingBytes -= old }
+            savingBytes += bytes
+        }
+
+        /// URL `index`'s save has ended; false when it was not saving.
+        @discardableResult
+        mutating func endSave(_ index: Int) -> Bool {
+            guard let bytes = saving.removeValue(forKey: index) else { return false }
+            savingBytes -= bytes
+            return true
+        }
     }
 
     private let count: Int
@@ -49,7 +74,7 @@ final class ExpressFeed: Sendable {
     /// Starts URL `index` the express way, given what to call when its save begins and when it
     /// ends; nil where it takes the manager at once.
     private let express:
-        @Sendable (Int, @escaping @Sendable () -> Void, @escaping @Sendable (HaulSession.ExpressEnd) -> Void) ->
+        @Sendable (Int, @escaping @Sendable (Int) -> Void, @escaping @Sendable (HaulSession.ExpressEnd) -> Void) ->
             ExpressDownload?
     /// Hands URL `index` to the manager, with the options of a declined express download (nil:
     /// the URL's own); the closure given is called when it has finished.
@@ -62,7 +87,7 @@ final class ExpressFeed: Sendable {
         count: Int, jobs: Int,
         express:
             @escaping @Sendable (
-                Int, @escaping @Sendable () -> Void, @escaping @Sendable (HaulSession.ExpressEnd) -> Void
+                Int, @escaping @Sendable (Int) -> Void, @escaping @Sendable (HaulSession.ExpressEnd) -> Void
             )
             -> ExpressDownload?,
         manage: @escaping @Sendable (Int, DownloadOptions?, @escaping @Sendable () -> Void) -> Void,
@@ -120,7 +145,9 @@ final class ExpressFeed: Sendable {
         repeat {
             while let (index, options) = takeDeclinedSave() { handOver(index, options: options) }
             while let index = take() {
-                if let handle = express(index, { [self] in saving(index) }, { [self] end in ended(index, end) }) {
+                if let handle = express(
+                    index, { [self] in saving(index, bytes: $0) }, { [self] end in ended(index, end) })
+                {
                     let stopped = state.withLock { s -> Bool in
                         if s.live.contains(index) { s.handles[index] = handle }
                         return s.stopped
@@ -155,11 +182,12 @@ final class ExpressFeed: Sendable {
         }
     }
 
-    /// The next URL to start, counted as transferring, while fewer than `-j` transfer, fewer than
-    /// `-j` files wait for their save and no declined save waits for a place.
+    /// The next URL to start, counted as transferring, while fewer than `-j` transfer, the files
+    /// waiting for their save leave room (`savesLeaveRoom`) and no declined save waits for a
+    /// place.
     private func take() -> Int? {
         state.withLock { s -> Int? in
-            guard s.hasPlace(jobs: jobs), s.next < count, s.saving.count < jobs, s.declinedSaves.isEmpty else {
+            guard s.hasPlace(jobs: jobs), s.next < count, s.savesLeaveRoom(jobs: jobs), s.declinedSaves.isEmpty else {
                 return nil
             }
             s.next += 1
@@ -174,11 +202,8 @@ final class ExpressFeed: Sendable {
     /// before its request). An express start does `mkdir -p` of its directory there, the
     /// first time (a stat when it exists); its resume records were listed before the run
     /// (`expressFeed`).
-    private func saving(_ index: Int) {
-        state.withLock { s in
-            s.transferring.remove(index)
-            s.saving.insert(index)
-        }
+    private func saving(_ index: Int, bytes: Int) {
+        state.withLock { $0.beginSave(index, bytes: bytes) }
         pump()
     }
 
@@ -190,7 +215,7 @@ final class ExpressFeed: Sendable {
         case .declined(let options):
             let (stopped, waits) = state.withLock { s -> (Bool, Bool) in
                 // A save that declined gave up its place: it waits for one.
-                guard !s.stopped, s.saving.remove(index) != nil else { return (s.stopped, false) }
+                guard !s.stopped, s.endSave(index) else { return (s.stopped, false) }
                 s.declinedSaves[index] = options
                 return (false, true)
             }
@@ -208,7 +233,7 @@ final class ExpressFeed: Sendable {
     private func finish(_ index: Int) {
         state.withLock { s in
             s.transferring.remove(index)
-            s.saving.remove(index)
+            s.endSave(index)
             s.declinedSaves[index] = nil
             s.live.remove(index)
             s.handles[index] = nil

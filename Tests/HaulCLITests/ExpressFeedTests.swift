@@ -16,7 +16,7 @@ struct ExpressFeedTests {
     private static func express(
         _ urls: [URL], into dir: URL, skipping: Set<Int> = []
     )
-        -> @Sendable (Int, @escaping @Sendable () -> Void, @escaping @Sendable (HaulSession.ExpressEnd) -> Void) ->
+        -> @Sendable (Int, @escaping @Sendable (Int) -> Void, @escaping @Sendable (HaulSession.ExpressEnd) -> Void) ->
         ExpressDownload?
     {
         var configuration = HaulConfiguration()
@@ -30,24 +30,36 @@ struct ExpressFeedTests {
         }
     }
 
-    /// While files wait for a slow disk (-j 2), a third URL is asked for (the first file's place
-    /// was freed when its transfer ended), and no more: no URL starts while -j files wait for
-    /// their save (or -j transfer). Every file is saved once the disk goes on.
-    @Test func aFileBeingSavedFreesItsPlaceUntilJFilesWait() async throws {
+    /// While small files wait for a slow disk (-j 1), the place of each whose transfer ended goes
+    /// to the next URL until four times -j files wait, and no further: a fifth URL waits. Every
+    /// file is saved once the disk goes on.
+    @Test func smallFilesBeingSavedFreeTheirPlacesUntilFourTimesJWait() async throws {
+        try await expectWhileSavesAreHeld(
+            names: ["a", "b", "c", "d", "e", "f"], size: 3000, asked: ["a", "b", "c", "d"])
+    }
+
+    /// Files that hold 1 MiB a job in all stop the next URL once -j of them wait (-j 1: two
+    /// files of 700,000 bytes), so the bodies held stay bounded whatever their sizes.
+    @Test func filesBeingSavedHoldingAMebibyteAJobHoldTheNextURL() async throws {
+        try await expectWhileSavesAreHeld(names: ["a", "b", "c"], size: 700_000, asked: ["a", "b"])
+    }
+
+    /// Runs `names` (files of `size` bytes) through a feed of -j 1 with every sync held: the
+    /// URLs asked for are `asked` (looked at again after the feed has had time to ask for more),
+    /// and every file is saved once the syncs are let go.
+    private func expectWhileSavesAreHeld(names: [String], size: Int, asked expected: Set<String>) async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
         defer { cleanUp(server, dir) }
-        let names = ["a", "b", "c", "d", "e"]
-        let urls = names.map { server.url("/\($0).bin?size=3000") }
-        // Every sync is held (one may wait behind another in a group of the file worker's: either
-        // way each waits for its save), so that whichever two transfers end first, the third URL
-        // is the last to start.
+        let urls = names.map { server.url("/\($0).bin?size=\(size)") }
+        // Every sync is held (one may wait behind another in a group of the file worker's:
+        // either way each waits for its save), so the order the transfers end in does not matter.
         let hold = SyncHold(Set(names.map { dir.file("\($0).bin.part") }))
         defer { hold.remove() }
         let saved = Locked<Set<Int>>([])
         let managed = Locked<Set<Int>>([])
         let feed = ExpressFeed(
-            count: urls.count, jobs: 2,
+            count: urls.count, jobs: 1,
             express: Self.express(urls, into: dir.url),
             manage: { index, _, finished in
                 managed.withLock { _ = $0.insert(index) }
@@ -58,21 +70,21 @@ struct ExpressFeedTests {
         defer { run.cancel() }
 
         let asked = { Set(server.requests.map(\.path)) }
-        for _ in 0..<3000 where hold.held.isEmpty || !asked().contains("/c.bin") {
+        let paths = Set(expected.map { "/\($0).bin" })
+        for _ in 0..<3000 where hold.held.isEmpty || asked() != paths {
             try await Task.sleep(nanoseconds: 10_000_000)
         }
         #expect(!hold.held.isEmpty, "a save is held")
-        #expect(asked() == ["/a.bin", "/b.bin", "/c.bin"], "c started while a file was being saved")
-        // No fourth URL while two files wait (looked at again after the feed has had time to).
+        #expect(asked() == paths)
         try await Task.sleep(nanoseconds: 200_000_000)
-        #expect(asked() == ["/a.bin", "/b.bin", "/c.bin"], "no fourth URL while two files wait for their save")
+        #expect(asked() == paths, "no further URL while these wait for their save")
         #expect(saved.get().isEmpty)
 
         hold.release()
         for _ in 0..<3000 where saved.get().count < names.count { try await Task.sleep(nanoseconds: 10_000_000) }
-        #expect(saved.get() == [0, 1, 2, 3, 4])
+        #expect(saved.get() == Set(names.indices))
         #expect(managed.get().isEmpty)
-        for name in names { expectFile(dir.file("\(name).bin"), equals: TestContent.bytes(count: 3000)) }
+        for name in names { expectFile(dir.file("\(name).bin"), equals: TestContent.bytes(count: size)) }
         #expect(server.requests.count == names.count, "each URL asked once")
     }
 

@@ -166,4 +166,107 @@ struct FileWorkerTests {
         #expect(results[1]?.contains("sync") == true, "\(results)")
         #expect(worker.waitingCount == 0)
     }
+
+    /// Syncs `files` (opened by the caller, as a job that opens its file says) on `worker`, all
+    /// at once; each one's error, in order.
+    private func syncOpened(_ files: ArraySlice<(fd: Int32, path: String)>, on worker: FileWorker) async -> [Errno?] {
+        let tasks = files.map { f in
+            Task {
+                try? await worker.perform { () throws(HaulError) -> FileWorker.Step<Errno?> in
+                    .sync(fd: f.fd, path: f.path, opened: true) { $0 }
+                }
+            }
+        }
+        var results: [Errno?] = []
+        for task in tasks { results.append(await task.value ?? nil) }
+        return results
+    }
+
+    /// Files that formed a group while a sync was held, each opened by the job that asked, are
+    /// synced by one syncfs(2) where it covers them: one call, of the first file.
+    @Test func aGroupOfFilesItsJobsOpenedIsSyncedByOneSyncfs() async throws {
+        let dir = try TemporaryDirectory()
+        let files = try files(5, in: dir)
+        defer { for f in files { Sys.close(f.fd) } }
+        let worker = FileWorker(lanes: 1, oneSyncCovers: { $0.count == 4 })
+        let calls = Locked<[String]>([])
+        let id = FaultInjection.add { call, _, path in
+            if call == .syncfs, let path, path.hasPrefix(dir.path + "/") { calls.withLock { $0.append(path) } }
+            return nil
+        }
+        defer { FaultInjection.remove(id) }
+        let hold = SyncHold([files[0].path])
+        defer { hold.remove() }
+        let first = Task { await worker.sync(files[0].fd, path: files[0].path) }
+        #expect(await eventually { !hold.held.isEmpty })
+        let rest = Task { await syncOpened(files.dropFirst(), on: worker) }
+        #expect(await eventually { worker.waitingCount == 4 })
+        hold.release()
+        #expect(await first.value == nil)
+        #expect(await rest.value == [nil, nil, nil, nil])
+        #expect(calls.get() == [files[1].path], "one syncfs, of the group's first file")
+        #expect(worker.syncedTogetherCount == 4)
+        #expect(worker.groupedCount == 4)
+    }
+
+    /// A syncfs that fails does not say which file it was: each file of the group is then
+    /// fsync()ed, and only the one whose fsync fails fails. A group with a file its job did not
+    /// open (a partial's commit) is fsync()ed file by file, as is one where syncfs covers less.
+    @Test(arguments: ["failed", "not opened", "not covered"])
+    func aGroupIsFsyncedFileByFileWhereOneSyncfsCannotTell(_ why: String) async throws {
+        let dir = try TemporaryDirectory()
+        let files = try files(4, in: dir)
+        defer { for f in files { Sys.close(f.fd) } }
+        let worker = FileWorker(lanes: 1, oneSyncCovers: { _ in why != "not covered" })
+        let fsynced = Locked<Set<String>>([])
+        let id = FaultInjection.add { call, _, path in
+            if call == .syncfs, path?.hasPrefix(dir.path + "/") == true { return why == "failed" ? Errno(EIO) : nil }
+            if call == .fsync, let path, path.hasPrefix(dir.path + "/") { fsynced.withLock { _ = $0.insert(path) } }
+            return nil
+        }
+        defer { FaultInjection.remove(id) }
+        let hold = SyncHold([files[0].path], failing: files[2].path)
+        defer { hold.remove() }
+        let first = Task { await worker.sync(files[0].fd, path: files[0].path) }
+        #expect(await eventually { !hold.held.isEmpty })
+        let rest =
+            why == "not opened"
+            ? Task {
+                var results: [Errno?] = []
+                let tasks = files.dropFirst().map { f in Task { await worker.sync(f.fd, path: f.path) } }
+                for task in tasks { results.append(await task.value) }
+                return results
+            } : Task { await syncOpened(files.dropFirst(), on: worker) }
+        #expect(await eventually { worker.waitingCount == 3 })
+        hold.release()
+        #expect(await first.value == nil)
+        #expect(await rest.value == [nil, Errno(EIO), nil])
+        #expect(fsynced.get() == Set(files.map(\.path)), "every file fsync()ed")
+        #expect(worker.syncedTogetherCount == 0)
+    }
+
+    /// One syncfs stands for fsyncs on ext4 and XFS under Linux 5.8 or later, for files of one
+    /// file system only; never on tmpfs. /proc/meminfo tells the page cache waiting to be written.
+    @Test func oneSyncfsCoversFilesOfOneExt4OrXFSFileSystem() throws {
+        let dir = try TemporaryDirectory()
+        let files = try files(2, in: dir)
+        defer { for f in files { Sys.close(f.fd) } }
+        let type = Int64(haul_fs_type(dir.path))
+        let eligible = [0xEF53, 0x5846_5342].contains(type) && haul_kernel_at_least(5, 8) != 0
+        let volume = Sys.sharedSyncVolume(files[0].fd)
+        #expect((volume != nil) == eligible, "f_type \(String(type, radix: 16))")
+        #expect(Sys.sharedSyncVolume(files[1].fd) == volume)
+        #expect(Sys.unwrittenBytes() != nil)
+        if let fd = try Sys.openUnnamed(inDirectory: "/dev/shm"), Int64(haul_fs_type("/dev/shm")) == 0x0102_1994 {
+            defer { Sys.close(fd) }
+            #expect(Sys.sharedSyncVolume(fd) == nil)
+            #expect(!FileWorker.syncfsCovers([files[0].fd, fd]))
+        }
+    }
+
+    /// The kernel's release is compared as numbers, not text (5.10 is after 5.8).
+    @Test func theKernelsReleaseIsComparedAsNumbers() {
+        #expect(haul_kernel_at_least(2, 6) != 0)
+        #expect(haul_kernel_at_least(999, 0) == 0)
+    }
 }

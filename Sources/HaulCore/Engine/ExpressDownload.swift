@@ -38,12 +38,12 @@ package final class ExpressDownload: Sendable {
     /// Called once, then let go: what it holds (the caller's state, the answer it is given)
     /// must not live as long as a held transfer's callbacks.
     private let completion: Locked<(@Sendable (End) -> Void)?>
-    /// Called when its transfer has ended with the whole file and the save begins; let go then,
-    /// or at the end.
-    private let saving: Locked<(@Sendable () -> Void)?>
+    /// Called with the file's size when its transfer has ended with the whole file and the save
+    /// begins; let go then, or at the end.
+    private let saving: Locked<(@Sendable (Int) -> Void)?>
 
     private init(
-        url: URL, directory: String, options: EngineOptions, saving: @escaping @Sendable () -> Void,
+        url: URL, directory: String, options: EngineOptions, saving: @escaping @Sendable (Int) -> Void,
         completion: @escaping @Sendable (End) -> Void
     ) {
         self.url = url
@@ -63,15 +63,15 @@ package final class ExpressDownload: Sendable {
     /// Starts the download of `url` into `directory` (absolute, normalised). `minSplit` and
     /// `connections`: the download's, for the probe's limit and its pacing share.
     /// `completion` is called once, on the transport's or the file worker's thread, possibly
-    /// before this returns. `saving`, called at most once, says that the transfer has ended with
-    /// the whole file and its save begins: a caller that paces downloads by their transfers may
+    /// before this returns. `saving`, called at most once with the file's size, says that the
+    /// transfer has ended with the whole file and its save begins: a caller that paces downloads by their transfers may
     /// start the next from there. It runs on the transport's thread (libcurl's takes a start
     /// from there without a wake-up), or in this call when the transfer ended before it returned.
     /// `completion` follows, once the file is saved or the save declined.
     @discardableResult
     package static func start(
         _ url: URL, into directory: String, options: EngineOptions, minSplit: Int64, connections: Int,
-        transport: any HTTPTransport, saving: @escaping @Sendable () -> Void = {},
+        transport: any HTTPTransport, saving: @escaping @Sendable (Int) -> Void = { _ in },
         completion: @escaping @Sendable (End) -> Void
     ) -> ExpressDownload {
         let download = ExpressDownload(
@@ -132,7 +132,7 @@ package final class ExpressDownload: Sendable {
             else { return end(.declined(answer())) }
             // Told before the save is submitted: its end must not come before it (the caller
             // counts the download as saving until then).
-            saving.take()?()
+            saving.take()?(fetch.body.count)
             save(fetch.body, response, store: store, answer: answer)
         }
     }

@@ -12,7 +12,7 @@ import Synchronization
 
 /// The system calls that go through the seam, named for fault injection.
 package enum Syscall: String, Sendable {
-    case open, close, pwrite, pread, read, fsync, ftruncate, rename, link, unlink, mkdir, stat, opendir
+    case open, close, pwrite, pread, read, fsync, syncfs, ftruncate, rename, link, unlink, mkdir, stat, opendir
 }
 
 /// Fault injection for tests: a hook consulted before each call through the seam.

@@ -74,7 +74,7 @@ package final class WholeFile: @unchecked Sendable {
     /// The file worker's step: sync the file (grouped with others), then give it its name;
     /// `then` turns how that went into the job's value. A failed sync or a full disk throws.
     package func committing<T: Sendable>(then value: @escaping @Sendable (Named) -> T) -> FileWorker.Step<T> {
-        .sync(fd: fd, path: syncName) { [self] error throws(HaulError) in
+        .sync(fd: fd, path: syncName, opened: true) { [self] error throws(HaulError) in
             if let error { throw .fileSystem(error, "sync", path: destination) }
             let failure: Errno?
             do throws(Errno) {
