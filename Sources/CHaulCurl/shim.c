@@ -264,11 +264,11 @@ int haul_syncfs(int fd) {
 
 int haul_fd_fs_identity(int fd, long long *type, unsigned long long *id) {
 #ifdef __linux__
-    struct statfs st;
-    if (fstatfs(fd, &st) != 0) return errno;
-    unsigned long long hi = (unsigned int)st.f_fsid.__val[0], lo = (unsigned int)st.f_fsid.__val[1];
-    *type = (long long)st.f_type;
-    *id = hi << 32 | lo;
+    struct statfs fs;
+    struct stat st;
+    if (fstatfs(fd, &fs) != 0 || fstat(fd, &st) != 0) return errno;
+    *type = (long long)fs.f_type;
+    *id = (unsigned long long)st.st_dev;
     return 0;
 #else
     (void)fd, (void)type, (void)id;
@@ -311,13 +311,17 @@ long long haul_unwritten_bytes(void) {
 #endif
 }
 
+int haul_release_at_least(const char *release, int major, int minor) {
+    int have_major = 0, have_minor = 0;
+    if (!release || sscanf(release, "%d.%d", &have_major, &have_minor) != 2) return 0;
+    return have_major > major || (have_major == major && have_minor >= minor);
+}
+
 int haul_kernel_at_least(int major, int minor) {
 #ifdef __linux__
     struct utsname u;
     if (uname(&u) != 0) return 0;
-    int have_major = 0, have_minor = 0;
-    if (sscanf(u.release, "%d.%d", &have_major, &have_minor) != 2) return 0;
-    return have_major > major || (have_major == major && have_minor >= minor);
+    return haul_release_at_least(u.release, major, minor);
 #else
     (void)major, (void)minor;
     return 0;

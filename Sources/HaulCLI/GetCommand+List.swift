@@ -82,24 +82,25 @@ extension GetCommand {
     }
 
     /// `haul get`'s arguments parsed (or refused) now, when they name a list (`-i`) that is a
-    /// regular file: nil for another command, `--background`, help, or a list that a read could
-    /// wait on (standard input, a pipe), which the command's task reads instead.
+    /// regular file of at most 64 MiB: nil for another command, `--background`, help, or a list
+    /// that a read could wait on (standard input, a pipe: told on the descriptor read, opened
+    /// without waiting), which the command's task reads instead.
     static func parsedEarly(_ args: [String]) -> Result<GetCommand, UsageError>? {
         guard args.first == "get" else { return nil }
         let rest = Array(args.dropFirst())
         if rest.contains("--background") || rest.contains("--help") || rest.contains("-h") { return nil }
         guard let (v, _) = try? Arguments.parse(rest, options: options), let list = v.last("--input-file"),
-            list != "-", case .regular = try? Sys.fileKind(list)
+            list != "-", let bytes = (try? Sys.readSmallFile(list, limit: 64 << 20)) ?? nil
         else { return nil }
-        return Result { () throws(UsageError) in try GetCommand(rest) }
+        return Result { () throws(UsageError) in try GetCommand(rest, list: (list, bytes)) }
     }
 
     /// Reads an aria2-style list: a URL per line, options for it on the following indented
     /// lines (` out=NAME`, ` dir=DIR`, ` checksum=sha-256=HEX`); `#` starts a comment.
-    static func readList(_ path: String) throws(UsageError) -> [ListEntry] {
+    static func readList(_ path: String, read: [UInt8]? = nil) throws(UsageError) -> [ListEntry] {
         // `-i -` reads standard input, as wget and aria2 do.
         let contents =
-            path == "-" ? Output.readAll(0) : FileManager.default.contents(atPath: path)
+            read.map { Data($0) } ?? (path == "-" ? Output.readAll(0) : FileManager.default.contents(atPath: path))
         guard var data = contents else { throw UsageError("cannot read -i \(path)") }
         // A byte order mark (Notepad's UTF-8) is no part of the first URL.
         if data.starts(with: [0xEF, 0xBB, 0xBF]) { data.removeFirst(3) }

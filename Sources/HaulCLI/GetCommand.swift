@@ -145,10 +145,13 @@ struct GetCommand {
     let allowsCellular: Bool
     var network: (any NetworkPathSource)? = NetworkMonitor()
 
-    init(_ args: [String]) throws(UsageError) {
+    /// `list`: the list `-i` names, already read.
+    init(_ args: [String], list read: (path: String, bytes: [UInt8])? = nil) throws(UsageError) {
         let (v, positionals) = try Arguments.parse(args, options: GetCommand.options)
         var entries = positionals.map { ListEntry(raw: $0) }
-        if let list = v.last("--input-file") { entries += try Self.readList(list) }
+        if let list = v.last("--input-file") {
+            entries += try Self.readList(list, read: read?.path == list ? read?.bytes : nil)
+        }
         guard !entries.isEmpty else { throw UsageError("get needs a URL (see haul help get)") }
         (urls, listOptions, repeatedURLs, places) = try Self.distinct(entries)
         jobs = try v.integer("--max-concurrent", min: 1) ?? 1

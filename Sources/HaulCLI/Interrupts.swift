@@ -23,8 +23,10 @@ import Synchronization
 /// a second of written bytes not yet in the record. A signal ignored when haul started stays
 /// ignored: a SIGHUP under `nohup`, a SIGINT of a job a script put in the background.
 ///
-/// The handler is a real one (`sigaction`), installed at the top of `main` (``listen()``): it
-/// writes the signal's number to a pipe, and one thread reads the pipe and acts. A caught signal
+/// The handler is a real one (`sigaction`), installed at the top of `main` (``catchSignals()``):
+/// it writes the signal's number to a pipe, and one thread, started by ``listen()``, reads the
+/// pipe and acts. Before that thread is started the handler ends the process by the signal
+/// itself, as the thread would before a command has made its ``Interrupts``. A caught signal
 /// is delivered to some thread that does not block it, so none is discarded. Rejected: SIG_IGN
 /// plus a Dispatch signal source (a signal sent while the source is being armed is discarded:
 /// a Ctrl-C in the first moments of a run went unseen), and blocking the signals for `sigwait`
@@ -63,6 +65,8 @@ final class Interrupts: Sendable {
 
     /// The pipe's write end, for the signal handler (which may only make async-signal-safe calls).
     nonisolated(unsafe) private static var signalPipe: Int32 = -1
+    /// Whether the thread that reads the pipe has been started (read by the signal handler).
+    nonisolated(unsafe) private static var readerStarted = false
 
     /// The pipe's read end, once the handlers that write to it are in place; nil without a pipe.
     private static let readEnd: Int32? = {
@@ -78,6 +82,13 @@ final class Interrupts: Sendable {
             if isIgnore(current) { continue }
             var action = sigaction()
             setHandler(&action) { sig in
+                guard Interrupts.readerStarted else {
+                    // The main thread may be reading a list (a file on a hung mount): nobody
+                    // would read the pipe. The signal's own effect, as the thread would give it.
+                    signal(sig, SIG_DFL)
+                    raise(sig)
+                    return
+                }
                 let saved = errno
                 var byte = UInt8(truncatingIfNeeded: sig)
                 _ = write(Interrupts.signalPipe, &byte, 1)
@@ -106,6 +117,7 @@ final class Interrupts: Sendable {
                 }
             }
         }
+        readerStarted = true
         return true
     }()
 

@@ -148,13 +148,17 @@ int haul_start_writeback(int fd);
 /// syncfs(2): writes every dirty page and inode of `fd`'s file system and waits; 0 or errno
 /// (ENOSYS off Linux).
 int haul_syncfs(int fd);
-/// fstatfs(2) of `fd`: its file system's type (`f_type`) and id (`f_fsid`); 0 or errno.
+/// The file system `fd` is on: its type (fstatfs(2)'s `f_type`) and its device (fstat(2)'s
+/// `st_dev`, one per mounted file system); 0 or errno.
 int haul_fd_fs_identity(int fd, long long *type, unsigned long long *id);
 /// Bytes of the system's page cache that are dirty or being written back (/proc/meminfo's Dirty
 /// and Writeback); -1 when they cannot be read.
 long long haul_unwritten_bytes(void);
 /// Whether the running kernel's release is `major.minor` or later (uname(2)); 0 off Linux.
 int haul_kernel_at_least(int major, int minor);
+/// Whether a kernel release string ("6.1.0-13-amd64") is `major.minor` or later, compared as
+/// numbers; 0 when it does not start with them.
+int haul_release_at_least(const char *release, int major, int minor);
 /// rename(2) that fails with EEXIST instead of replacing `to` (renameat2 RENAME_NOREPLACE);
 /// returns 0 or an errno (ENOSYS where there is no renameat2, EINVAL where the file system
 /// cannot do it).

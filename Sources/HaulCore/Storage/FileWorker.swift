@@ -27,13 +27,13 @@ import Dispatch
 ///
 /// One syncfs(2) for a group: where every file of a group was opened by the job that asked for
 /// its sync (a small file written whole: they come in the order they were opened), all are on
-/// one ext4 or XFS file system under Linux 5.8 or later, and no more than 64 MiB of the page
-/// cache waits to be written, one syncfs of the first file's file system stands for their
-/// fsyncs: it writes every dirty page and inode there at once and reports any write error since
-/// that first file was opened (a failure is then told file by file, by their fsyncs). On this
-/// machine's journal-less ext4 each fsync wrote its inode and flushed the disk's cache alone:
-/// a thousand 16 KiB files took 0.28 s with fsyncs and 0.20 s with syncfs per group (docs/
-/// resume-record.md).
+/// one ext4 or XFS file system under Linux 5.17 or later, and no more than 64 MiB of the page
+/// cache waits to be written, one syncfs of the first file's file system and an fsync of the
+/// last stand for their fsyncs: the syncfs writes every dirty page and inode there at once and
+/// reports any write error since that first file was opened, the fsync flushes the disk's cache
+/// after it (a failure is then told file by file, by their fsyncs). Where each fsync writes its
+/// inode and flushes the cache alone (a journal-less ext4), that is most of a small file's sync
+/// (measured in docs/resume-record.md).
 ///
 /// Rejected: syncfs for any group (it writes every other program's dirty data on that file
 /// system, and would wait for a large copy in progress: hence the 64 MiB bound); syncfs on
@@ -267,9 +267,10 @@ package final class FileWorker: Sendable {
         }
     }
 
-    /// Syncs `group` with one syncfs(2) of the file system of its first file, where that
-    /// stands for their fsyncs (``syncfsCovers(_:)``); false when it does not, or failed: each
-    /// file's fsync then tells which of them it was.
+    /// Syncs `group` with one syncfs(2) of the file system of its first file and an fsync of its
+    /// last (``Sys/syncFileSystem(_:paths:)``), where that stands for their fsyncs
+    /// (``syncfsCovers(_:)``); false when it does not, or failed: each file's fsync then tells
+    /// which of them it was.
     ///
     /// Why the first file's descriptor: syncfs reports a write error that happened on the file
     /// system since that descriptor was opened, and the files of a group that the jobs opened
@@ -277,7 +278,7 @@ package final class FileWorker: Sendable {
     /// is always synced on its own.
     private func syncTogether(_ group: [PendingSync]) -> Bool {
         guard group.allSatisfy(\.opened), oneSyncCovers(group.map(\.fd)) else { return false }
-        do throws(Errno) { try Sys.syncFileSystem(of: group[0].fd, paths: group.map(\.path)) } catch { return false }
+        do throws(Errno) { try Sys.syncFileSystem(group.map(\.fd), paths: group.map(\.path)) } catch { return false }
         syncedTogether.withLock { $0 += group.count }
         return true
     }

@@ -73,6 +73,8 @@ package final class WholeFile: @unchecked Sendable {
 
     /// The file worker's step: sync the file (grouped with others), then give it its name;
     /// `then` turns how that went into the job's value. A failed sync or a full disk throws.
+    /// Returned by the job that created the file (``create(for:)``): the worker counts on the
+    /// files it syncs together coming in the order they were opened (`opened`).
     package func committing<T: Sendable>(then value: @escaping @Sendable (Named) -> T) -> FileWorker.Step<T> {
         .sync(fd: fd, path: syncName, opened: true) { [self] error throws(HaulError) in
             if let error { throw .fileSystem(error, "sync", path: destination) }
