@@ -26,11 +26,11 @@ extension HaulSession {
     /// before this returns).
     package func startExpress(
         _ url: URL, into directory: URL, options: DownloadOptions, saving: @escaping @Sendable (Int) -> Void = { _ in },
-        completion: @escaping @Sendable (ExpressEnd) -> Void
+        worker: FileWorker = .shared, completion: @escaping @Sendable (ExpressEnd) -> Void
     ) -> ExpressDownload? {
         startExpress(
             url, intoDirectoryAt: Sys.lexicallyNormalized(directory.path), options: options, saving: saving,
-            completion: completion)
+            worker: worker, completion: completion)
     }
 
     /// ``startExpress(_:into:options:saving:completion:)`` into the directory at `path`, absolute
@@ -38,7 +38,7 @@ extension HaulSession {
     /// directory works its path out once, not once a URL.
     package func startExpress(
         _ url: URL, intoDirectoryAt path: String, options: DownloadOptions,
-        saving: @escaping @Sendable (Int) -> Void = { _ in },
+        saving: @escaping @Sendable (Int) -> Void = { _ in }, worker: FileWorker = .shared,
         completion: @escaping @Sendable (ExpressEnd) -> Void
     ) -> ExpressDownload? {
         assert(path.hasPrefix("/") && path == Sys.lexicallyNormalized(path), "not a normalised absolute path: \(path)")
@@ -49,7 +49,8 @@ extension HaulSession {
         else { return nil }
         return ExpressDownload.start(
             url, into: path, options: engineOptions,
-            minSplit: options.minSplitSize, connections: options.connections, transport: transport, saving: saving
+            minSplit: options.minSplitSize, connections: options.connections, transport: transport, saving: saving,
+            worker: worker
         ) { end in
             switch end {
             case .declined(let prefetched):

@@ -44,15 +44,15 @@ struct HaulCLI {
         """
 
     static func main() {
-        Interrupts.catchSignals()  // first: a Ctrl-C from here on is never lost
         // Before this, CHaulStart's constructor set the allocator's thresholds and started
         // loading libcurl on a thread of its own (start.c).
         let args = Array(CommandLine.arguments.dropFirst())
         // `haul get -i LIST`: the list is read and parsed here, while libcurl loads on the
         // constructor's thread, before any other thread is made: glibc makes a new thread wait
-        // for a dlopen in progress (docs/startup.md).
+        // for a dlopen in progress (docs/startup.md). Meanwhile a signal has its default effect
+        // (nothing is downloaded yet), which also ends a read stuck on a hung mount.
         let early = GetCommand.parsedEarly(args)
-        Interrupts.listen()
+        Interrupts.listen()  // from here on a Ctrl-C is never lost
         // The command runs as a task and ends the process itself; the main thread only waits.
         // An async main would park it with dispatch_main(), whose pthread_exit unwinds the main
         // thread's stack: ten searches of the binary's unwind tables at every start, which map

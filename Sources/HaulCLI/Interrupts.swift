@@ -23,10 +23,8 @@ import Synchronization
 /// a second of written bytes not yet in the record. A signal ignored when haul started stays
 /// ignored: a SIGHUP under `nohup`, a SIGINT of a job a script put in the background.
 ///
-/// The handler is a real one (`sigaction`), installed at the top of `main` (``catchSignals()``):
-/// it writes the signal's number to a pipe, and one thread, started by ``listen()``, reads the
-/// pipe and acts. Before that thread is started the handler ends the process by the signal
-/// itself, as the thread would before a command has made its ``Interrupts``. A caught signal
+/// The handler is a real one (`sigaction`), installed at the top of `main` (``listen()``): it
+/// writes the signal's number to a pipe, and one thread reads the pipe and acts. A caught signal
 /// is delivered to some thread that does not block it, so none is discarded. Rejected: SIG_IGN
 /// plus a Dispatch signal source (a signal sent while the source is being armed is discarded:
 /// a Ctrl-C in the first moments of a run went unseen), and blocking the signals for `sigwait`
@@ -53,25 +51,17 @@ final class Interrupts: Sendable {
 
     /// Catches SIGINT, SIGTERM and SIGHUP (those not ignored at start) and starts the thread that
     /// acts on them. Once per process; the earlier the better.
-    static func listen() { _ = reading }
-
-    /// Catches the signals without starting the thread: what arrives waits in the pipe for it.
-    /// For the main thread's first moments, while glibc makes a new thread wait for libcurl's
-    /// load (HaulCLI.main).
-    static func catchSignals() { _ = readEnd }
+    static func listen() { _ = started }
 
     /// The signals ``listen()`` catches (unless ignored when haul started).
     static let caught: [Int32] = [SIGINT, SIGTERM, SIGHUP]
 
     /// The pipe's write end, for the signal handler (which may only make async-signal-safe calls).
     nonisolated(unsafe) private static var signalPipe: Int32 = -1
-    /// Whether the thread that reads the pipe has been started (read by the signal handler).
-    nonisolated(unsafe) private static var readerStarted = false
 
-    /// The pipe's read end, once the handlers that write to it are in place; nil without a pipe.
-    private static let readEnd: Int32? = {
+    private static let started: Bool = {
         var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else { return nil }
+        guard pipe(&ends) == 0 else { return false }
         for fd in ends { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         // A full pipe (signals nobody reads) must not hold the handler: the write end never blocks.
         _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
@@ -82,13 +72,6 @@ final class Interrupts: Sendable {
             if isIgnore(current) { continue }
             var action = sigaction()
             setHandler(&action) { sig in
-                guard Interrupts.readerStarted else {
-                    // The main thread may be reading a list (a file on a hung mount): nobody
-                    // would read the pipe. The signal's own effect, as the thread would give it.
-                    signal(sig, SIG_DFL)
-                    raise(sig)
-                    return
-                }
                 let saved = errno
                 var byte = UInt8(truncatingIfNeeded: sig)
                 _ = write(Interrupts.signalPipe, &byte, 1)
@@ -98,11 +81,7 @@ final class Interrupts: Sendable {
             action.sa_flags = SA_RESTART
             sigaction(sig, &action, nil)
         }
-        return ends[0]
-    }()
-
-    private static let reading: Bool = {
-        guard let readEnd else { return false }
+        let readEnd = ends[0]
         // A serial queue of its own gets a thread of its own, which this loop keeps for life.
         DispatchQueue(label: "haul.signals").async {
             var byte: UInt8 = 0
@@ -117,7 +96,6 @@ final class Interrupts: Sendable {
                 }
             }
         }
-        readerStarted = true
         return true
     }()
 

@@ -14,7 +14,7 @@ struct ExpressFeedTests {
     /// The feed's express start as `haul get` makes it (a session without an HTTP cache, four
     /// connections), for `urls` into `dir`; the indexes in `skipping` take the manager at once.
     private static func express(
-        _ urls: [URL], into dir: URL, skipping: Set<Int> = []
+        _ urls: [URL], into dir: URL, skipping: Set<Int> = [], worker: FileWorker = .shared
     )
         -> @Sendable (Int, @escaping @Sendable (Int) -> Void, @escaping @Sendable (HaulSession.ExpressEnd) -> Void) ->
         ExpressDownload?
@@ -26,7 +26,8 @@ struct ExpressFeedTests {
         options.connections = 4
         return { [options] index, saving, ended in
             guard !skipping.contains(index) else { return nil }
-            return session.startExpress(urls[index], into: dir, options: options, saving: saving, completion: ended)
+            return session.startExpress(
+                urls[index], into: dir, options: options, saving: saving, worker: worker, completion: ended)
         }
     }
 
@@ -38,15 +39,17 @@ struct ExpressFeedTests {
             names: ["a", "b", "c", "d", "e", "f"], size: 3000, asked: ["a", "b", "c", "d"])
     }
 
-    /// Files that hold 1 MiB a job in all stop the next URL once -j of them wait (-j 1: two
-    /// files of 700,000 bytes), so the bodies held stay bounded whatever their sizes.
+    /// Files waiting for their save stop the next URL once they hold 1 MiB a job in all (-j 1: a
+    /// second URL starts while one file of 700,000 bytes waits, a third not while two do), so the
+    /// bodies held stay bounded whatever their sizes.
     @Test func filesBeingSavedHoldingAMebibyteAJobHoldTheNextURL() async throws {
         try await expectWhileSavesAreHeld(names: ["a", "b", "c"], size: 700_000, asked: ["a", "b"])
     }
 
     /// Runs `names` (files of `size` bytes) through a feed of -j 1 with every sync held: the
     /// URLs asked for are `asked` (looked at again after the feed has had time to ask for more),
-    /// and every file is saved once the syncs are let go.
+    /// and every file is saved once the syncs are let go. The files go to a file worker of their
+    /// own: the held syncs take its lanes, not those of the process's worker other tests share.
     private func expectWhileSavesAreHeld(names: [String], size: Int, asked expected: Set<String>) async throws {
         let server = try TestServer()
         let dir = try TemporaryDirectory()
@@ -60,7 +63,7 @@ struct ExpressFeedTests {
         let managed = Locked<Set<Int>>([])
         let feed = ExpressFeed(
             count: urls.count, jobs: 1,
-            express: Self.express(urls, into: dir.url),
+            express: Self.express(urls, into: dir.url, worker: FileWorker()),
             manage: { index, _, finished in
                 managed.withLock { _ = $0.insert(index) }
                 finished()

@@ -246,6 +246,47 @@ struct FileWorkerTests {
         #expect(worker.syncedTogetherCount == 0)
     }
 
+    /// The flush after a group's syncfs is the last file's fsync: when it fails, that file has
+    /// its error and the others are fsync()ed one by one (their bytes are not known to be on
+    /// the disk).
+    @Test func whenTheFsyncAfterASyncfsFailsTheLastFileHasItsErrorAndTheOthersAreFsynced() async throws {
+        let dir = try TemporaryDirectory()
+        let files = try files(4, in: dir)
+        defer { for f in files { Sys.close(f.fd) } }
+        let worker = FileWorker(lanes: 1, oneSyncCovers: { _ in true })
+        let fsynced = Locked<[String]>([])
+        let failed = Locked(false)
+        // Once, as the kernel reports a write error once to a descriptor.
+        let id = FaultInjection.add { call, _, path in
+            guard call == .fsync, let path, path.hasPrefix(dir.path + "/") else { return nil }
+            fsynced.withLock { $0.append(path) }
+            guard path == files[3].path, !failed.get() else { return nil }
+            failed.set(true)
+            return Errno(EIO)
+        }
+        defer { FaultInjection.remove(id) }
+        let hold = SyncHold([files[0].path])
+        defer { hold.remove() }
+        let first = Task { await worker.sync(files[0].fd, path: files[0].path) }
+        #expect(await eventually { !hold.held.isEmpty })
+        // Handed over in order from here: the group's last file is the last one submitted.
+        let results = Locked<[Int: Errno?]>([:])
+        for (i, f) in files.enumerated().dropFirst() {
+            worker.submit { () throws(HaulError) -> FileWorker.Step<Errno?> in
+                .sync(fd: f.fd, path: f.path, opened: true) { $0 }
+            } completion: { result in
+                results.withLock { $0[i] = (try? result.get()) ?? nil }
+            }
+        }
+        #expect(await eventually { worker.waitingCount == 3 })
+        hold.release()
+        #expect(await first.value == nil)
+        #expect(await eventually { results.get().count == 3 })
+        #expect(results.get() == [1: nil, 2: nil, 3: Errno(EIO)])
+        #expect(Set(fsynced.get()) == Set(files.map(\.path)), "the first alone, the last's flush, the others after it")
+        #expect(worker.syncedTogetherCount == 0)
+    }
+
     /// One syncfs stands for fsyncs on ext4 and XFS under Linux 5.17 or later, for files of one
     /// file system only; never on tmpfs. /proc/meminfo tells the page cache waiting to be written.
     @Test func oneSyncfsCoversFilesOfOneExt4OrXFSFileSystem() throws {

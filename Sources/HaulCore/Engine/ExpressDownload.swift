@@ -41,11 +41,14 @@ package final class ExpressDownload: Sendable {
     /// Called with the file's size when its transfer has ended with the whole file and the save
     /// begins; let go then, or at the end.
     private let saving: Locked<(@Sendable (Int) -> Void)?>
+    /// Where the file is written, synced and named.
+    private let worker: FileWorker
 
     private init(
         url: URL, directory: String, options: EngineOptions, saving: @escaping @Sendable (Int) -> Void,
-        completion: @escaping @Sendable (End) -> Void
+        worker: FileWorker, completion: @escaping @Sendable (End) -> Void
     ) {
+        self.worker = worker
         self.url = url
         self.directory = directory
         self.options = options
@@ -72,10 +75,10 @@ package final class ExpressDownload: Sendable {
     package static func start(
         _ url: URL, into directory: String, options: EngineOptions, minSplit: Int64, connections: Int,
         transport: any HTTPTransport, saving: @escaping @Sendable (Int) -> Void = { _ in },
-        completion: @escaping @Sendable (End) -> Void
+        worker: FileWorker = .shared, completion: @escaping @Sendable (End) -> Void
     ) -> ExpressDownload {
         let download = ExpressDownload(
-            url: url, directory: directory, options: options, saving: saving, completion: completion)
+            url: url, directory: directory, options: options, saving: saving, worker: worker, completion: completion)
         download.begin(
             limit: SegmentedDownloader.probeLimit(minSplit: minSplit), connections: connections, transport: transport)
         return download
@@ -147,7 +150,7 @@ package final class ExpressDownload: Sendable {
         let name = SafeFileName.suggestedName(contentDisposition: response.headers["Content-Disposition"], url: url)
         let destination = directory + "/" + name
         let expected = options.expected(vouched: Checksum.vouched(by: response.headers, status: response.status))
-        FileWorker.shared.submit { () throws(HaulError) -> FileWorker.Step<Bool> in
+        worker.submit { () throws(HaulError) -> FileWorker.Step<Bool> in
             guard try store.claimForWholeFile(destination), let whole = try WholeFile.create(for: destination)
             else { return .done(false) }
             try whole.write(body, verifying: Verification(expected))

@@ -11,12 +11,12 @@ extension Sys {
     /// Syncs the files `fds` (at `paths`, named in the write log and to fault injection) on one
     /// file system: syncfs(2) of the first, which writes every dirty page and inode there and
     /// throws the file system's first write error since that descriptor was opened, whichever
-    /// file it was; then an fsync of the last. The fsync flushes the disk's cache after all of
-    /// that is written: syncfs flushes before its last writes of the block device's buffers
-    /// (inode tables, extents), and ext2 not at all. Where the file system journals, it finds
-    /// little left to do.
-    package static func syncFileSystem(_ fds: [Int32], paths: [String]) throws(Errno) {
-        guard let first = fds.first, let last = fds.last else { return }
+    /// file it was; then an fsync of the last, whose error is returned (the others are then not
+    /// known to be synced). The fsync flushes the disk's cache after all of that is written:
+    /// syncfs flushes before its last writes of the block device's buffers (inode tables,
+    /// extents), and ext2 not at all. Where the file system journals, it finds little to do.
+    package static func syncFileSystem(_ fds: [Int32], paths: [String]) throws(Errno) -> Errno? {
+        guard let first = fds.first, let last = fds.last else { return nil }
         for path in paths { WriteLog.log("B \(path)") }
         _ = try retrying(.syncfs, path: paths.first) { () -> Int32 in
             let error = haul_syncfs(first)
@@ -24,8 +24,9 @@ extension Sys {
             errno = error
             return -1
         }
-        try fsync(last)
+        do throws(Errno) { _ = try retrying(.fsync, path: paths.last) { c_fsync(last) } } catch { return error }
         for path in paths { WriteLog.log("S \(path)") }
+        return nil
     }
 
     /// The file system `fd` is on (its device), where one syncfs(2) may stand for the fsyncs of

@@ -453,7 +453,7 @@ package enum Sys {
 @inline(__always) private func c_pread(_ fd: Int32, _ b: UnsafeMutableRawPointer, _ n: Int, _ o: off_t) -> Int {
     pread(fd, b, n, o)
 }
-@inline(__always) private func c_fsync(_ fd: Int32) -> Int32 { fsync(fd) }
+@inline(__always) func c_fsync(_ fd: Int32) -> Int32 { fsync(fd) }
 @inline(__always) private func c_ftruncate(_ fd: Int32, _ n: off_t) -> Int32 { ftruncate(fd, n) }
 @inline(__always) private func c_rename(_ a: String, _ b: String) -> Int32 { rename(a, b) }
 @inline(__always) private func c_unlink(_ p: String) -> Int32 { unlink(p) }

@@ -257,8 +257,8 @@ package final class FileWorker: Sendable {
             if group.isEmpty { return }
             if group.count > 1 {
                 grouped.withLock { $0 += group.count }
-                if syncTogether(group) {
-                    for pending in group { handBack(pending, lane: lane, error: nil) }
+                if let errors = syncTogether(group) {
+                    for (pending, error) in zip(group, errors) { handBack(pending, lane: lane, error: error) }
                     continue
                 }
                 for pending in group { Sys.startWriteback(pending.fd) }
@@ -269,18 +269,23 @@ package final class FileWorker: Sendable {
 
     /// Syncs `group` with one syncfs(2) of the file system of its first file and an fsync of its
     /// last (``Sys/syncFileSystem(_:paths:)``), where that stands for their fsyncs
-    /// (``syncfsCovers(_:)``); false when it does not, or failed: each file's fsync then tells
-    /// which of them it was.
+    /// (``syncfsCovers(_:)``); each file's error, or nil when it does not stand for them or the
+    /// syncfs failed: each file's fsync then tells which of them it was. When the last file's
+    /// fsync fails, that file has its error and the others are fsync()ed one by one.
     ///
     /// Why the first file's descriptor: syncfs reports a write error that happened on the file
     /// system since that descriptor was opened, and the files of a group that the jobs opened
     /// themselves come in the order they were opened. A file opened before (a partial's commit)
     /// is always synced on its own.
-    private func syncTogether(_ group: [PendingSync]) -> Bool {
-        guard group.allSatisfy(\.opened), oneSyncCovers(group.map(\.fd)) else { return false }
-        do throws(Errno) { try Sys.syncFileSystem(group.map(\.fd), paths: group.map(\.path)) } catch { return false }
+    private func syncTogether(_ group: [PendingSync]) -> [Errno?]? {
+        guard group.allSatisfy(\.opened), oneSyncCovers(group.map(\.fd)) else { return nil }
+        let lastError: Errno?
+        do throws(Errno) { lastError = try Sys.syncFileSystem(group.map(\.fd), paths: group.map(\.path)) } catch {
+            return nil
+        }
+        if let lastError { return group.dropLast().map(Self.fsync) + [lastError] }
         syncedTogether.withLock { $0 += group.count }
-        return true
+        return Array(repeating: nil, count: group.count)
     }
 
     /// A synced file goes back to the worker for what follows (one thread in the directory).
