@@ -22,8 +22,9 @@ extension HaulSession {
     /// the full engine: one connection (its request has no Range), digests to check,
     /// `overwrite`, revalidation, a reachability check, a resource timeout. `saving` is called
     /// (at most once, usually on the transport's thread) with the file's size when the whole
-    /// file has come and its save begins; `completion` once, on a thread of the transport or the file worker (possibly
-    /// before this returns).
+    /// file has come and its save begins; `completion` once, on a thread of the transport or
+    /// the file worker (possibly before this returns). `worker` writes, syncs and names the
+    /// file (the process's own unless a test gives another).
     package func startExpress(
         _ url: URL, into directory: URL, options: DownloadOptions, saving: @escaping @Sendable (Int) -> Void = { _ in },
         worker: FileWorker = .shared, completion: @escaping @Sendable (ExpressEnd) -> Void

@@ -67,10 +67,11 @@ package final class ExpressDownload: Sendable {
     /// `connections`: the download's, for the probe's limit and its pacing share.
     /// `completion` is called once, on the transport's or the file worker's thread, possibly
     /// before this returns. `saving`, called at most once with the file's size, says that the
-    /// transfer has ended with the whole file and its save begins: a caller that paces downloads by their transfers may
-    /// start the next from there. It runs on the transport's thread (libcurl's takes a start
-    /// from there without a wake-up), or in this call when the transfer ended before it returned.
-    /// `completion` follows, once the file is saved or the save declined.
+    /// transfer has ended with the whole file and its save begins: a caller that paces
+    /// downloads by their transfers may start the next from there. It runs on the transport's
+    /// thread (libcurl's takes a start from there without a wake-up), or in this call when the
+    /// transfer ended before it returned. `completion` follows, once the file is saved (by
+    /// `worker`) or the save declined.
     @discardableResult
     package static func start(
         _ url: URL, into directory: String, options: EngineOptions, minSplit: Int64, connections: Int,
