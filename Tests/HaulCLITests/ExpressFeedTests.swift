@@ -104,7 +104,7 @@ struct ExpressFeedTests {
         let managed = Locked<[(Int, Bool)]>([])
         let feed = ExpressFeed(
             count: urls.count, jobs: 2,
-            express: Self.express(urls, into: dir.url),
+            express: Self.express(urls, into: dir.url, worker: FileWorker()),
             manage: { index, options, finished in
                 managed.withLock { $0.append((index, options?.prefetched != nil)) }
                 options?.prefetched?.drop()
@@ -153,7 +153,7 @@ struct ExpressFeedTests {
         let feed = ExpressFeed(
             count: urls.count, jobs: 3,
             // The first URL takes the manager and holds its place.
-            express: Self.express(urls, into: dir.url, skipping: [0]),
+            express: Self.express(urls, into: dir.url, skipping: [0], worker: FileWorker()),
             manage: { index, options, finished in
                 managed.withLock { $0.append(index) }
                 options?.prefetched?.drop()

@@ -19,6 +19,11 @@ struct ParsingTests {
         #expect(HTTPParsing.contentRange("bytes 0-4-9/10") == nil)
         #expect(HTTPParsing.contentRange("bytes +0-9/10") == nil)
         #expect(HTTPParsing.contentRange("bytes 0-9/") == nil)
+        #expect(HTTPParsing.contentRange("bytes") == nil)
+        #expect(HTTPParsing.contentRange("bytes\t0-9/10") == nil)
+        #expect(HTTPParsing.contentRange("byt\u{E9}s 0-9/10") == nil)
+        #expect(HTTPParsing.contentRange("bytes 0-9 /10") == nil)
+        #expect(HTTPParsing.contentRange("Bytes 0-9/10\r\n") == .init(start: 0, end: 9, total: 10))
         #expect(HTTPParsing.contentRange("bytes -9/10") == nil)
         #expect(HTTPParsing.contentRange("bytes */*") == .init(start: nil, end: nil, total: nil))
         #expect(HTTPParsing.contentRange("bytes *\u{301}/10") == nil)
@@ -86,6 +91,11 @@ struct ParsingTests {
             (".\u{301}hidden", "\u{301}hidden"),
             ("-\u{301}rf", "\u{301}rf"),
             ("..\u{301}", "\u{301}"),
+            // Each of these fails one test of the one-pass check for a name kept as it is.
+            (" a.txt", "a.txt"), ("a.txt ", "a.txt"), ("a b.txt", "a b.txt"), ("a\u{7F}b", "ab"),
+            ("tab\there", "tabhere"), ("caf\u{E9}", "caf\u{E9}"), ("x.PART", "x.PART_"), ("a.b", "a.b"),
+            (String(repeating: "n", count: 200), String(repeating: "n", count: 200)),
+            (String(repeating: "n", count: 201), String(repeating: "n", count: 200)),
         ] as [(String, String?)])
     func safeNames(raw: String, expected: String?) {
         #expect(SafeFileName.sanitize(raw) == expected)
@@ -112,6 +122,16 @@ struct ParsingTests {
         #expect(SafeFileName.suggestedName(contentDisposition: "attachment; filename=\"..\"", url: url) == "naïve.bin")
         #expect(SafeFileName.suggestedName(contentDisposition: nil, url: URL(string: "http://h/")!) == "index.html")
         #expect(SafeFileName.suggestedName(contentDisposition: nil, url: URL(string: "http://h")!) == "index.html")
+    }
+
+    /// The URL's last segment is percent-decoded once, as wget and aria2 do: `%2541` is the text
+    /// `%41`, and `%252F` a `%2F` in the name, not a separator.
+    @Test func theURLsNameIsPercentDecodedOnce() {
+        let url = URL(string: "http://h/d/100%2525%20off%2541.bin?x=%41")!
+        #expect(SafeFileName.suggestedName(contentDisposition: nil, url: url) == "100%25 off%41.bin")
+        let slash = URL(string: "http://h/d/a%252Fb%2F..%2Fc")!
+        #expect(SafeFileName.suggestedName(contentDisposition: nil, url: slash) == "c")
+        #expect(SafeFileName.suggestedName(contentDisposition: nil, url: URL(string: "http://h/d/x%252Fy")!) == "x%2Fy")
     }
 
     /// A URL naming a directory gets `index.html`, as with wget and aria2, not the directory's

@@ -101,8 +101,10 @@ package final class CookieJar: Sendable {
     /// http does not replace (or delete) a `Secure` cookie of that name for an overlapping domain
     /// and path (RFC 6265bis 5.7, as curl does).
     package func store(from headers: HTTPHeaders, for url: URL, now: Int64 = CookieJar.now()) {
+        let lines = headers.values("Set-Cookie")
+        if lines.isEmpty { return }
         let secureOrigin = url.scheme?.lowercased() == "https"
-        for (name, value) in headers where name.equalsIgnoringASCIICase("Set-Cookie") {
+        for value in lines {
             guard let cookie = Self.parse(setCookie: value, for: url, now: now) else { continue }
             add(cookie, now: now, fromSecureOrigin: secureOrigin)
         }

@@ -152,7 +152,7 @@ extension Checksum {
         var out: [Checksum] = []
         // Field lines of one name are one field (RFC 9110 5.3), parsed together.
         func combined(_ name: String) -> String? {
-            let lines = headers.fields.filter { $0.name.equalsIgnoringASCIICase(name) }.map(\.value)
+            let lines = headers.values(name)
             return lines.isEmpty ? nil : lines.joined(separator: ", ")
         }
         out += combined("Repr-Digest").flatMap { parseDigestField($0, source: .reprDigest) } ?? []
