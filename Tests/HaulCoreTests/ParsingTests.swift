@@ -134,6 +134,14 @@ struct ParsingTests {
         #expect(SafeFileName.suggestedName(contentDisposition: nil, url: URL(string: "http://h/d/x%252Fy")!) == "x%2Fy")
     }
 
+    /// A `%` decodes only before two hex digits: `%-0` and `%+F` are text (a signed number
+    /// would have made them a NUL and a control byte), as is a `%` near the end.
+    @Test func percentDecodingTakesTwoHexDigitsOnly() {
+        #expect(HTTPParsing.percentDecodedBytes("%41%4a%4A") == Array("AJJ".utf8))
+        #expect(HTTPParsing.percentDecodedBytes("a%-0b%+Fc% 1d%4") == Array("a%-0b%+Fc% 1d%4".utf8))
+        #expect(HTTPParsing.percentDecodedBytes("%%41%") == Array("%A%".utf8))
+    }
+
     /// A URL naming a directory gets `index.html`, as with wget and aria2, not the directory's
     /// name (Foundation's `URL.path` drops the trailing slash).
     @Test(arguments: ["http://h/dir/", "http://h/dir/?page=2", "http://h/a/b/"])

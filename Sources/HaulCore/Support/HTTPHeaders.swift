@@ -27,12 +27,11 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
         add(name, value)
     }
 
-    /// The first value of `name`, trimmed.
+    /// The first value of `name`.
     package subscript(_ name: String) -> String? {
-        // A plain loop: `first(where:)` retains and releases each field it passes, and a small
-        // download looks up about ten names.
-        // Lengths first, by index: most fields differ from the name in length, and are passed
-        // without their strings being retained.
+        // A plain loop by index, lengths first: `first(where:)` or a `for field in fields`
+        // retains and releases each field it passes, and a small download looks up about ten
+        // names; most fields differ from the name in length.
         let length = name.utf8.count
         for i in fields.indices where fields[i].name.utf8.count == length {
             if fields[i].name.equalsIgnoringASCIICase(name) { return fields[i].value }
@@ -210,17 +209,30 @@ package enum HTTPParsing {
         ContentDisposition.filename(value)
     }
 
+    /// `s` with each `%` and two hex digits as the byte they name; any other `%` is kept as it is.
     package static func percentDecodedBytes(_ s: String) -> [UInt8] {
+        // Digits only: `UInt8(_:radix:)` also takes a sign, which made `%-0` a NUL.
+        func hex(_ b: UInt8) -> UInt8? {
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): b - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): b - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): b - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        let bytes = Array(s.utf8)
         var out: [UInt8] = []
-        var it = Array(s.utf8)[...]
-        while let b = it.popFirst() {
-            if b == UInt8(ascii: "%"), it.count >= 2,
-                let v = UInt8(String(decoding: it.prefix(2), as: UTF8.self), radix: 16)
+        out.reserveCapacity(bytes.count)
+        var i = 0
+        while i < bytes.count {
+            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let high = hex(bytes[i + 1]),
+                let low = hex(bytes[i + 2])
             {
-                out.append(v)
-                it = it.dropFirst(2)
+                out.append(high << 4 | low)
+                i += 3
             } else {
-                out.append(b)
+                out.append(bytes[i])
+                i += 1
             }
         }
         return out
