@@ -96,6 +96,10 @@ struct ParsingTests {
             ("tab\there", "tabhere"), ("caf\u{E9}", "caf\u{E9}"), ("x.PART", "x.PART_"), ("a.b", "a.b"),
             (String(repeating: "n", count: 200), String(repeating: "n", count: 200)),
             (String(repeating: "n", count: 201), String(repeating: "n", count: 200)),
+            // Bidi controls go (a right-to-left override shows "evil\u{202E}fdp.exe" as
+            // "evilexe.pdf"); other format characters, as the joiner inside an emoji, stay.
+            ("evil\u{202E}fdp.exe", "evilfdp.exe"), ("a\u{2066}b\u{2069}\u{200F}.txt", "ab.txt"),
+            ("\u{202E}", nil), ("\u{1F469}\u{200D}\u{1F4BB}.png", "\u{1F469}\u{200D}\u{1F4BB}.png"),
         ] as [(String, String?)])
     func safeNames(raw: String, expected: String?) {
         #expect(SafeFileName.sanitize(raw) == expected)

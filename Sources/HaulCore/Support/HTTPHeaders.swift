@@ -245,9 +245,9 @@ package enum SafeFileName {
     /// file systems).
     package static let maxBytes = 200
 
-    /// Returns a file name with no directory parts, no `..`, no NUL or control characters, no
-    /// leading dot or dash, at most ``maxBytes`` bytes (keeping the extension); nil when nothing
-    /// usable is left.
+    /// Returns a file name with no directory parts, no `..`, no NUL, control or bidi control
+    /// characters, no leading dot or dash, at most ``maxBytes`` bytes (keeping the extension);
+    /// nil when nothing usable is left.
     package static func sanitize(_ raw: String) -> String? {
         if isPlainName(raw) { return raw }
         // Only the last path component counts, with either separator, split on bytes: a "/" or
@@ -265,7 +265,10 @@ package enum SafeFileName {
             name = String(
                 String.UnicodeScalarView(
                     lastComponent.unicodeScalars.filter {
-                        !($0.properties.generalCategory == .control || $0 == "\u{7F}" || $0.value == 0)
+                        // Bidi controls too (U+202E shows "evil\u{202E}fdp.exe" as "evilexe.pdf");
+                        // other format characters stay (the joiner inside an emoji).
+                        !($0.properties.generalCategory == .control || $0 == "\u{7F}" || $0.value == 0
+                            || $0.properties.isBidiControl)
                     }))
             name = name.trimmingUnicodeWhitespace()
         }
