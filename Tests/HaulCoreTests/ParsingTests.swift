@@ -128,6 +128,17 @@ struct ParsingTests {
         #expect(SafeFileName.suggestedName(contentDisposition: nil, url: URL(string: "http://h")!) == "index.html")
     }
 
+    /// A bidi control goes before the name's other checks, from a server's name or a URL: what
+    /// it hid is judged as the name it leaves (a side-file ending, a leading dot).
+    @Test func bidiControlsGoBeforeTheNamesOtherChecks() {
+        let header = "attachment; filename*=UTF-8''evil%E2%80%AEfdp.exe"
+        let url = URL(string: "http://h/d/x.pa%E2%80%AErt")!
+        #expect(SafeFileName.suggestedName(contentDisposition: header, url: url) == "evilfdp.exe")
+        #expect(SafeFileName.suggestedName(contentDisposition: nil, url: url) == "x.part_")
+        #expect(SafeFileName.sanitize("\u{202E}.bashrc") == "bashrc")
+        #expect(SafeFileName.sanitize("\u{061C}a\u{200E}\u{202A}\u{202B}\u{202C}\u{202D}b") == "ab")
+    }
+
     /// The URL's last segment is percent-decoded once, as wget and aria2 do: `%2541` is the text
     /// `%41`, and `%252F` a `%2F` in the name, not a separator.
     @Test func theURLsNameIsPercentDecodedOnce() {
