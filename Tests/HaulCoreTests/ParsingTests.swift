@@ -91,7 +91,8 @@ struct ParsingTests {
             (".\u{301}hidden", "\u{301}hidden"),
             ("-\u{301}rf", "\u{301}rf"),
             ("..\u{301}", "\u{301}"),
-            // Each of these fails one test of the one-pass check for a name kept as it is.
+            // Around the one-pass check for a name kept as it is: names it keeps, and names that
+            // fail one of its tests.
             (" a.txt", "a.txt"), ("a.txt ", "a.txt"), ("a b.txt", "a b.txt"), ("a\u{7F}b", "ab"),
             ("tab\there", "tabhere"), ("caf\u{E9}", "caf\u{E9}"), ("x.PART", "x.PART_"), ("a.b", "a.b"),
             (String(repeating: "n", count: 200), String(repeating: "n", count: 200)),
