@@ -110,16 +110,23 @@ final class Output: Sendable {
         }
     }
 
-    /// `text` with control characters (C0, DEL, C1) written as `\x1B`: a message quotes what a
-    /// list file, an argument or a server sent, and an escape sequence in it must not reach the
-    /// terminal (or break the one line into several).
+    /// `text` with control characters (C0, DEL, C1) written as `\x1B` and bidi controls
+    /// (U+202A-202E, U+2066-2069, U+200E/F, U+061C) as `\u{202E}`: a message or a progress line
+    /// quotes what a list file, an argument, a URL or a server sent, and an escape sequence in it
+    /// must not reach the terminal (or break the one line into several), nor a right-to-left
+    /// override show `evil\u{202E}fdp.exe` as `evilexe.pdf`.
     static func printable(_ text: String) -> String {
         func isControl(_ u: Unicode.Scalar) -> Bool { u.value < 0x20 || (0x7F...0x9F).contains(u.value) }
-        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        func needsEscape(_ u: Unicode.Scalar) -> Bool {
+            isControl(u) || (u.value >= 0x61C && u.properties.isBidiControl)
+        }
+        guard text.unicodeScalars.contains(where: needsEscape) else { return text }
         var out = ""
         for u in text.unicodeScalars {
             if isControl(u) {
                 out += "\\x" + Format.hex(u.value, 2, uppercase: true)
+            } else if needsEscape(u) {
+                out += "\\u{" + Format.hex(u.value, 4, uppercase: true) + "}"
             } else {
                 out.unicodeScalars.append(u)
             }
@@ -179,7 +186,7 @@ final class Output: Sendable {
         case .human:
             let now = Date().timeIntervalSince1970
             if isTerminal {
-                let name = nameOfFile()
+                let name = Output.printable(nameOfFile())
                 let frame = state.withLock { s -> Int in
                     s.lineShown = true
                     s.last = (p, name)
@@ -193,7 +200,7 @@ final class Output: Sendable {
                     s.lastPlain = now
                     return true
                 }
-                if due { write(Output.progressLine(p, name: nameOfFile(), spinner: nil) + "\n", 2) }
+                if due { write(Output.progressLine(p, name: Output.printable(nameOfFile()), spinner: nil) + "\n", 2) }
             }
         }
     }
@@ -260,9 +267,11 @@ final class Output: Sendable {
     }
 
     /// Several progress lines (one per download and a total): redrawn in place on a terminal,
-    /// the total as a plain line every 5 s otherwise, nothing when quiet or in JSON mode.
+    /// the total as a plain line every 5 s otherwise, nothing when quiet or in JSON mode. The
+    /// lines name downloads (``printable(_:)`` is applied here).
     func progressBlock(_ lines: [String]) {
         guard mode == .human, !lines.isEmpty else { return }
+        let lines = lines.map(Output.printable)
         if isTerminal {
             let (width, height) = Output.terminalSize()
             let lines = Output.fittedBlock(lines, rows: height)

@@ -104,3 +104,33 @@ extension OutputTests {
         #expect(!Output.terminalLine(unknown, name: "f.iso", spinner: 0, width: 200).contains("["))
     }
 }
+
+extension OutputTests {
+    /// A URL's last segment is percent-decoded: `%1B` in a list's URL is an ESC, and it reached
+    /// the terminal in the progress line and the `-j` block before the server's name replaced
+    /// it (the server's names are cleaned by `SafeFileName`, a URL's fallback was not). A right-
+    /// to-left override showed `evil\u{202E}fdp.exe` as `evilexe.pdf`.
+    @Test func aNameOnTheProgressLineOrInTheBlockCannotDriveTheTerminal() {
+        let written = Locked("")
+        let output = Output(mode: .human, isTerminal: true) { text, fd in
+            if fd == 2 { written.withLock { $0 += text } }
+        }
+        output.progress(progress, name: "a\u{1B}]0\u{07}\u{202E}fdp")
+        #expect(!written.get().contains("\u{07}") && !written.get().contains("\u{202E}"), "\(written.get())")
+        #expect(written.get().contains("a\\x1B]0\\x07\\u{202E}fdp"), "\(written.get())")
+        output.clearLine()
+        written.set("")
+        output.progressBlock(["#1 x\u{1B}[2Jy", "waiting for network  #2 \u{9B}31m", "total"])
+        let block = written.get()
+        #expect(!block.contains("\u{1B}[2J") && !block.contains("\u{9B}"), "\(block)")
+        #expect(block.contains("#1 x\\x1B[2Jy") && block.contains("#2 \\x9B31m"), "\(block)")
+    }
+
+    @Test func printableEscapesControlsAndBidiControlsOnly() {
+        #expect(Output.printable("plain näme 漢字 👩‍💻.txt") == "plain näme 漢字 👩‍💻.txt")
+        #expect(Output.printable("a\nb\u{7F}c\u{85}") == "a\\x0Ab\\x7Fc\\x85")
+        #expect(
+            Output.printable("\u{200E}\u{200F}\u{061C}\u{202A}\u{2069}")
+                == "\\u{200E}\\u{200F}\\u{061C}\\u{202A}\\u{2069}")
+    }
+}

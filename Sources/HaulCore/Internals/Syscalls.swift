@@ -431,24 +431,28 @@ package enum Sys {
 
     /// `path` split at its last `/` byte: the directory (`.` when there is none, `/` for the
     /// root) and the name after it. Bytes, not Characters: a `/` followed by a combining mark is
-    /// one Character, and still a separator to the kernel.
+    /// one Character, and still a separator to the kernel. A native string's bytes are searched
+    /// in place (a file's save splits its path four times).
     package static func split(_ path: String) -> (directory: String, name: String) {
-        // A native string's bytes are searched in place (a file's save splits its path four
-        // times); a bridged one goes through its UTF-8 view.
-        let fast = path.utf8.withContiguousStorageIfAvailable { bytes -> (directory: String, name: String) in
-            var slash = bytes.count - 1
-            while slash >= 0 && bytes[slash] != UInt8(ascii: "/") { slash -= 1 }
-            if slash < 0 { return (".", path) }
+        var path = path
+        return path.withUTF8 { bytes in
+            guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else {
+                return (".", String(decoding: bytes, as: UTF8.self))
+            }
             let name = String(decoding: UnsafeBufferPointer(rebasing: bytes[(slash + 1)...]), as: UTF8.self)
             if slash == 0 { return ("/", name) }
             return (String(decoding: UnsafeBufferPointer(rebasing: bytes[..<slash]), as: UTF8.self), name)
         }
-        if let fast { return fast }
-        let bytes = path.utf8
-        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return (".", path) }
-        let name = String(decoding: bytes[bytes.index(after: slash)...], as: UTF8.self)
-        if slash == bytes.startIndex { return ("/", name) }
-        return (String(decoding: bytes[..<slash], as: UTF8.self), name)
+    }
+
+    /// The name after `path`'s last `/` byte (all of `path` when there is none): ``split(_:)``'s
+    /// name, without making its directory.
+    package static func name(of path: String) -> String {
+        var path = path
+        return path.withUTF8 { bytes in
+            let start = bytes.lastIndex(of: UInt8(ascii: "/")).map { $0 + 1 } ?? 0
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start...]), as: UTF8.self)
+        }
     }
 }
 

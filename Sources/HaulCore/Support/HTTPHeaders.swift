@@ -29,14 +29,7 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     /// The first value of `name`.
     package subscript(_ name: String) -> String? {
-        // A plain loop by index, lengths first: `first(where:)` or a `for field in fields`
-        // retains and releases each field it passes, and a small download looks up about ten
-        // names; most fields differ from the name in length.
-        let length = name.utf8.count
-        for i in fields.indices where fields[i].name.utf8.count == length {
-            if fields[i].name.equalsIgnoringASCIICase(name) { return fields[i].value }
-        }
-        return nil
+        firstIndex(of: name, from: 0, length: name.utf8.count).map { fields[$0].value }
     }
 
     package func contains(_ name: String) -> Bool { self[name] != nil }
@@ -45,10 +38,25 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
     package func values(_ name: String) -> [String] {
         let length = name.utf8.count
         var out: [String] = []
-        for i in fields.indices where fields[i].name.utf8.count == length {
-            if fields[i].name.equalsIgnoringASCIICase(name) { out.append(fields[i].value) }
+        var next = 0
+        while let i = firstIndex(of: name, from: next, length: length) {
+            out.append(fields[i].value)
+            next = i + 1
         }
         return out
+    }
+
+    /// The first field named `name` (of `length` bytes) at `start` or after. A plain loop by
+    /// index, lengths first: `first(where:)` or a `for field in fields` retains and releases
+    /// each field it passes, and a small download looks up about ten names; most fields differ
+    /// from the name in length.
+    private func firstIndex(of name: String, from start: Int, length: Int) -> Int? {
+        var i = start
+        while i < fields.count {
+            if fields[i].name.utf8.count == length && fields[i].name.equalsIgnoringASCIICase(name) { return i }
+            i += 1
+        }
+        return nil
     }
 
     /// `Content-Length` as a byte count; nil when absent or not a decimal number (``decimal(_:)``).
@@ -161,8 +169,7 @@ package enum HTTPParsing {
         // Parsed on the bytes in place, with no String made: it is read for every answer to a
         // range.
         var value = value
-        value.makeContiguousUTF8()
-        return value.utf8.withContiguousStorageIfAvailable(contentRange(bytes:)) ?? nil
+        return value.withUTF8(contentRange(bytes:))
     }
 
     private static func contentRange(bytes b: UnsafeBufferPointer<UInt8>) -> ContentRange? {
@@ -330,8 +337,8 @@ package enum SafeFileName {
                 return true
             }
         }
-        if let native = name.utf8.withContiguousStorageIfAvailable(endsLikeSideFile) { return native }
-        return Array(name.utf8).withUnsafeBufferPointer(endsLikeSideFile)
+        var name = name
+        return name.withUTF8(endsLikeSideFile)
     }
 
     private static let sideFileSuffixBytes = sideFileSuffixes.map { Array($0.utf8) }
@@ -347,7 +354,7 @@ package enum SafeFileName {
         // `url.path` drops a trailing slash; the percent-encoded path keeps it.
         let path = url.path(percentEncoded: true)
         if !path.hasSuffix("/"),
-            let safe = sanitize(String(decoding: HTTPParsing.percentDecodedBytes(Sys.split(path).name), as: UTF8.self))
+            let safe = sanitize(String(decoding: HTTPParsing.percentDecodedBytes(Sys.name(of: path)), as: UTF8.self))
         {
             return safe
         }
