@@ -2,7 +2,8 @@
 """Many small files: haul -j16 vs aria2c -j16 vs curl --parallel --parallel-max 16.
 
 1000 files of 16 KiB from a local nginx (installed with apt-get if missing, as is aria2).
-Medians of --runs; every output's SHA-256 checked. Not part of `swift test`.
+Medians of --runs, and the median of each round's ratio (paired: a sitting that drifts moves
+both sides of a round together); every output's SHA-256 checked. Not part of `swift test`.
 
 usage: Benchmarks/many_small.py [--files 1000] [--kib 16] [--jobs 16] [--runs 3] [--connections N]
 """
@@ -76,6 +77,12 @@ def main():
         print(f"{k:8} {w:8.2f} {c:8.2f} {r:8.1f}")
     h = med["haul"][0]
     print(f"haul/aria2c wall {h / med['aria2c'][0]:.2f}x, haul/curl wall {h / med['curl'][0]:.2f}x; all SHA-256 ok")
+    # The same ratios taken round by round (each client ran once a round, in a shuffled order):
+    # a sitting whose speed drifts moves both sides of a round together.
+    paired = {k: statistics.median(a[0] / b[0] for a, b in zip(results["haul"], results[k]))
+              for k in ("aria2c", "curl")}
+    print(f"paired, median of each round's ratio: haul/aria2c wall {paired['aria2c']:.2f}x, "
+          f"haul/curl wall {paired['curl']:.2f}x")
 
 
 if __name__ == "__main__":
