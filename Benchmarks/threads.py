@@ -4,13 +4,17 @@
 For each client, the median over --runs of each thread's CPU time, its time waiting for a CPU
 while runnable (the run queue) and its time slices, read from /proc/self/task/*/schedstat as the
 process ends (a preloaded library hooks _exit and exit, and a destructor covers a return from
-main), and when libcurl's dlopen started and ended and the first connect() came, in ms after
-the preloaded library's constructor ran: about when haul started, and for curl, which is linked
-to libcurl, after libcurl and its libraries were loaded (about 4-5 ms after exec on this
-machine, left out of curl's figures). Threads of one name are added up (the
-pool threads of Dispatch). What a thread that ended before the process did is not counted (haul's
-libcurl loader, a few ms). Needs a C compiler (cc) and glibc; the preload's hooks cost a few
-microseconds a call. Not part of `swift test`; figures in Benchmarks/RESULTS.md.
+main); the process's CPU from getrusage, which also counts threads that ended before it (haul's
+libcurl loader: a few ms that no thread's line shows). Threads of one name are added up: with
+this toolchain's Dispatch, its pool threads (haul's file worker among them) share one name; the
+main thread's line is marked. Also when libcurl's dlopen() began and how long it took, and when
+the first connect() came, in ms after the preloaded library's constructor ran: about when haul
+started, and for curl, which is linked to libcurl, after ld.so loaded libcurl and its libraries
+(about 4-5 ms after exec here; the CPU figures do include that load, counted from the thread's
+start). Every file's SHA-256 is checked. Needs a C compiler (cc) and glibc; the hooks cost a few
+microseconds a call, and the dlopen() hook makes glibc search libraries as for the preloaded
+library (no RUNPATH of the caller: haul has none). Not part of `swift test`; figures in
+Benchmarks/RESULTS.md.
 
 usage: Benchmarks/threads.py [--files 1000] [--kib 16] [--jobs 16] [--runs 11] [--haul PATH]
                              [--out-dir /dev/shm]
@@ -18,7 +22,7 @@ usage: Benchmarks/threads.py [--files 1000] [--kib 16] [--jobs 16] [--runs 11] [
 import argparse, collections, os, shutil, statistics, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Nginx, shuffled
+from common import Nginx, sha256, shuffled
 
 PRELOAD = r"""
 #define _GNU_SOURCE
@@ -28,38 +32,55 @@ PRELOAD = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 static double t0, load_start, load_end, first_connect;
 static atomic_int dumped, connected;
+static int (*real_connect)(int, const struct sockaddr *, socklen_t);
+static void *(*real_dlopen)(const char *, int);
+static void (*real_exit)(int);
+static void (*real__exit)(int);
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
-__attribute__((constructor(101))) static void start(void) { t0 = now(); }
-int connect(int fd, const struct sockaddr *a, socklen_t l) {
-    static int (*real)(int, const struct sockaddr *, socklen_t);
-    if (!real) real = dlsym(RTLD_NEXT, "connect");
-    if (!atomic_exchange(&connected, 1)) first_connect = now() - t0;
-    return real(fd, a, l);
+// The real functions are looked up here, before the program runs: not in a hook, where dlsym
+// would wait for a dlopen in progress.
+__attribute__((constructor(101))) static void start(void) {
+    t0 = now();
+    *(void **)&real_connect = dlsym(RTLD_NEXT, "connect");
+    *(void **)&real_dlopen = dlsym(RTLD_NEXT, "dlopen");
+    *(void **)&real_exit = dlsym(RTLD_NEXT, "exit");
+    *(void **)&real__exit = dlsym(RTLD_NEXT, "_exit");
 }
+int connect(int fd, const struct sockaddr *a, socklen_t l) {
+    if (!atomic_exchange(&connected, 1)) first_connect = now() - t0;
+    return real_connect(fd, a, l);
+}
+// The first libcurl asked for, to the first that loaded (haul tries libcurl.so.4 first).
 void *dlopen(const char *f, int m) {
-    static void *(*real)(const char *, int);
-    if (!real) real = dlsym(RTLD_NEXT, "dlopen");
-    int curl = f && strstr(f, "libcurl") && !load_start;
-    if (curl) load_start = now() - t0;
-    void *r = real(f, m);
-    if (curl) load_end = now() - t0;
+    int curl = f && strstr(f, "libcurl") && !load_end;
+    if (curl && !load_start) load_start = now() - t0;
+    void *r = real_dlopen(f, m);
+    if (curl && r) load_end = now() - t0;
     return r;
 }
+// Each thread's line, the main thread's marked, and the whole process's CPU (getrusage: threads
+// that ended are in it, which /proc/self/task no longer lists).
 __attribute__((destructor)) static void dump(void) {
     const char *out = getenv("HAUL_BENCH_THREADS_OUT");
     if (!out || atomic_exchange(&dumped, 1)) return;
     FILE *f = fopen(out, "a");
     DIR *d = opendir("/proc/self/task");
-    if (!f || !d) return;
+    if (!f || !d) {
+        fprintf(stderr, "threads.so: cannot write %s or read /proc/self/task\n", out);
+        if (f) fclose(f);
+        if (d) closedir(d);
+        return;
+    }
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
@@ -72,33 +93,42 @@ __attribute__((destructor)) static void dump(void) {
         snprintf(p, sizeof p, "/proc/self/task/%s/schedstat", e->d_name);
         FILE *s = fopen(p, "r");
         if (s) { if (fscanf(s, "%llu %llu %llu", &run, &wait, &slices) != 3) run = 0; fclose(s); }
-        fprintf(f, "thread\t%s\t%.3f\t%.3f\t%llu\n", comm, run / 1e6, wait / 1e6, slices);
+        int main_thread = atoi(e->d_name) == getpid();
+        fprintf(f, "thread\t%s%s\t%.3f\t%.3f\t%llu\n", main_thread ? "main: " : "", comm, run / 1e6, wait / 1e6,
+                slices);
     }
-    fprintf(f, "marks\t%.3f\t%.3f\t%.3f\t%.3f\n--\n", load_start, load_end, first_connect, now() - t0);
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    double cpu = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3
+                 + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3;
+    fprintf(f, "marks\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\n--\n", load_start, load_end, first_connect, now() - t0, cpu);
     closedir(d);
     fclose(f);
 }
+// haul ends with _exit (docs/startup.md): no destructor runs then. Writing the report from a
+// second Ctrl-C's _exit is this benchmark's doing, never haul's.
 void _exit(int code) {
     dump();
-    void (*real)(int) = dlsym(RTLD_NEXT, "_exit");
-    real(code);
+    real__exit(code);
     __builtin_unreachable();
 }
 void exit(int code) {
     dump();
-    void (*real)(int) = dlsym(RTLD_NEXT, "exit");
-    real(code);
+    real_exit(code);
     __builtin_unreachable();
 }
 """
 
 
-def summary(report):
-    """Per thread name: medians of CPU ms, run-queue wait ms, slices; and of the marks."""
-    threads, marks = collections.defaultdict(lambda: ([], [], [])), ([], [], [], [])
+def summary(report, runs):
+    """Per thread name: medians of CPU ms, run-queue wait ms, slices; and medians of the marks
+    (the load's start, its length, the first connect, the end, the process's CPU)."""
+    threads, marks = collections.defaultdict(lambda: ([], [], [])), ([], [], [], [], [])
+    recorded = 0
     for run in open(report).read().split("--\n"):
         if not run.strip():
             continue
+        recorded += 1
         seen = collections.defaultdict(lambda: [0.0, 0.0, 0])
         for line in run.strip().splitlines():
             fields = line.split("\t")
@@ -107,13 +137,16 @@ def summary(report):
                 seen[fields[1]][1] += float(fields[3])
                 seen[fields[1]][2] += int(fields[4])
             elif fields[0] == "marks":
-                for i in range(4):
-                    marks[i].append(float(fields[i + 1]))
+                start, end, connect, finish, cpu = (float(x) for x in fields[1:6])
+                for i, value in enumerate((start, end - start, connect, finish, cpu)):
+                    marks[i].append(value)
         for name, values in seen.items():
             for i in range(3):
                 threads[name][i].append(values[i])
+    if recorded != runs:
+        sys.exit(f"{report}: {recorded} runs recorded of {runs}")
     return ({k: [statistics.median(x) for x in v] for k, v in threads.items()},
-            [statistics.median(m) if m else 0.0 for m in marks])
+            [statistics.median(m) for m in marks])
 
 
 def main():
@@ -126,30 +159,33 @@ def main():
     ap.add_argument("--out-dir", default="/dev/shm", help="where the files go (default: /dev/shm)")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="haul-bench-threads-")
-    preload = os.path.join(work, "threads.so")
-    with open(os.path.join(work, "threads.c"), "w") as f:
-        f.write(PRELOAD)
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", preload, os.path.join(work, "threads.c"), "-ldl"],
-                   check=True)
-    server = Nginx({})
-    chunk = os.urandom(a.kib * 1024)
-    names = [f"f{i:04d}.bin" for i in range(a.files)]
-    for i, name in enumerate(names):
-        with open(os.path.join(server.root, name), "wb") as f:
-            f.write(chunk[i % 97:] + chunk[:i % 97])
-    urls = os.path.join(work, "urls.txt")
-    with open(urls, "w") as f:
-        f.write("".join(server.url(n) + "\n" for n in names))
-    config = os.path.join(work, "curl.cfg")
-    with open(config, "w") as f:
-        f.write("".join(f'url = "{server.url(n)}"\noutput = "{n}"\n' for n in names))
-    j = str(a.jobs)
-    clients = {
-        "curl": ["curl", "-s", "--parallel", "--parallel-max", j, "-K", config],
-        "haul": [os.path.abspath(a.haul), "get", "-q", "-j", j, "-d", ".", "-i", urls],
-    }
     outs = os.path.join(a.out_dir, f"haul-bench-threads-{os.getpid()}")
+    server = None
     try:
+        preload = os.path.join(work, "threads.so")
+        with open(os.path.join(work, "threads.c"), "w") as f:
+            f.write(PRELOAD)
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", preload, os.path.join(work, "threads.c"), "-ldl"],
+                       check=True)
+        server = Nginx({})
+        chunk = os.urandom(a.kib * 1024)
+        names = [f"f{i:04d}.bin" for i in range(a.files)]
+        sums = {}
+        for i, name in enumerate(names):
+            with open(os.path.join(server.root, name), "wb") as f:
+                f.write(chunk[i % 97:] + chunk[:i % 97])
+            sums[name] = sha256(os.path.join(server.root, name))
+        urls = os.path.join(work, "urls.txt")
+        with open(urls, "w") as f:
+            f.write("".join(server.url(n) + "\n" for n in names))
+        config = os.path.join(work, "curl.cfg")
+        with open(config, "w") as f:
+            f.write("".join(f'url = "{server.url(n)}"\noutput = "{n}"\n' for n in names))
+        j = str(a.jobs)
+        clients = {
+            "curl": ["curl", "-s", "--parallel", "--parallel-max", j, "-K", config],
+            "haul": [os.path.abspath(a.haul), "get", "-q", "-j", j, "-d", ".", "-i", urls],
+        }
         for run in range(a.runs):
             for name, cmd in shuffled(clients):
                 out = os.path.join(outs, f"{name}-{run}")
@@ -158,18 +194,23 @@ def main():
                            HAUL_BENCH_THREADS_OUT=os.path.join(work, f"{name}.txt"))
                 subprocess.run(cmd, cwd=out, env=env, check=True, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
+                for n in names:
+                    if sha256(os.path.join(out, n)) != sums[n]:
+                        sys.exit(f"{name}: {n} differs")
                 shutil.rmtree(out)
+        print(f"{a.files} files of {a.kib} KiB, -j{a.jobs}, medians of {a.runs}; nproc={os.cpu_count()}")
+        for name in clients:
+            threads, (start, load, connect, end, cpu) = summary(os.path.join(work, f"{name}.txt"), a.runs)
+            loaded = f"libcurl's dlopen() from {start:.1f} ms, {load:.1f} ms long; " if load else ""
+            print(f"{name}: {loaded}first connect {connect:.1f} ms, end {end:.1f} ms (after the preload's start); "
+                  f"process CPU {cpu:.1f} ms")
+            for thread, (cpu, wait, slices) in sorted(threads.items(), key=lambda t: -t[1][0]):
+                print(f"  {thread:24} cpu {cpu:7.1f} ms  waiting for a CPU {wait:6.1f} ms  slices {slices:6.0f}")
     finally:
-        server.stop()
+        if server:
+            server.stop()
         shutil.rmtree(outs, ignore_errors=True)
-    print(f"{a.files} files of {a.kib} KiB, -j{a.jobs}, medians of {a.runs}; nproc={os.cpu_count()}")
-    for name in clients:
-        threads, (load_start, load_end, first_connect, end) = summary(os.path.join(work, f"{name}.txt"))
-        load = f"libcurl dlopen() {load_start:.1f}-{load_end:.1f} ms, " if load_end else ""
-        print(f"{name}: {load}first connect {first_connect:.1f} ms, end {end:.1f} ms (after the preload's start)")
-        for thread, (cpu, wait, slices) in sorted(threads.items(), key=lambda t: -t[1][0]):
-            print(f"  {thread:18} cpu {cpu:7.1f} ms  waiting for a CPU {wait:6.1f} ms  slices {slices:6.0f}")
-    shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -115,15 +115,27 @@ extension OutputTests {
         let output = Output(mode: .human, isTerminal: true) { text, fd in
             if fd == 2 { written.withLock { $0 += text } }
         }
-        output.progress(progress, name: "a\u{1B}]0\u{07}\u{202E}fdp")
+        // What is drawn is fitted to the terminal running the tests (80 x 24 when stderr is not
+        // one): the expected lines are fitted the same way.
+        let (width, rows) = Output.terminalSize()
+        let name = "a\u{1B}]0\u{07}\u{202E}fdp"
+        output.progress(progress, name: name)
         #expect(!written.get().contains("\u{07}") && !written.get().contains("\u{202E}"), "\(written.get())")
-        #expect(written.get().contains("a\\x1B]0\\x07\\u{202E}fdp"), "\(written.get())")
+        #expect(Output.printable(name) == "a\\x1B]0\\x07\\u{202E}fdp")
+        #expect(
+            written.get().hasSuffix(
+                Output.terminalLine(progress, name: Output.printable(name), spinner: 0, width: width)),
+            "\(written.get())")
         output.clearLine()
         written.set("")
-        output.progressBlock(["#1 x\u{1B}[2Jy", "waiting for network  #2 \u{9B}31m", "total"])
+        let lines = ["#1 x\u{1B}[2Jy", "waiting for network  #2 \u{9B}31m", "total"]
+        output.progressBlock(lines)
         let block = written.get()
         #expect(!block.contains("\u{1B}[2J") && !block.contains("\u{9B}"), "\(block)")
-        #expect(block.contains("#1 x\\x1B[2Jy") && block.contains("#2 \\x9B31m"), "\(block)")
+        for line in Output.fittedBlock(lines.map(Output.printable), rows: rows) {
+            #expect(block.contains("\r\u{1B}[2K" + Output.fitted(line, width: width) + "\n"), "\(block)")
+        }
+        #expect(lines.map(Output.printable).prefix(2) == ["#1 x\\x1B[2Jy", "waiting for network  #2 \\x9B31m"])
     }
 
     @Test func printableEscapesControlsAndBidiControlsOnly() {
@@ -132,5 +144,6 @@ extension OutputTests {
         #expect(
             Output.printable("\u{200E}\u{200F}\u{061C}\u{202A}\u{2069}")
                 == "\\u{200E}\\u{200F}\\u{061C}\\u{202A}\\u{2069}")
+        #expect(Output.printable("a\u{2028}b") == "a\u{2028}b", "a line separator is no control: it stays")
     }
 }

@@ -83,6 +83,10 @@ struct DestinationClaimsTests {
         #expect(Sys.parentDirectory(of: "\(real)/\u{301}x.bin") == real)
         #expect(Sys.split("/\u{301}x") == ("/", "\u{301}x"))
         #expect(Sys.split("\u{301}x") == (".", "\u{301}x"))
+        for path in ["", "/", "//", "a/", "a", "/a", "a/b/c", "/\u{301}x", "\u{301}x", "dir/näme 漢字", "x/\u{301}"] {
+            #expect(Sys.name(of: path) == Sys.split(path).name, "\(path)")
+        }
+        #expect(Sys.split("") == (".", "") && Sys.split("/") == ("/", "") && Sys.split("a/") == ("a", ""))
         let claims = DestinationClaims()
         let first = DestinationClaims.Owner()
         try claims.claim("\(real)/\u{301}x.bin", for: first)

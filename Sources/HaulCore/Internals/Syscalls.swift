@@ -434,11 +434,9 @@ package enum Sys {
     /// one Character, and still a separator to the kernel. A native string's bytes are searched
     /// in place (a file's save splits its path four times).
     package static func split(_ path: String) -> (directory: String, name: String) {
-        var path = path
-        return path.withUTF8 { bytes in
-            guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else {
-                return (".", String(decoding: bytes, as: UTF8.self))
-            }
+        var contiguous = path
+        return contiguous.withUTF8 { bytes in
+            guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return (".", path) }
             let name = String(decoding: UnsafeBufferPointer(rebasing: bytes[(slash + 1)...]), as: UTF8.self)
             if slash == 0 { return ("/", name) }
             return (String(decoding: UnsafeBufferPointer(rebasing: bytes[..<slash]), as: UTF8.self), name)
@@ -448,10 +446,10 @@ package enum Sys {
     /// The name after `path`'s last `/` byte (all of `path` when there is none): ``split(_:)``'s
     /// name, without making its directory.
     package static func name(of path: String) -> String {
-        var path = path
-        return path.withUTF8 { bytes in
-            let start = bytes.lastIndex(of: UInt8(ascii: "/")).map { $0 + 1 } ?? 0
-            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start...]), as: UTF8.self)
+        var contiguous = path
+        return contiguous.withUTF8 { bytes in
+            guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return path }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[(slash + 1)...]), as: UTF8.self)
         }
     }
 }
