@@ -117,6 +117,7 @@ final class Output: Sendable {
     /// override show `evil\u{202E}fdp.exe` as `evilexe.pdf`.
     static func printable(_ text: String) -> String {
         func isControl(_ u: Unicode.Scalar) -> Bool { u.value < 0x20 || (0x7F...0x9F).contains(u.value) }
+        // No bidi control lies below U+061C: plain ASCII and Latin text skip the property look-up.
         func needsEscape(_ u: Unicode.Scalar) -> Bool {
             isControl(u) || (u.value >= 0x61C && u.properties.isBidiControl)
         }
