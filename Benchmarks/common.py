@@ -36,6 +36,27 @@ def shuffled(clients):
     return random.sample(list(clients.items()), len(clients))
 
 
+def small_files(server, work, count, kib):
+    """`count` files of `kib` KiB on `server` (each a rotation of one random block, so no two are
+    the same), a URL list for them in `work` and a curl config that saves each under its name;
+    returns (names, their SHA-256s, the list's path, the config's path). many_small.py and
+    threads.py fetch the same set."""
+    chunk = os.urandom(kib * 1024)
+    names = [f"f{i:04d}.bin" for i in range(count)]
+    sums = {}
+    for i, name in enumerate(names):
+        with open(os.path.join(server.root, name), "wb") as f:
+            f.write(chunk[i % 97:] + chunk[:i % 97])
+        sums[name] = sha256(os.path.join(server.root, name))
+    urls = os.path.join(work, "urls.txt")
+    with open(urls, "w") as f:
+        f.write("".join(server.url(n) + "\n" for n in names))
+    config = os.path.join(work, "curl.cfg")
+    with open(config, "w") as f:
+        f.write("".join(f'url = "{server.url(n)}"\noutput = "{n}"\n' for n in names))
+    return names, sums, urls, config
+
+
 def measure(cmd, cwd=None):
     """Runs cmd; returns (wall seconds, user+sys CPU seconds, peak RSS MiB).
 

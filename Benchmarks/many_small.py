@@ -10,7 +10,7 @@ usage: Benchmarks/many_small.py [--files 1000] [--kib 16] [--jobs 16] [--runs 3]
 import argparse, os, shutil, statistics, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Nginx, ensure, measure, sha256, shuffled
+from common import Nginx, ensure, measure, sha256, shuffled, small_files
 
 
 def main():
@@ -27,27 +27,13 @@ def main():
     a = ap.parse_args()
     aria2 = ensure("aria2c", "aria2")
     server = Nginx({})
-    chunk = os.urandom(a.kib * 1024)
-    names = [f"f{i:04d}.bin" for i in range(a.files)]
-    sums = {}
-    for i, name in enumerate(names):
-        data = chunk[i % 97:] + chunk[:i % 97]
-        with open(os.path.join(server.root, name), "wb") as f:
-            f.write(data)
-        sums[name] = sha256(os.path.join(server.root, name))
     work = tempfile.mkdtemp(prefix="haul-bench-many-")
+    names, sums, urls, curl_config = small_files(server, work, a.files, a.kib)
     # Every run writes to a directory of its own, and all are removed at the end: deleting a
     # thousand files right before the next client starts made ext4 skip the recently freed inodes
     # one by one when it allocated new ones (perf: recently_deleted), a cost that grew run after run
     # and had nothing to do with the client that paid it.
     outs = os.path.join(a.out_dir, f"haul-bench-many-{os.getpid()}") if a.out_dir else os.path.join(work, "out")
-    urls = os.path.join(work, "urls.txt")
-    with open(urls, "w") as f:
-        f.write("".join(server.url(n) + "\n" for n in names))
-    curl_config = os.path.join(work, "curl.cfg")
-    with open(curl_config, "w") as f:
-        for n in names:
-            f.write(f'url = "{server.url(n)}"\noutput = "{n}"\n')
     j = str(a.jobs)
     clients = {
         "curl": ["curl", "-s", "--parallel", "--parallel-max", j, "-K", curl_config],

@@ -22,7 +22,7 @@ usage: Benchmarks/threads.py [--files 1000] [--kib 16] [--jobs 16] [--runs 11] [
 import argparse, collections, os, shutil, statistics, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Nginx, sha256, shuffled
+from common import Nginx, sha256, shuffled, small_files
 
 PRELOAD = r"""
 #define _GNU_SOURCE
@@ -168,19 +168,7 @@ def main():
         subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", preload, os.path.join(work, "threads.c"), "-ldl"],
                        check=True)
         server = Nginx({})
-        chunk = os.urandom(a.kib * 1024)
-        names = [f"f{i:04d}.bin" for i in range(a.files)]
-        sums = {}
-        for i, name in enumerate(names):
-            with open(os.path.join(server.root, name), "wb") as f:
-                f.write(chunk[i % 97:] + chunk[:i % 97])
-            sums[name] = sha256(os.path.join(server.root, name))
-        urls = os.path.join(work, "urls.txt")
-        with open(urls, "w") as f:
-            f.write("".join(server.url(n) + "\n" for n in names))
-        config = os.path.join(work, "curl.cfg")
-        with open(config, "w") as f:
-            f.write("".join(f'url = "{server.url(n)}"\noutput = "{n}"\n' for n in names))
+        names, sums, urls, config = small_files(server, work, a.files, a.kib)
         j = str(a.jobs)
         clients = {
             "curl": ["curl", "-s", "--parallel", "--parallel-max", j, "-K", config],
